@@ -1,0 +1,7 @@
+// SPDX-License-Identifier: MIT
+#include <usmc/usmc.h>
+
+const char *usmc_version(void)
+{
+	return USMC_VERSION_STRING;
+}
