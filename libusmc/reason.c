@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <stddef.h>
 
+#include <usmc/usmc.h>
+
 #include "reason.h"
 
 #define REASON(sym, txt)                      \
@@ -56,10 +58,34 @@ static const struct usmc_reason_desc reasons[] = {
 	OWN(HS_TIMEOUT, "CLC handshake timed out"),
 };
 
+#define NREASONS (sizeof(reasons) / sizeof(reasons[0]))
+_Static_assert(NREASONS < USMC_REASON_SLOTS, "reason slots too few");
+
+unsigned int usmc_reason_slot(uint32_t code)
+{
+	for (unsigned int i = 0; i < NREASONS; i++)
+		if (reasons[i].code == code)
+			return i;
+	return USMC_REASON_SLOTS - 1;
+}
+
 const struct usmc_reason_desc *usmc_reason_lookup(uint32_t code)
 {
-	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
-		if (reasons[i].code == code)
-			return &reasons[i];
-	return NULL;
+	unsigned int i = usmc_reason_slot(code);
+
+	return i < NREASONS ? &reasons[i] : NULL;
+}
+
+const char *usmc_reason_name(uint32_t reason)
+{
+	const struct usmc_reason_desc *d = usmc_reason_lookup(reason);
+
+	return d ? d->name : "UNKNOWN";
+}
+
+const char *usmc_reason_text(uint32_t reason)
+{
+	const struct usmc_reason_desc *d = usmc_reason_lookup(reason);
+
+	return d ? d->text : "unknown reason";
 }

@@ -66,4 +66,10 @@ struct usmc_reason_desc {
 /* Name ("NOSMCRDEV") and text of a code; NULL if the code is unknown. */
 const struct usmc_reason_desc *usmc_reason_lookup(uint32_t code);
 
+/* Number of distinct slots usmc_reason_slot() returns (known codes + 1). */
+#define USMC_REASON_SLOTS 48
+
+/* A dense index for per-reason counters; unknown codes share the last slot. */
+unsigned int usmc_reason_slot(uint32_t code);
+
 #endif

@@ -1,10 +1,342 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * libusmc - a userspace SMC-R (RFC 7609) protocol stack.
+ *
+ * A connection starts as TCP. When both ends can, the CLC handshake moves
+ * its data onto RDMA (SMC-R); otherwise it stays on the same TCP socket
+ * ("fallback") and usmc_conn_info() says why. The API is the same either way.
+ *
+ * Conventions:
+ *  - Every function returning int or ssize_t returns a negative errno value
+ *    (or one of the documented USMC_E* codes) on failure; usmc_strerror()
+ *    gives its text. Nothing sets errno for the caller to read.
+ *  - Objects are opaque. A context owns no global state: several contexts
+ *    may live in one process and are independent.
+ *  - Thread safety: a context and a listener may be used from any thread. A
+ *    connection may be used by one reader and one writer thread at a time
+ *    (like a socket); close it only when no other thread uses it.
+ *  - Environment variables (read once, by usmc_ctx_create) give process-wide
+ *    defaults for the options below; the functions override them per
+ *    context, listener or connection.
+ */
 #ifndef USMC_USMC_H
 #define USMC_USMC_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define USMC_VERSION_STRING "0.1.0"
+
+struct usmc_ctx;
+struct usmc_listener;
+struct usmc_conn;
 
 /** usmc_version() - the library version, "MAJOR.MINOR.PATCH". */
 const char *usmc_version(void);
 
+/* ------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------ */
+
+/* libusmc's own error codes (negative, below -4095 so they never collide
+ * with a negated errno). */
+#define USMC_EPROTO_CLC	 (-5001) /* malformed or unexpected CLC message from the peer */
+#define USMC_EPEERDECL	 (-5002) /* peer declined where no fallback is possible */
+#define USMC_ENODEV_SMCR (-5003) /* operation needs an SMC-R device; none usable */
+
+/**
+ * usmc_strerror() - text for a negative return value of this API.
+ * @err: a negative errno value or a USMC_E* code.
+ * Returns a static string; never NULL.
+ */
+const char *usmc_strerror(int err);
+
+/* ------------------------------------------------------------------------
+ * Fallback reasons
+ *
+ * The SMC_CLC_DECL_* codes Linux carries in a CLC DECLINE, plus libusmc's
+ * own local reasons (0x0a......, never sent on the wire).
+ * ------------------------------------------------------------------------ */
+#define USMC_REASON_NONE	 0x00000000u /* running SMC-R, no fallback */
+#define USMC_REASON_MEM		 0x01010000u /* insufficient memory */
+#define USMC_REASON_TIMEOUT_CL	 0x02010000u /* timeout waiting for LLC CONFIRM_LINK */
+#define USMC_REASON_PEERNOSMC	 0x03010000u /* peer did not indicate SMC */
+#define USMC_REASON_NOSMCDEV	 0x03030000u /* no SMC device (R or D) */
+#define USMC_REASON_NOSMCRDEV	 0x03030002u /* no SMC-R device */
+#define USMC_REASON_NOUEID	 0x03030008u /* no common UEID */
+#define USMC_REASON_SYNCERR	 0x04000000u /* link group out of sync */
+#define USMC_REASON_PEERDECL	 0x05000000u /* peer declined */
+#define USMC_REASON_INTERR	 0x09990000u /* internal error */
+#define USMC_REASON_DISABLED	 0x0a000001u /* SMC-R disabled by option */
+#define USMC_REASON_HS_CONGESTED 0x0a000002u /* our handshake queue was congested */
+#define USMC_REASON_SERVER_BUSY	 0x0a000003u /* the server's handshake queue was congested */
+#define USMC_REASON_HS_TIMEOUT	 0x0a000004u /* CLC message not received in time */
+/* Any other SMC_CLC_DECL_* value may appear too; usmc_reason_name() knows them. */
+
+/** usmc_reason_name() - short name ("NOSMCRDEV"), or "UNKNOWN". */
+const char *usmc_reason_name(uint32_t reason);
+/** usmc_reason_text() - one-line description, or "unknown reason". */
+const char *usmc_reason_text(uint32_t reason);
+
+/* ------------------------------------------------------------------------
+ * Options
+ *
+ * Integer options with a process-wide default from the environment, set
+ * per context (inherited by its listeners and connections), per listener
+ * (inherited by the connections it accepts) or per connection (between
+ * usmc_conn_create() and usmc_conn_connect(), or after usmc_accept()). Out-of-range values give
+ * -EINVAL; an invalid environment value makes usmc_ctx_create() fail with -EINVAL.
+ * ------------------------------------------------------------------------ */
+enum usmc_opt {
+	/* Try SMC-R at all (0/1). Env USMC_SMC, default 1. */
+	USMC_OPT_SMC = 0,
+	/* Milliseconds to wait for the peer's first bytes when telling SMC
+	 * peers from plain TCP ones (see docs/tcp-path.md). Env USMC_PROBE_MS,
+	 * default 100, range 1..60000. */
+	USMC_OPT_PROBE_MS,
+	/* Milliseconds to wait for each CLC message. Env USMC_CLC_TIMEOUT_MS,
+	 * default 6000 (Linux CLC_WAIT_TIME), range 100..600000. */
+	USMC_OPT_CLC_TIMEOUT_MS,
+	/* Listener: decide TCP at once while the handshake queue is
+	 * congested (0/1). Env USMC_AUTO_FALLBACK, default 0. */
+	USMC_OPT_AUTO_FALLBACK,
+	/* Listener: handshake worker threads. Env USMC_HS_THREADS, default 2,
+	 * range 1..64. */
+	USMC_OPT_HS_THREADS,
+	/* Listener: handshake queue depth at which it counts as congested.
+	 * Env USMC_HS_CONGESTION, default 0 = 2 x USMC_OPT_HS_THREADS,
+	 * range 0..65536. */
+	USMC_OPT_HS_CONGESTION,
+	/* Bytes of the receive buffer (RMB) asked for a connection, rounded up
+	 * to a size class. Env USMC_RMB_SIZE, default 65536, range 16384..2^29. */
+	USMC_OPT_RMB_SIZE,
+	/* Bytes of the send buffer. Env USMC_SNDBUF_SIZE, default 65536. */
+	USMC_OPT_SNDBUF_SIZE,
+	/* Milliseconds usmc_close() waits for unsent data. Env USMC_LINGER_MS,
+	 * default 2000 (Linux SMC_MAX_STREAM_WAIT_TIMEOUT). */
+	USMC_OPT_LINGER_MS,
+	/* Poll completion queues instead of sleeping on them (0/1): lower
+	 * latency, one core busy. Env USMC_BUSY_POLL, default 0. */
+	USMC_OPT_BUSY_POLL,
+	USMC_OPT_COUNT_ /* not an option */
+};
+
+int usmc_ctx_setopt(struct usmc_ctx *ctx, enum usmc_opt opt, long value);
+int usmc_ctx_getopt(const struct usmc_ctx *ctx, enum usmc_opt opt, long *value);
+int usmc_listener_setopt(struct usmc_listener *l, enum usmc_opt opt, long value);
+int usmc_listener_getopt(const struct usmc_listener *l, enum usmc_opt opt, long *value);
+int usmc_conn_setopt(struct usmc_conn *c, enum usmc_opt opt, long value);
+int usmc_conn_getopt(const struct usmc_conn *c, enum usmc_opt opt, long *value);
+
+/* ------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------ */
+
+/**
+ * usmc_ctx_create() - a new context: options from the environment, RDMA
+ * devices discovered (none is fine: connections then use TCP).
+ * Returns 0 or -EINVAL (bad environment value), -ENOMEM.
+ */
+int usmc_ctx_create(struct usmc_ctx **ctx);
+
+/** usmc_ctx_destroy() - free a context; its listeners and connections must
+ * be closed first (returns -EBUSY otherwise, and frees nothing). */
+int usmc_ctx_destroy(struct usmc_ctx *ctx);
+
+struct usmc_device_info {
+	char name[64];	 /* RDMA device, e.g. "rxe0" */
+	uint8_t port;	 /* port number */
+	char netdev[16]; /* netdev of the port's RoCE v2 GID, "" if none */
+	int gid_index;	 /* IPv4-mapped RoCE v2 GID index, -1 if none */
+};
+
+/**
+ * usmc_ctx_devices() - the RDMA ports the context found.
+ * Fills up to @max entries; returns how many ports exist (may exceed @max).
+ */
+int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max);
+
+struct usmc_ctx_stats {
+	uint64_t connects;   /* usmc_connect() that established a connection */
+	uint64_t accepts;    /* connections returned by usmc_accept() */
+	uint64_t smcr;	     /* connections that run SMC-R */
+	uint64_t fallbacks;  /* connections that run TCP */
+	uint64_t hs_errors;  /* handshakes that failed (no fallback possible) */
+	uint64_t open_conns; /* connections not yet closed */
+};
+
+/** usmc_ctx_stats() - a snapshot of the context's counters. */
+void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);
+
+/**
+ * usmc_ctx_fallback_count() - connections of this context that fell back
+ * to TCP for @reason (a USMC_REASON_* / SMC_CLC_DECL_* value).
+ */
+uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason);
+
+/* ------------------------------------------------------------------------
+ * Listener
+ * ------------------------------------------------------------------------ */
+
+/* Flags of usmc_listen(). */
+#define USMC_LISTEN_AUTO_FALLBACK (1u << 0) /* USMC_OPT_AUTO_FALLBACK = 1 */
+#define USMC_LISTEN_NONBLOCK	  (1u << 1) /* usmc_accept() returns -EAGAIN when empty */
+#define USMC_LISTEN_REUSEPORT	  (1u << 2) /* SO_REUSEPORT on the TCP listener */
+#define USMC_LISTEN_TCP_ONLY	  (1u << 3) /* USMC_OPT_SMC = 0: plain TCP, no probing */
+
+/**
+ * usmc_listen() - listen on @addr (IPv4 or IPv6, port 0 picks one).
+ * @backlog: cap on connections in the handshake plus connections waiting
+ *	in the accept queue (see docs/listener.md); 1..65535.
+ * A dedicated thread accepts TCP connections and tells SMC clients from
+ * plain TCP clients; completed connections wait for usmc_accept().
+ * Returns 0 and sets *@out, or -EINVAL, -EADDRINUSE, -EAFNOSUPPORT, ...
+ */
+int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t addrlen, int backlog,
+		unsigned int flags, struct usmc_listener **out);
+
+/**
+ * usmc_listener_fd() - a file descriptor that is readable exactly while
+ * the accept queue is not empty (for epoll, libev, io_uring). Do not read
+ * or close it; it lives as long as the listener.
+ */
+int usmc_listener_fd(const struct usmc_listener *l);
+
+/** usmc_listener_addr() - the bound address (useful with port 0). */
+int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *addr,
+		       socklen_t *addrlen);
+
+/* Flags of usmc_accept() and usmc_connect(). */
+#define USMC_NONBLOCK (1u << 0) /* the connection's send/recv do not block */
+
+/**
+ * usmc_accept() - take the next established connection.
+ * Blocks unless the listener was created with USMC_LISTEN_NONBLOCK
+ * (then -EAGAIN). @flags: USMC_NONBLOCK for the new connection.
+ */
+int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **out);
+
+struct usmc_listener_stats {
+	uint64_t accepted;	       /* TCP connections taken from the kernel */
+	uint64_t smcr;		       /* of those, handed out running SMC-R */
+	uint64_t fallbacks;	       /* of those, handed out running TCP */
+	uint64_t hs_failed;	       /* handshakes that failed; connection dropped */
+	uint64_t congestion_fallbacks; /* decided TCP at accept time (auto-fallback) */
+	uint64_t backlog_full;	       /* times the accept thread paused at the backlog cap */
+	uint32_t in_handshake;	       /* now: being probed or in the CLC handshake */
+	uint32_t queued;	       /* now: waiting for usmc_accept() */
+	uint32_t hs_queue_depth;       /* now: handshakes waiting for a worker */
+	uint32_t hs_queue_high;	       /* high-water mark of hs_queue_depth */
+};
+
+void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st);
+
+/**
+ * usmc_listener_close() - stop listening: the accept thread and handshake
+ * workers stop, queued connections are closed. No other thread may be
+ * inside usmc_accept() on this listener.
+ */
+int usmc_listener_close(struct usmc_listener *l);
+
+/* ------------------------------------------------------------------------
+ * Connections
+ * ------------------------------------------------------------------------ */
+
+/**
+ * usmc_connect() - connect to @addr; SMC-R if the server and this context
+ * can, else TCP. Blocks until the connection runs in its final mode, unless
+ * @flags has USMC_NONBLOCK: then it returns 0 at once with *@out set; poll
+ * usmc_conn_fd() for writability and call usmc_connect_finish().
+ */
+int usmc_connect(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t addrlen,
+		 unsigned int flags, struct usmc_conn **out);
+
+/**
+ * usmc_conn_create() / usmc_conn_connect() - the same in two steps, so that
+ * per-connection options (usmc_conn_setopt) apply to the handshake:
+ * create, set options, connect. usmc_conn_connect() returns as
+ * usmc_connect(); after a failure the connection must be closed.
+ */
+int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out);
+int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_t addrlen,
+		      unsigned int flags);
+
+/**
+ * usmc_connect_finish() - complete a non-blocking connect: 0 when the
+ * connection is established, -EINPROGRESS if not yet (poll again), or the
+ * negative errno of the failed connect (the connection must then be closed).
+ */
+int usmc_connect_finish(struct usmc_conn *c);
+
+/**
+ * usmc_conn_fd() - the descriptor to poll: readable when usmc_recv() would
+ * not block, writable when usmc_send() would not block; stable for the
+ * connection's life. Do not read, write or close it yourself.
+ */
+int usmc_conn_fd(const struct usmc_conn *c);
+
+/**
+ * usmc_send() / usmc_sendv() - send bytes; returns how many were taken
+ * (> 0), -EAGAIN if non-blocking and no room, -EPIPE after shutdown or a
+ * peer reset (never SIGPIPE). @flags: 0 or MSG_DONTWAIT.
+ */
+ssize_t usmc_send(struct usmc_conn *c, const void *buf, size_t len, int flags);
+ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags);
+
+/**
+ * usmc_recv() / usmc_recvv() - receive bytes; returns how many (> 0), 0 at
+ * the end of the stream, -EAGAIN if non-blocking and nothing is there.
+ * @flags: 0, MSG_DONTWAIT, MSG_WAITALL, MSG_PEEK.
+ */
+ssize_t usmc_recv(struct usmc_conn *c, void *buf, size_t len, int flags);
+ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags);
+
+/** usmc_shutdown() - SHUT_RD, SHUT_WR or SHUT_RDWR, as shutdown(2). */
+int usmc_shutdown(struct usmc_conn *c, int how);
+
+/**
+ * usmc_close() - close the connection: unsent data gets up to
+ * USMC_OPT_LINGER_MS to leave, then the connection and its buffers are
+ * freed. @c is invalid afterwards.
+ */
+int usmc_close(struct usmc_conn *c);
+
+/** usmc_abort() - close at once, discarding unsent data (TCP: RST). */
+int usmc_abort(struct usmc_conn *c);
+
+enum usmc_mode {
+	USMC_MODE_CONNECTING = 0, /* handshake not finished */
+	USMC_MODE_SMCR = 1,	  /* data moves over RDMA */
+	USMC_MODE_TCP = 2,	  /* data moves over the TCP socket (fallback) */
+};
+
+struct usmc_conn_info {
+	enum usmc_mode mode;
+	uint32_t reason;   /* fallback reason, USMC_REASON_NONE when SMC-R */
+	int peer_declined; /* 1 if @reason came from the peer's DECLINE */
+	int is_server;	   /* 1 if accepted, 0 if connected */
+	struct sockaddr_storage local;
+	struct sockaddr_storage peer;
+	uint32_t lgr_id;     /* link group id when SMC-R, else 0 */
+	uint8_t smc_version; /* 2 for SMC-Rv2 when SMC-R, else 0 */
+	uint64_t bytes_sent;
+	uint64_t bytes_received;
+};
+
+/** usmc_conn_info() - mode, fallback reason, addresses, link group. */
+int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info);
+
+/** usmc_mode_name() - "SMC-R", "TCP" or "CONNECTING". */
+const char *usmc_mode_name(enum usmc_mode mode);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

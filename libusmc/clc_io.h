@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CLC messages on the TCP socket: read exactly one message by its length
+ * field (never a byte of the application's stream after it), and send one.
+ */
+#ifndef USMC_CLC_IO_H
+#define USMC_CLC_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clc.h"
+
+/*
+ * clc_io_recv() - read one CLC message into @buf (@cap bytes) within
+ * @timeout_ms. Returns its length and fills @hdr, or -ETIMEDOUT,
+ * -ECONNRESET (EOF), a WIRE_E_* code (malformed header, or longer than
+ * @cap), or another -errno.
+ */
+int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr);
+
+/* clc_io_send() - send @len bytes of one message, all or an error. */
+int clc_io_send(int fd, const uint8_t *buf, size_t len);
+
+/* clc_io_send_decline() - a DECLINE of @version carrying @reason. */
+int clc_io_send_decline(int fd, uint8_t version, const uint8_t peer_id[CLC_PEER_ID_LEN],
+			uint32_t reason);
+
+#endif

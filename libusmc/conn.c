@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "ctx.h"
+
+/* Largest iovec count accepted by the vector calls (as the kernel's). */
+#define CONN_IOV_MAX 1024
+
+struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opts *opts,
+			     bool is_server)
+{
+	struct usmc_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->ctx = ctx;
+	c->fd = fd;
+	c->opts = *opts;
+	c->is_server = is_server;
+	c->mode = USMC_MODE_CONNECTING;
+	atomic_fetch_add(&ctx->open_conns, 1);
+	c->counted_open = true;
+	return c;
+}
+
+void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bool peer_declined)
+{
+	c->mode = mode;
+	c->reason = mode == USMC_MODE_SMCR ? USMC_REASON_NONE : reason;
+	c->peer_declined = peer_declined;
+	ctx_count_mode(c->ctx, mode, c->reason);
+}
+
+int conn_make_blocking(struct usmc_conn *c)
+{
+	int fl = fcntl(c->fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	return fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK) ? -errno : 0;
+}
+
+void conn_destroy(struct usmc_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->counted_open)
+		atomic_fetch_sub(&c->ctx->open_conns, 1);
+	free(c);
+}
+
+/* ---- connect --------------------------------------------------------- */
+
+static int check_sockaddr(const struct sockaddr *addr, socklen_t len)
+{
+	if (!addr)
+		return -EINVAL;
+	if (addr->sa_family == AF_INET)
+		return len >= sizeof(struct sockaddr_in) ? 0 : -EINVAL;
+	if (addr->sa_family == AF_INET6)
+		return len >= sizeof(struct sockaddr_in6) ? 0 : -EINVAL;
+	return -EAFNOSUPPORT;
+}
+
+/*
+ * Decide the mode of an established client connection. Without an SMC-R
+ * device (or with SMC-R disabled) no CLC byte is ever sent, so the server
+ * sees a plain TCP client.
+ */
+static int connect_decide_mode(struct usmc_conn *c)
+{
+	if (!c->opts.v[USMC_OPT_SMC]) {
+		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
+		return 0;
+	}
+	/* The client side of SMC-R over verbs is not in this build yet: a
+	 * device alone does not make SMC-R possible. */
+	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
+	return 0;
+}
+
+int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
+{
+	struct usmc_opts opts;
+	struct usmc_conn *c;
+
+	if (!ctx || !out)
+		return -EINVAL;
+	ctx_copy_opts(ctx, &opts);
+	c = conn_alloc(ctx, -1, &opts, false);
+	if (!c)
+		return -ENOMEM;
+	*out = c;
+	return 0;
+}
+
+static int wait_connected(int fd)
+{
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+		if (poll(&p, 1, -1) >= 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_t addrlen,
+		      unsigned int flags)
+{
+	int rc;
+
+	if (!c || c->is_server || c->fd >= 0 || (flags & ~USMC_NONBLOCK))
+		return -EINVAL;
+	rc = check_sockaddr(addr, addrlen);
+	if (rc)
+		return rc;
+	c->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (c->fd < 0)
+		return -errno;
+	c->nonblock = flags & USMC_NONBLOCK;
+	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
+		return -errno;
+	if (c->nonblock)
+		return 0;
+	rc = wait_connected(c->fd);
+	return rc ? rc : usmc_connect_finish(c);
+}
+
+int usmc_connect(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t addrlen,
+		 unsigned int flags, struct usmc_conn **out)
+{
+	struct usmc_conn *c;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	rc = usmc_conn_create(ctx, &c);
+	if (rc)
+		return rc;
+	rc = usmc_conn_connect(c, addr, addrlen, flags);
+	if (rc) {
+		conn_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int usmc_connect_finish(struct usmc_conn *c)
+{
+	struct pollfd p;
+	socklen_t len = sizeof(int);
+	int err = 0, rc;
+
+	if (!c || c->is_server || c->fd < 0)
+		return -EINVAL;
+	if (c->mode != USMC_MODE_CONNECTING)
+		return 0;
+	p = (struct pollfd){.fd = c->fd, .events = POLLOUT};
+	rc = poll(&p, 1, 0);
+	if (rc < 0)
+		return -errno;
+	if (rc == 0)
+		return -EINPROGRESS;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		return -errno;
+	if (err)
+		return -err;
+	rc = conn_make_blocking(c);
+	if (rc)
+		return rc;
+	rc = connect_decide_mode(c);
+	if (rc)
+		return rc;
+	atomic_fetch_add(&c->ctx->connects, 1);
+	return 0;
+}
+
+/* ---- data path ------------------------------------------------------- */
+
+static int conn_ready(struct usmc_conn *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if (c->fd < 0)
+		return -ENOTCONN;
+	if (c->mode != USMC_MODE_CONNECTING)
+		return 0;
+	rc = usmc_connect_finish(c);
+	return rc == -EINPROGRESS ? -EAGAIN : rc;
+}
+
+static int io_flags(const struct usmc_conn *c, int flags)
+{
+	return MSG_NOSIGNAL | (c->nonblock ? MSG_DONTWAIT : 0) | flags;
+}
+
+ssize_t usmc_send(struct usmc_conn *c, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	if (!buf && len)
+		return -EINVAL;
+	return usmc_sendv(c, &iov, 1, flags);
+}
+
+ssize_t usmc_recv(struct usmc_conn *c, void *buf, size_t len, int flags)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+
+	if (!buf && len)
+		return -EINVAL;
+	return usmc_recvv(c, &iov, 1, flags);
+}
+
+ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+	ssize_t n;
+	int rc;
+
+	if (!c || iovcnt < 0 || iovcnt > CONN_IOV_MAX || (iovcnt && !iov) ||
+	    (flags & ~MSG_DONTWAIT))
+		return -EINVAL;
+	rc = conn_ready(c);
+	if (rc)
+		return rc;
+	n = sendmsg(c->fd, &msg, io_flags(c, flags));
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	atomic_fetch_add_explicit(&c->bytes_sent, (uint64_t)n, memory_order_relaxed);
+	return n;
+}
+
+ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+	ssize_t n;
+	int rc;
+
+	if (!c || iovcnt < 0 || iovcnt > CONN_IOV_MAX || (iovcnt && !iov) ||
+	    (flags & ~(MSG_DONTWAIT | MSG_WAITALL | MSG_PEEK)))
+		return -EINVAL;
+	rc = conn_ready(c);
+	if (rc)
+		return rc;
+	do {
+		n = recvmsg(c->fd, &msg, io_flags(c, flags));
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	if (!(flags & MSG_PEEK))
+		atomic_fetch_add_explicit(&c->bytes_received, (uint64_t)n, memory_order_relaxed);
+	return n;
+}
+
+int usmc_shutdown(struct usmc_conn *c, int how)
+{
+	if (!c || (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR))
+		return -EINVAL;
+	if (c->fd < 0)
+		return -ENOTCONN;
+	return shutdown(c->fd, how) ? -errno : 0;
+}
+
+int usmc_close(struct usmc_conn *c)
+{
+	if (!c)
+		return -EINVAL;
+	/* In TCP mode the kernel keeps sending unsent data after close(). */
+	conn_destroy(c);
+	return 0;
+}
+
+int usmc_abort(struct usmc_conn *c)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+	if (!c)
+		return -EINVAL;
+	setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	conn_destroy(c);
+	return 0;
+}
+
+int usmc_conn_fd(const struct usmc_conn *c)
+{
+	return c ? c->fd : -EINVAL;
+}
+
+int usmc_conn_setopt(struct usmc_conn *c, enum usmc_opt opt, long value)
+{
+	return c ? opts_set(&c->opts, opt, value) : -EINVAL;
+}
+
+int usmc_conn_getopt(const struct usmc_conn *c, enum usmc_opt opt, long *value)
+{
+	return c ? opts_get(&c->opts, opt, value) : -EINVAL;
+}
+
+int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
+{
+	socklen_t len;
+
+	if (!c || !info)
+		return -EINVAL;
+	memset(info, 0, sizeof(*info));
+	info->mode = c->mode;
+	info->reason = c->reason;
+	info->peer_declined = c->peer_declined;
+	info->is_server = c->is_server;
+	len = sizeof(info->local);
+	getsockname(c->fd, (struct sockaddr *)&info->local, &len);
+	len = sizeof(info->peer);
+	getpeername(c->fd, (struct sockaddr *)&info->peer, &len);
+	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
+	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
+	return 0;
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* A connection: its TCP socket, its mode, and the data path it uses. */
+#ifndef USMC_CONN_H
+#define USMC_CONN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <usmc/usmc.h>
+
+#include "opts.h"
+
+struct usmc_ctx;
+
+struct usmc_conn {
+	struct usmc_ctx *ctx;
+	int fd; /* the TCP socket; also the pollable fd in TCP mode */
+	enum usmc_mode mode;
+	uint32_t reason;
+	bool peer_declined;
+	bool is_server;
+	bool nonblock;
+	bool counted_open;    /* counted in ctx->open_conns */
+	bool decline_at_once; /* listener congested: decline in the accept thread */
+	struct usmc_opts opts;
+	atomic_uint_least64_t bytes_sent, bytes_received;
+	struct usmc_conn *next; /* accept queue link (listener) */
+};
+
+/* A connection around TCP socket @fd; the options are copied. */
+struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opts *opts,
+			     bool is_server);
+
+/* The connection reached its final mode: record it and count it. */
+void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bool peer_declined);
+
+/* Put the TCP socket in blocking mode (connections use MSG_DONTWAIT for
+ * non-blocking calls, so the user's fd flags never matter). */
+int conn_make_blocking(struct usmc_conn *c);
+
+/* Close the socket and free; no accounting of the mode (never handed out). */
+void conn_destroy(struct usmc_conn *c);
+
+#endif

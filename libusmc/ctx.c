@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+#include "ib.h"
+
+int usmc_ctx_create(struct usmc_ctx **out)
+{
+	struct usmc_ctx *ctx;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	rc = opts_init_from_env(&ctx->opts);
+	if (rc)
+		goto err;
+	rc = ib_discover(&ctx->devs, &ctx->ndevs);
+	if (rc)
+		goto err;
+	pthread_mutex_init(&ctx->lock, NULL);
+	*out = ctx;
+	return 0;
+err:
+	free(ctx);
+	return rc;
+}
+
+int usmc_ctx_destroy(struct usmc_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	if (atomic_load(&ctx->open_conns) || atomic_load(&ctx->open_listeners))
+		return -EBUSY;
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx->devs);
+	free(ctx);
+	return 0;
+}
+
+int usmc_ctx_setopt(struct usmc_ctx *ctx, enum usmc_opt opt, long value)
+{
+	int rc;
+
+	if (!ctx)
+		return -EINVAL;
+	pthread_mutex_lock(&ctx->lock);
+	rc = opts_set(&ctx->opts, opt, value);
+	pthread_mutex_unlock(&ctx->lock);
+	return rc;
+}
+
+int usmc_ctx_getopt(const struct usmc_ctx *ctx, enum usmc_opt opt, long *value)
+{
+	struct usmc_opts o;
+
+	if (!ctx)
+		return -EINVAL;
+	ctx_copy_opts((struct usmc_ctx *)ctx, &o);
+	return opts_get(&o, opt, value);
+}
+
+void ctx_copy_opts(struct usmc_ctx *ctx, struct usmc_opts *out)
+{
+	pthread_mutex_lock(&ctx->lock);
+	*out = ctx->opts;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max)
+{
+	if (!ctx || max < 0 || (max > 0 && !devs))
+		return -EINVAL;
+	for (int i = 0; i < ctx->ndevs && i < max; i++)
+		devs[i] = ctx->devs[i];
+	return ctx->ndevs;
+}
+
+bool ctx_has_smcr_device(const struct usmc_ctx *ctx)
+{
+	for (int i = 0; i < ctx->ndevs; i++)
+		if (ctx->devs[i].gid_index >= 0)
+			return true;
+	return false;
+}
+
+void ctx_count_mode(struct usmc_ctx *ctx, enum usmc_mode mode, uint32_t reason)
+{
+	if (mode == USMC_MODE_SMCR) {
+		atomic_fetch_add(&ctx->smcr, 1);
+		return;
+	}
+	atomic_fetch_add(&ctx->fallbacks, 1);
+	atomic_fetch_add(&ctx->fallback_by_reason[usmc_reason_slot(reason)], 1);
+}
+
+void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
+{
+	if (!ctx || !st)
+		return;
+	st->connects = atomic_load(&ctx->connects);
+	st->accepts = atomic_load(&ctx->accepts);
+	st->smcr = atomic_load(&ctx->smcr);
+	st->fallbacks = atomic_load(&ctx->fallbacks);
+	st->hs_errors = atomic_load(&ctx->hs_errors);
+	st->open_conns = (uint64_t)atomic_load(&ctx->open_conns);
+}
+
+uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)
+{
+	unsigned int slot = usmc_reason_slot(reason);
+
+	/* Unknown codes share a slot: report them only when asked for one. */
+	if (!ctx || (slot == USMC_REASON_SLOTS - 1 && usmc_reason_lookup(reason)))
+		return 0;
+	return atomic_load(&ctx->fallback_by_reason[slot]);
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* The context: options, RDMA devices found, statistics. */
+#ifndef USMC_CTX_H
+#define USMC_CTX_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <pthread.h>
+
+#include <usmc/usmc.h>
+
+#include "opts.h"
+#include "reason.h"
+
+struct usmc_ctx {
+	pthread_mutex_t lock; /* guards opts against concurrent setopt */
+	struct usmc_opts opts;
+
+	struct usmc_device_info *devs;
+	int ndevs;
+
+	atomic_uint_least64_t connects, accepts, smcr, fallbacks, hs_errors;
+	atomic_uint_least64_t fallback_by_reason[USMC_REASON_SLOTS];
+	atomic_int open_conns, open_listeners;
+};
+
+/* A copy of the context's options, for a new listener or connection. */
+void ctx_copy_opts(struct usmc_ctx *ctx, struct usmc_opts *out);
+
+/* True if some port can carry SMC-Rv2 (has an IPv4-mapped RoCE v2 GID). */
+bool ctx_has_smcr_device(const struct usmc_ctx *ctx);
+
+/* Account a connection that reached its final mode. */
+void ctx_count_mode(struct usmc_ctx *ctx, enum usmc_mode mode, uint32_t reason);
+
+#endif

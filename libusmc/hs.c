@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+
+#include "conn.h"
+#include "hs.h"
+
+static void *hs_worker(void *arg)
+{
+	struct hs_pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct usmc_conn *c;
+
+		while (!p->head && !p->stopping)
+			pthread_cond_wait(&p->more, &p->lock);
+		if (p->stopping)
+			break;
+		c = p->head;
+		p->head = c->next;
+		if (!p->head)
+			p->tail = NULL;
+		c->next = NULL;
+		p->depth--;
+		pthread_mutex_unlock(&p->lock);
+		p->fn(p->arg, c);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int hs_pool_start(struct hs_pool *p, int nthreads, hs_fn fn, void *arg)
+{
+	int rc = 0;
+
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->more, NULL);
+	p->head = p->tail = NULL;
+	p->depth = p->high = 0;
+	p->stopping = false;
+	p->fn = fn;
+	p->arg = arg;
+	p->nthreads = 0;
+	p->threads = calloc((size_t)nthreads, sizeof(*p->threads));
+	if (!p->threads)
+		return -ENOMEM;
+	for (int i = 0; i < nthreads; i++) {
+		rc = -pthread_create(&p->threads[i], NULL, hs_worker, p);
+		if (rc)
+			break;
+		p->nthreads++;
+	}
+	if (rc) {
+		(void)hs_pool_stop(p); /* nothing can be queued yet */
+		return rc;
+	}
+	return 0;
+}
+
+void hs_pool_submit(struct hs_pool *p, struct usmc_conn *c)
+{
+	c->next = NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->tail)
+		p->tail->next = c;
+	else
+		p->head = c;
+	p->tail = c;
+	if (++p->depth > p->high)
+		p->high = p->depth;
+	pthread_cond_signal(&p->more);
+	pthread_mutex_unlock(&p->lock);
+}
+
+unsigned int hs_pool_depth(struct hs_pool *p)
+{
+	unsigned int d;
+
+	pthread_mutex_lock(&p->lock);
+	d = p->depth;
+	pthread_mutex_unlock(&p->lock);
+	return d;
+}
+
+unsigned int hs_pool_high(struct hs_pool *p)
+{
+	unsigned int h;
+
+	pthread_mutex_lock(&p->lock);
+	h = p->high;
+	pthread_mutex_unlock(&p->lock);
+	return h;
+}
+
+struct usmc_conn *hs_pool_stop(struct hs_pool *p)
+{
+	struct usmc_conn *left;
+
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->more);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	free(p->threads);
+	p->threads = NULL;
+	left = p->head;
+	p->head = p->tail = NULL;
+	p->depth = 0;
+	pthread_cond_destroy(&p->more);
+	pthread_mutex_destroy(&p->lock);
+	return left;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The handshake pool of a listener: worker threads fed by a bounded FIFO.
+ * CLC (and, with SMC-R, first-contact link setup) runs here so that the
+ * accept thread never waits on a handshake.
+ */
+#ifndef USMC_HS_H
+#define USMC_HS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct usmc_conn;
+
+/* Runs one handshake on a worker thread; owns @c from then on. */
+typedef void (*hs_fn)(void *arg, struct usmc_conn *c);
+
+struct hs_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t more;
+	struct usmc_conn *head, *tail; /* FIFO linked by conn->next */
+	unsigned int depth;	       /* waiting for a worker */
+	unsigned int high;	       /* high-water mark of depth */
+	bool stopping;
+	hs_fn fn;
+	void *arg;
+	int nthreads;
+	pthread_t *threads;
+};
+
+int hs_pool_start(struct hs_pool *p, int nthreads, hs_fn fn, void *arg);
+
+/* Queue @c for a worker. Never blocks: the caller bounds the total. */
+void hs_pool_submit(struct hs_pool *p, struct usmc_conn *c);
+
+/* Handshakes waiting for a worker now, and the high-water mark. */
+unsigned int hs_pool_depth(struct hs_pool *p);
+unsigned int hs_pool_high(struct hs_pool *p);
+
+/* Stop the workers (after their current handshake); returns the
+ * connections still queued, linked by ->next, for the caller to free. */
+struct usmc_conn *hs_pool_stop(struct hs_pool *p);
+
+#endif

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+
+#include "opts.h"
+
+struct opt_desc {
+	const char *env;
+	long def;
+	long min;
+	long max;
+};
+
+#define KiB 1024L
+#define MiB (1024L * KiB)
+
+/* Defaults follow Linux where Linux has one (see the comments in usmc.h). */
+static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
+	[USMC_OPT_SMC] = {"USMC_SMC", 1, 0, 1},
+	[USMC_OPT_PROBE_MS] = {"USMC_PROBE_MS", 100, 1, 60000},
+	[USMC_OPT_CLC_TIMEOUT_MS] = {"USMC_CLC_TIMEOUT_MS", 6000, 100, 600000},
+	[USMC_OPT_AUTO_FALLBACK] = {"USMC_AUTO_FALLBACK", 0, 0, 1},
+	[USMC_OPT_HS_THREADS] = {"USMC_HS_THREADS", 2, 1, 64},
+	[USMC_OPT_HS_CONGESTION] = {"USMC_HS_CONGESTION", 0, 0, 65536},
+	[USMC_OPT_RMB_SIZE] = {"USMC_RMB_SIZE", 64 * KiB, 16 * KiB, 512 * MiB},
+	[USMC_OPT_SNDBUF_SIZE] = {"USMC_SNDBUF_SIZE", 64 * KiB, 16 * KiB, 512 * MiB},
+	[USMC_OPT_LINGER_MS] = {"USMC_LINGER_MS", 2000, 0, 600000},
+	[USMC_OPT_BUSY_POLL] = {"USMC_BUSY_POLL", 0, 0, 1},
+};
+
+static int parse_long(const char *s, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 0);
+	if (errno || end == s || *end != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int opts_set(struct usmc_opts *o, enum usmc_opt opt, long value)
+{
+	if ((unsigned int)opt >= USMC_OPT_COUNT_)
+		return -EINVAL;
+	if (value < opt_table[opt].min || value > opt_table[opt].max)
+		return -EINVAL;
+	o->v[opt] = value;
+	return 0;
+}
+
+int opts_get(const struct usmc_opts *o, enum usmc_opt opt, long *value)
+{
+	if ((unsigned int)opt >= USMC_OPT_COUNT_ || !value)
+		return -EINVAL;
+	*value = o->v[opt];
+	return 0;
+}
+
+int opts_init_from_env(struct usmc_opts *o)
+{
+	for (int i = 0; i < USMC_OPT_COUNT_; i++) {
+		const char *s = getenv(opt_table[i].env);
+		long v = opt_table[i].def;
+
+		if (s && (parse_long(s, &v) || v < opt_table[i].min || v > opt_table[i].max))
+			return -EINVAL;
+		o->v[i] = v;
+	}
+	return 0;
+}
+
+long opts_hs_congestion(const struct usmc_opts *o)
+{
+	long t = o->v[USMC_OPT_HS_CONGESTION];
+
+	return t ? t : 2 * o->v[USMC_OPT_HS_THREADS];
+}

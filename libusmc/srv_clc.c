@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "clc.h"
+#include "clc_io.h"
+#include "conn.h"
+#include "ctx.h"
+#include "srv_clc.h"
+
+int srv_clc_handshake(struct usmc_conn *c)
+{
+	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
+	struct clc_proposal prop;
+	struct clc_hdr hdr;
+	int len, rc;
+
+	len = clc_io_recv(c->fd, buf, sizeof(buf), (int)c->opts.v[USMC_OPT_CLC_TIMEOUT_MS], &hdr);
+	if (len < 0)
+		return len;
+	if (hdr.type != CLC_PROPOSAL)
+		return USMC_EPROTO_CLC;
+	rc = clc_proposal_decode(buf, (size_t)len, &prop);
+	if (rc)
+		return rc;
+	/*
+	 * SMC-R over verbs is not in this build: every proposal is declined
+	 * with the version it came in, and both ends continue over TCP.
+	 */
+	rc = clc_io_send_decline(c->fd, prop.version, NULL, SMC_CLC_DECL_NOSMCRDEV);
+	if (rc)
+		return rc;
+	conn_set_mode(c, USMC_MODE_TCP, SMC_CLC_DECL_NOSMCRDEV, false);
+	return 0;
+}
+
+int srv_clc_decline_now(struct usmc_conn *c, uint32_t reason)
+{
+	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
+	struct clc_proposal prop;
+	struct clc_hdr hdr;
+	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	int rc;
+
+	if (n < 0)
+		return errno == EAGAIN ? -EAGAIN : -errno;
+	if (n < CLC_HDR_LEN)
+		return n == 0 ? -ECONNRESET : -EAGAIN;
+	rc = clc_hdr_decode(buf, (size_t)n, &hdr);
+	if (rc)
+		return rc;
+	if (hdr.type != CLC_PROPOSAL)
+		return USMC_EPROTO_CLC;
+	if ((size_t)n < hdr.length)
+		return -EAGAIN;
+	if (recv(c->fd, buf, hdr.length, MSG_DONTWAIT) != (ssize_t)hdr.length)
+		return -EIO; /* cannot happen: the bytes were peeked */
+	rc = clc_proposal_decode(buf, hdr.length, &prop);
+	if (rc)
+		return rc;
+	/* a DECLINE (<= 44 bytes) always fits a new socket's send buffer */
+	return clc_io_send_decline(c->fd, prop.version, NULL, reason);
+}

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/* API units: errors, reasons, options and environment, bad arguments. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include <usmc/usmc.h>
+
+#include "probe.h"
+
+static struct sockaddr_in loopback(uint16_t port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+static void test_strerror(void **state)
+{
+	assert_string_equal(usmc_strerror(0), "success");
+	assert_string_equal(usmc_strerror(-EINVAL), "Invalid argument");
+	assert_string_equal(usmc_strerror(USMC_EPROTO_CLC),
+			    "malformed or unexpected CLC message from the peer");
+	assert_string_equal(usmc_strerror(-123456), "unknown error");
+	assert_string_equal(usmc_strerror(42), "unknown error");
+}
+
+static void test_reasons(void **state)
+{
+	assert_string_equal(usmc_reason_name(USMC_REASON_NOSMCRDEV), "NOSMCRDEV");
+	assert_string_equal(usmc_reason_text(USMC_REASON_NOSMCRDEV), "no SMC-R device found");
+	assert_string_equal(usmc_reason_name(0x03070000), "DIFFPREFIX");
+	assert_string_equal(usmc_reason_name(USMC_REASON_HS_CONGESTED), "HS_CONGESTED");
+	assert_string_equal(usmc_reason_name(0x12345678), "UNKNOWN");
+	assert_string_equal(usmc_reason_text(0x12345678), "unknown reason");
+	assert_string_equal(usmc_mode_name(USMC_MODE_SMCR), "SMC-R");
+	assert_string_equal(usmc_mode_name(USMC_MODE_TCP), "TCP");
+}
+
+static void test_ctx_options(void **state)
+{
+	struct usmc_ctx *ctx;
+	long v;
+
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_CLC_TIMEOUT_MS, &v), 0);
+	assert_int_equal(v, 6000);
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_PROBE_MS, 250), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_PROBE_MS, &v), 0);
+	assert_int_equal(v, 250);
+	/* out of range, unknown option, NULLs */
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_PROBE_MS, 0), -EINVAL);
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_SMC, 2), -EINVAL);
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_RMB_SIZE, 1024), -EINVAL);
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_COUNT_, 1), -EINVAL);
+	assert_int_equal(usmc_ctx_setopt(ctx, (enum usmc_opt) - 1, 1), -EINVAL);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_SMC, NULL), -EINVAL);
+	assert_int_equal(usmc_ctx_setopt(NULL, USMC_OPT_SMC, 1), -EINVAL);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+	assert_int_equal(usmc_ctx_destroy(NULL), -EINVAL);
+}
+
+static void test_env_defaults(void **state)
+{
+	struct usmc_ctx *ctx;
+	long v;
+
+	setenv("USMC_PROBE_MS", "321", 1);
+	setenv("USMC_AUTO_FALLBACK", "1", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_PROBE_MS, &v), 0);
+	assert_int_equal(v, 321);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_AUTO_FALLBACK, &v), 0);
+	assert_int_equal(v, 1);
+	usmc_ctx_destroy(ctx);
+
+	/* not a number, trailing junk, out of range: refused, not ignored */
+	setenv("USMC_PROBE_MS", "abc", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	setenv("USMC_PROBE_MS", "12x", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	setenv("USMC_PROBE_MS", "0", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	unsetenv("USMC_PROBE_MS");
+	unsetenv("USMC_AUTO_FALLBACK");
+	assert_int_equal(usmc_ctx_create(NULL), -EINVAL);
+}
+
+static void test_devices_none(void **state)
+{
+	struct usmc_ctx *ctx;
+	struct usmc_device_info d[4];
+	int n;
+
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	n = usmc_ctx_devices(ctx, d, 4);
+	assert_true(n >= 0);
+	assert_int_equal(usmc_ctx_devices(ctx, NULL, 1), -EINVAL);
+	assert_int_equal(usmc_ctx_devices(ctx, NULL, 0), n);
+	usmc_ctx_destroy(ctx);
+}
+
+static void test_listen_bad_args(void **state)
+{
+	struct usmc_ctx *ctx;
+	struct usmc_listener *l;
+	struct sockaddr_in a = loopback(0);
+	struct sockaddr_un {
+		sa_family_t f;
+		char p[108];
+	} un = {.f = AF_UNIX};
+
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_int_equal(usmc_listen(NULL, (struct sockaddr *)&a, sizeof(a), 16, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen(ctx, NULL, sizeof(a), 16, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 16, 0, NULL), -EINVAL);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 0, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 70000, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 16, 1u << 30, &l),
+			 -EINVAL);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, 4, 16, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&un, sizeof(un), 16, 0, &l),
+			 -EAFNOSUPPORT);
+
+	/* the same port twice without REUSEPORT */
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct usmc_listener *l2;
+
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 16, 0, &l), 0);
+	assert_int_equal(usmc_listener_addr(l, &ss, &len), 0);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&ss, len, 16, 0, &l2), -EADDRINUSE);
+	/* a context with a listener cannot go away */
+	assert_int_equal(usmc_ctx_destroy(ctx), -EBUSY);
+	assert_int_equal(usmc_listener_close(l), 0);
+	assert_int_equal(usmc_listener_close(NULL), -EINVAL);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+static void test_accept_nonblock_empty(void **state)
+{
+	struct usmc_ctx *ctx;
+	struct usmc_listener *l;
+	struct usmc_conn *c;
+	struct sockaddr_in a = loopback(0);
+	long v;
+
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 16,
+				     USMC_LISTEN_NONBLOCK | USMC_LISTEN_AUTO_FALLBACK, &l),
+			 0);
+	assert_true(usmc_listener_fd(l) >= 0);
+	assert_int_equal(usmc_accept(l, 0, &c), -EAGAIN);
+	assert_int_equal(usmc_accept(l, 0x80, &c), -EINVAL);
+	assert_int_equal(usmc_accept(NULL, 0, &c), -EINVAL);
+	/* the flag set the listener option; the option can change later */
+	assert_int_equal(usmc_listener_getopt(l, USMC_OPT_AUTO_FALLBACK, &v), 0);
+	assert_int_equal(v, 1);
+	assert_int_equal(usmc_listener_setopt(l, USMC_OPT_AUTO_FALLBACK, 0), 0);
+	assert_int_equal(usmc_listener_getopt(l, USMC_OPT_AUTO_FALLBACK, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(usmc_listener_setopt(l, USMC_OPT_HS_CONGESTION, -1), -EINVAL);
+	usmc_listener_close(l);
+	usmc_ctx_destroy(ctx);
+}
+
+static void test_connect_bad_args(void **state)
+{
+	struct usmc_ctx *ctx;
+	struct usmc_conn *c;
+	struct sockaddr_in a = loopback(1); /* nobody listens on port 1 */
+	char buf[4];
+
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_int_equal(usmc_connect(ctx, NULL, sizeof(a), 0, &c), -EINVAL);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&a, 3, 0, &c), -EINVAL);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&a, sizeof(a), 0x10, &c), -EINVAL);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&a, sizeof(a), 0, &c), -ECONNREFUSED);
+	assert_int_equal(usmc_send(NULL, buf, 1, 0), -EINVAL);
+	assert_int_equal(usmc_recv(NULL, buf, 1, 0), -EINVAL);
+	assert_int_equal(usmc_shutdown(NULL, SHUT_WR), -EINVAL);
+	assert_int_equal(usmc_close(NULL), -EINVAL);
+	assert_int_equal(usmc_conn_fd(NULL), -EINVAL);
+	assert_int_equal(usmc_conn_info(NULL, NULL), -EINVAL);
+	struct usmc_ctx_stats st;
+
+	usmc_ctx_stats(ctx, &st);
+	assert_int_equal(st.open_conns, 0); /* failed connects leak nothing */
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* probe_classify: the rule that tells a PROPOSAL from anything else */
+static void test_probe_classify(void **state)
+{
+	const uint8_t prop_v1[] = {0xE2, 0xD4, 0xC3, 0xD9, 0x01, 0x00, 0x34, 0x10};
+	const uint8_t prop_v2[] = {0xE2, 0xD4, 0xC3, 0xD9, 0x01, 0x00, 0x9C, 0x22};
+	const uint8_t accept[] = {0xE2, 0xD4, 0xC3, 0xD9, 0x02, 0x00, 0x44, 0x18};
+	const uint8_t v0[] = {0xE2, 0xD4, 0xC3, 0xD9, 0x01, 0x00, 0x34, 0x00};
+	const uint8_t http[] = "GET / HTTP/1.1\r\n";
+
+	assert_int_equal(probe_classify(prop_v1, 8), PROBE_SMC);
+	assert_int_equal(probe_classify(prop_v2, 8), PROBE_SMC);
+	for (size_t n = 1; n < 8; n++)
+		assert_int_equal(probe_classify(prop_v1, n), PROBE_NEED_MORE);
+	assert_int_equal(probe_classify(prop_v1, 0), PROBE_NEED_MORE);
+	assert_int_equal(probe_classify(accept, 8), PROBE_TCP);
+	assert_int_equal(probe_classify(v0, 8), PROBE_TCP);
+	assert_int_equal(probe_classify(http, 8), PROBE_TCP);
+	assert_int_equal(probe_classify(http, 1), PROBE_TCP);
+	assert_int_equal(probe_classify((const uint8_t *)"\xE2\xD4X", 3), PROBE_TCP);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_strerror),
+		cmocka_unit_test(test_reasons),
+		cmocka_unit_test(test_ctx_options),
+		cmocka_unit_test(test_env_defaults),
+		cmocka_unit_test(test_devices_none),
+		cmocka_unit_test(test_listen_bad_args),
+		cmocka_unit_test(test_accept_nonblock_empty),
+		cmocka_unit_test(test_connect_bad_args),
+		cmocka_unit_test(test_probe_classify),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Real plain-TCP tools against the examples over the TCP path:
+# curl (keep-alive and Connection: close), nc, wrk (0 socket errors), and
+# echo_client against echo_server.
+# usage: test_tools_tcp.sh HTTPD ECHO_SERVER ECHO_CLIENT
+set -euo pipefail
+httpd=$1 echo_server=$2 echo_client=$3
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do nc -z 127.0.0.1 "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened"; return 1; }
+
+port=$(free_port)
+"$httpd" -a 127.0.0.1 -p "$port" & pids+=($!)
+wait_port "$port"
+
+# two requests on one connection, then one that asks to close
+out=$(curl -sS --http1.1 "http://127.0.0.1:$port/a" "http://127.0.0.1:$port/b" -w '%{num_connects}\n')
+[ "$(printf '%s\n' "$out" | grep -c '^abcdefghijkl$')" -eq 2 ] || { echo "curl keep-alive: $out"; exit 1; }
+[ "$(printf '%s\n' "$out" | tail -n1)" = 0 ] || { echo "curl did not reuse the connection: $out"; exit 1; }
+hdrs=$(curl -sS -D - -o /dev/null -H 'Connection: close' "http://127.0.0.1:$port/")
+grep -qi '^Connection: close' <<<"$hdrs" || { echo "no Connection: close: $hdrs"; exit 1; }
+
+# nc: a raw HTTP/1.0 request; the server must close after answering
+resp=$(printf 'GET / HTTP/1.0\r\n\r\n' | timeout 5 nc -N 127.0.0.1 "$port")
+grep -q '^HTTP/1.1 200 OK' <<<"$resp" || { echo "nc: $resp"; exit 1; }
+
+# wrk: keep-alive load, 100 connections, no socket errors, no non-2xx
+w=$(wrk -t 2 -c 100 -d 2s "http://127.0.0.1:$port/")
+echo "$w"
+! grep -q 'Socket errors' <<<"$w" || { echo "wrk reported socket errors"; exit 1; }
+! grep -q 'Non-2xx' <<<"$w" || { echo "wrk reported non-2xx responses"; exit 1; }
+w=$(wrk -t 2 -c 50 -d 1s -H 'Connection: close' "http://127.0.0.1:$port/")
+echo "$w"
+! grep -q 'Socket errors' <<<"$w" || { echo "wrk (Connection: close) reported socket errors"; exit 1; }
+
+# echo: nc as a plain client, then the usmc client with a checked stream
+eport=$(free_port)
+"$echo_server" -a 127.0.0.1 -p "$eport" -n 3 > echo_server.log & epid=$!
+wait_port "$eport"   # nc -z counts as the first connection
+got=$(printf 'ping\n' | timeout 5 nc -N 127.0.0.1 "$eport")
+[ "$got" = ping ] || { echo "nc echo: '$got'"; exit 1; }
+"$echo_client" -b $((8 << 20)) 127.0.0.1 "$eport" | tee echo_client.log
+grep -q 'mode TCP reason NOSMCRDEV' echo_client.log
+wait "$epid"
+grep -q 'mode TCP reason NOSMCRDEV' echo_server.log
+echo "tools over the TCP path: OK"
