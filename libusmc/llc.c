@@ -260,13 +260,12 @@ static int llc_hdr_check(const uint8_t *buf, size_t *len, struct llc_msg *m)
 
 int llc_decode(const uint8_t *buf, size_t byte_len, struct llc_msg *out)
 {
-	static struct llc_msg zero;
 	struct llc_msg *m = out;
 	size_t len = byte_len;
 	int rc;
 
 	/* decode in place (the struct is large); on error *out is cleared */
-	*m = zero;
+	memset(m, 0, sizeof(*m));
 	rc = llc_hdr_check(buf, &len, m);
 	if (rc)
 		goto err;
@@ -303,7 +302,7 @@ int llc_decode(const uint8_t *buf, size_t byte_len, struct llc_msg *out)
 	if (!rc)
 		return 0;
 err:
-	*m = zero;
+	memset(m, 0, sizeof(*m));
 	return rc;
 }
 
