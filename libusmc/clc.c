@@ -401,6 +401,14 @@ int clc_proposal_decode(const uint8_t *buf, size_t len, struct clc_proposal *out
 	return 0;
 }
 
+/*
+ * A v2 proposal without prefix area still has its IPv6 count byte checked
+ * at 40 + iparea_offset + 7. Linux sends iparea_offset 0, which puts it on
+ * the last ISM GID byte; if that byte is above 8 we point the offset at the
+ * reserved (zero) tail of the SMC-D info area instead.
+ */
+#define CLC_V2_ONLY_ALT_IPAREA (CLC_SMCD_INFO_LEN - CLC_PFX_LEN)
+
 /* Canonical (Linux) layout: where each area goes, 0 = absent. */
 struct clc_prop_layout {
 	size_t smcd, pfx, v2, smcd2, length;
@@ -422,10 +430,6 @@ static int clc_proposal_layout(const struct clc_proposal *m, struct clc_prop_lay
 	    m->has_v2_ext != (!v1 && m->typev2 != CLC_TYPE_N) || (!v1 && !m->has_smcd_info) ||
 	    (m->has_smcd_v2_ext && !d2) || (v1 && m->typev1 == CLC_TYPE_N))
 		return -EINVAL;
-	/* a v2-only proposal has its IPv6 count byte at 47: the ISM GID's */
-	if (!m->has_prefix && (m->ism_gid & 0xFF) > CLC_MAX_IPV6_PREFIXES)
-		return -EINVAL;
-
 	memset(l, 0, sizeof(*l));
 	if (m->has_smcd_info) {
 		l->smcd = pos;
@@ -517,9 +521,10 @@ int clc_proposal_encode(const struct clc_proposal *m, uint8_t *buf, size_t cap)
 	memcpy(buf + CLC_P_OFF_PEER_ID, m->peer_id, sizeof(m->peer_id));
 	memcpy(buf + CLC_P_OFF_GID, m->gid, sizeof(m->gid));
 	memcpy(buf + CLC_P_OFF_MAC, m->mac, sizeof(m->mac));
-	/* no prefix area (v2-only): Linux sends iparea_offset 0 */
 	if (l.pfx)
 		put_be16(buf + CLC_P_OFF_IPAREA, (uint16_t)(l.pfx - CLC_P_FIXED_LEN));
+	else if ((m->ism_gid & 0xFF) > CLC_MAX_IPV6_PREFIXES)
+		put_be16(buf + CLC_P_OFF_IPAREA, CLC_V2_ONLY_ALT_IPAREA);
 	if (l.v2)
 		v2_off = l.v2 - (CLC_P_FIXED_LEN + CLC_SMCD_V2EXT_END);
 	if (l.smcd2 && m->has_smcd_v2_ext)

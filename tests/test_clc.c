@@ -352,10 +352,34 @@ static void test_prop_encode_invalid(void **state)
 	fill_max_proposal(&p);
 	p.typev1 = CLC_TYPE_N;
 	p.has_prefix = false;
-	p.ism_gid = 9; /* would read as 9 IPv6 prefixes at byte 47 */
-	assert_int_equal(clc_proposal_encode(&p, buf, sizeof(buf)), -EINVAL);
-	p.ism_gid = 8;
+	p.ism_gid = 8; /* byte 47 doubles as IPv6 count: 8 is fine */
 	assert_true(clc_proposal_encode(&p, buf, sizeof(buf)) > 0);
+	assert_int_equal(buf[39], 0);
+}
+
+/* v2-only with an ISM GID whose last byte would read as > 8 IPv6 prefixes */
+static void test_prop_v2_only_alt_iparea(void **state)
+{
+	struct clc_proposal p, back;
+	uint8_t buf[CLC_MAX_LEN];
+	int n;
+
+	fill_max_proposal(&p);
+	p.typev1 = CLC_TYPE_N;
+	p.has_prefix = false;
+	p.ipv6_count = 0;
+	memset(p.ipv4_subnet, 0, 4);
+	p.ipv4_prefix_len = 0;
+	memset(p.ipv6, 0, sizeof(p.ipv6));
+	p.ism_gid = 0xFFF9;
+	set_canonical_offsets(&p);
+	p.iparea_offset = 32;
+	n = clc_proposal_encode(&p, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(buf[39], 32); /* count byte moved to reserved byte 79 */
+	assert_int_equal(buf[79], 0);
+	assert_int_equal(clc_proposal_decode(buf, (size_t)n, &back), 0);
+	assert_memory_equal(&p, &back, sizeof(p));
 }
 
 static void test_prop_malformed(void **state)
@@ -705,6 +729,7 @@ int main(void)
 		cmocka_unit_test(test_prop_limits),
 		cmocka_unit_test(test_prop_struct_roundtrip),
 		cmocka_unit_test(test_prop_encode_invalid),
+		cmocka_unit_test(test_prop_v2_only_alt_iparea),
 		cmocka_unit_test(test_prop_malformed),
 		cmocka_unit_test(test_accept_v1_fields),
 		cmocka_unit_test(test_accept_v2_fields),
