@@ -293,9 +293,11 @@ static void test_prop_limits(void **state)
 /* A proposal built from fields, no decoded layout involved. */
 static void test_prop_struct_roundtrip(void **state)
 {
-	struct clc_proposal p = {0}, back;
+	struct clc_proposal p, back;
 	uint8_t buf[CLC_MAX_LEN];
 	int n;
+
+	memset(&p, 0, sizeof(p)); /* compared with memcmp: padding too */
 
 	/* v1 with the SMC-D area (pre-v2 Linux offering SMC-D) and 3 IPv6 */
 	p.version = CLC_V1;
@@ -522,9 +524,11 @@ static void test_accept_v2_fields(void **state)
 
 static void test_accept_limits(void **state)
 {
-	struct clc_accept_confirm a = {0}, back;
+	struct clc_accept_confirm a, back;
 	uint8_t buf[CLC_ACCEPT_MAX_LEN + 8];
 	int n;
+
+	memset(&a, 0, sizeof(a));
 
 	a.type = CLC_CONFIRM;
 	a.version = CLC_V2;
@@ -683,8 +687,10 @@ static void test_decline(void **state)
 
 static void test_decline_encode(void **state)
 {
-	struct clc_decline d = {0}, back;
+	struct clc_decline d, back;
 	uint8_t buf[CLC_DECLINE_V2_LEN];
+
+	memset(&d, 0, sizeof(d));
 
 	d.version = CLC_V2;
 	d.out_of_sync = true;
