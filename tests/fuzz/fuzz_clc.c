@@ -64,6 +64,9 @@ static void fuzz_accept_confirm(const uint8_t *data, size_t size)
 	memset(&b, 0xA5, sizeof(b));
 	FUZZ_ASSERT(clc_accept_confirm_decode(out1, (size_t)n1, &b) == 0);
 	FUZZ_ASSERT(!memcmp(&a, &b, sizeof(a)));
+	FUZZ_ASSERT(clc_accept_confirm_encode(&b, out2, sizeof(out2)) == n1);
+	FUZZ_ASSERT(!memcmp(out1, out2, (size_t)n1));
+	FUZZ_ASSERT(clc_accept_confirm_encode(&b, out2, (size_t)n1 - 1) == -ENOSPC);
 }
 
 static void fuzz_decline(const uint8_t *data, size_t size)
@@ -80,6 +83,9 @@ static void fuzz_decline(const uint8_t *data, size_t size)
 	memset(&b, 0xA5, sizeof(b));
 	FUZZ_ASSERT(clc_decline_decode(out1, (size_t)n1, &b) == 0);
 	FUZZ_ASSERT(!memcmp(&a, &b, sizeof(a)));
+	FUZZ_ASSERT(clc_decline_encode(&b, out2, sizeof(out2)) == n1);
+	FUZZ_ASSERT(!memcmp(out1, out2, (size_t)n1));
+	FUZZ_ASSERT(clc_decline_encode(&b, out2, (size_t)n1 - 1) == -ENOSPC);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
