@@ -357,8 +357,10 @@ int clc_proposal_decode(const uint8_t *buf, size_t len, struct clc_proposal *out
 	size_t pfx;
 	int rc;
 
-	/* memset/memcpy, not = {0} / struct assignment: padding stays zero, so
-	 * callers may compare decoded messages with memcmp */
+	/*
+	 * memset/memcpy, not = {0} / struct assignment: padding stays zero, so
+	 * callers may compare decoded messages with memcmp.
+	 */
 	memset(&m, 0, sizeof(m));
 
 	rc = clc_msg_begin(buf, len, CLC_PROPOSAL, &hdr);
