@@ -9,7 +9,9 @@
  *
  * wrap is compared with serial-number arithmetic (RFC 1982 style): b is
  * newer than a if (int16_t)(b.wrap - a.wrap) > 0. That keeps comparisons
- * right when wrap itself rolls over from 65535 to 0.
+ * right when wrap itself rolls over from 65535 to 0. As with any serial
+ * numbers, two cursors exactly 32768 wraps apart are incomparable (each
+ * reads as behind the other); real cursors are at most one wrap apart.
  *
  * All functions take the ring size explicitly; it must be > 0 and at most
  * CDC_CURS_MAX_RING (2^31, far above the 512 MiB largest RMBE class) so that

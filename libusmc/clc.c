@@ -153,8 +153,9 @@ static uint16_t clc_max_len(uint8_t type)
 
 int clc_hdr_decode(const uint8_t *buf, size_t len, struct clc_hdr *hdr)
 {
-	struct clc_hdr h = {0};
+	struct clc_hdr h;
 
+	memset(&h, 0, sizeof(h));
 	if (len < CLC_HDR_LEN)
 		return WIRE_E_SHORT;
 	if (!clc_eye_ok(buf, &h.smcd))
@@ -172,7 +173,7 @@ int clc_hdr_decode(const uint8_t *buf, size_t len, struct clc_hdr *hdr)
 		return WIRE_E_LENGTH;
 	if (h.length > clc_max_len(h.type))
 		return WIRE_E_TOO_LONG;
-	*hdr = h;
+	memcpy(hdr, &h, sizeof(h));
 	return 0;
 }
 
@@ -351,10 +352,16 @@ static int clc_proposal_v2_decode(const uint8_t *buf, uint16_t length, size_t pf
 
 int clc_proposal_decode(const uint8_t *buf, size_t len, struct clc_proposal *out)
 {
-	struct clc_proposal m = {0};
+	struct clc_proposal m;
 	struct clc_hdr hdr;
 	size_t pfx;
 	int rc;
+
+	/*
+	 * memset/memcpy, not = {0} / struct assignment: padding stays zero, so
+	 * callers may compare decoded messages with memcmp.
+	 */
+	memset(&m, 0, sizeof(m));
 
 	rc = clc_msg_begin(buf, len, CLC_PROPOSAL, &hdr);
 	if (rc)
@@ -392,9 +399,17 @@ int clc_proposal_decode(const uint8_t *buf, size_t len, struct clc_proposal *out
 	rc = clc_trailer_check(buf, hdr.length);
 	if (rc)
 		return rc;
-	*out = m;
+	memcpy(out, &m, sizeof(m));
 	return 0;
 }
+
+/*
+ * A v2 proposal without prefix area still has its IPv6 count byte checked
+ * at 40 + iparea_offset + 7. Linux sends iparea_offset 0, which puts it on
+ * the last ISM GID byte; if that byte is above 8 we point the offset at the
+ * reserved (zero) tail of the SMC-D info area instead.
+ */
+#define CLC_V2_ONLY_ALT_IPAREA (CLC_SMCD_INFO_LEN - CLC_PFX_LEN)
 
 /* Canonical (Linux) layout: where each area goes, 0 = absent. */
 struct clc_prop_layout {
@@ -417,10 +432,6 @@ static int clc_proposal_layout(const struct clc_proposal *m, struct clc_prop_lay
 	    m->has_v2_ext != (!v1 && m->typev2 != CLC_TYPE_N) || (!v1 && !m->has_smcd_info) ||
 	    (m->has_smcd_v2_ext && !d2) || (v1 && m->typev1 == CLC_TYPE_N))
 		return -EINVAL;
-	/* a v2-only proposal has its IPv6 count byte at 47: the ISM GID's */
-	if (!m->has_prefix && (m->ism_gid & 0xFF) > CLC_MAX_IPV6_PREFIXES)
-		return -EINVAL;
-
 	memset(l, 0, sizeof(*l));
 	if (m->has_smcd_info) {
 		l->smcd = pos;
@@ -512,9 +523,10 @@ int clc_proposal_encode(const struct clc_proposal *m, uint8_t *buf, size_t cap)
 	memcpy(buf + CLC_P_OFF_PEER_ID, m->peer_id, sizeof(m->peer_id));
 	memcpy(buf + CLC_P_OFF_GID, m->gid, sizeof(m->gid));
 	memcpy(buf + CLC_P_OFF_MAC, m->mac, sizeof(m->mac));
-	/* no prefix area (v2-only): Linux sends iparea_offset 0 */
 	if (l.pfx)
 		put_be16(buf + CLC_P_OFF_IPAREA, (uint16_t)(l.pfx - CLC_P_FIXED_LEN));
+	else if ((m->ism_gid & 0xFF) > CLC_MAX_IPV6_PREFIXES)
+		put_be16(buf + CLC_P_OFF_IPAREA, CLC_V2_ONLY_ALT_IPAREA);
 	if (l.v2)
 		v2_off = l.v2 - (CLC_P_FIXED_LEN + CLC_SMCD_V2EXT_END);
 	if (l.smcd2 && m->has_smcd_v2_ext)
@@ -594,9 +606,11 @@ static int clc_ac_length_check(const uint8_t *buf, const struct clc_hdr *hdr, bo
 
 int clc_accept_confirm_decode(const uint8_t *buf, size_t len, struct clc_accept_confirm *out)
 {
-	struct clc_accept_confirm m = {0};
+	struct clc_accept_confirm m;
 	struct clc_hdr hdr;
 	int rc;
+
+	memset(&m, 0, sizeof(m));
 
 	rc = clc_msg_begin(buf, len, 0, &hdr);
 	if (rc)
@@ -628,7 +642,7 @@ int clc_accept_confirm_decode(const uint8_t *buf, size_t len, struct clc_accept_
 	m.rmb_dma_addr = get_be64(buf + CLC_AC_OFF_RMB_ADDR);
 	m.psn = get_be24(buf + CLC_AC_OFF_PSN);
 	if (hdr.version == CLC_V1) {
-		*out = m;
+		memcpy(out, &m, sizeof(m));
 		return 0;
 	}
 	memcpy(m.eid, buf + CLC_AC_OFF_EID, sizeof(m.eid));
@@ -640,7 +654,7 @@ int clc_accept_confirm_decode(const uint8_t *buf, size_t len, struct clc_accept_
 			       (size_t)m.gid_count * CLC_GID_LEN);
 		}
 	}
-	*out = m;
+	memcpy(out, &m, sizeof(m));
 	return 0;
 }
 
@@ -706,9 +720,11 @@ size_t clc_decline_len(const struct clc_decline *m)
  */
 int clc_decline_decode(const uint8_t *buf, size_t len, struct clc_decline *out)
 {
-	struct clc_decline m = {0};
+	struct clc_decline m;
 	struct clc_hdr hdr;
 	int rc;
+
+	memset(&m, 0, sizeof(m));
 
 	rc = clc_msg_begin(buf, len, CLC_DECLINE, &hdr);
 	if (rc)
@@ -725,7 +741,7 @@ int clc_decline_decode(const uint8_t *buf, size_t len, struct clc_decline *out)
 	if (hdr.version != CLC_V1)
 		for (int i = 0; i < CLC_DECLINE_DIAG_EXT; i++)
 			m.diag_ext[i] = get_be32(buf + CLC_D_OFF_DIAG_EXT + 4 * i);
-	*out = m;
+	memcpy(out, &m, sizeof(m));
 	return 0;
 }
 

@@ -4,9 +4,9 @@
  *
  * Every distinct way a received message can be malformed has its own code,
  * so tests and logs can tell exactly which rule a peer broke. The codes live
- * in -1000..-1099 so they never collide with the -errno values (< 4096 but
- * all known errnos are < 200) that the same call paths may also return;
- * encoders use plain -ENOSPC / -EINVAL for caller errors.
+ * in -1000..-1099, far from the -errno values (Linux errnos are below 200)
+ * that the same call paths may also return; encoders use plain -ENOSPC /
+ * -EINVAL for caller errors.
  */
 #ifndef USMC_WIRE_ERR_H
 #define USMC_WIRE_ERR_H

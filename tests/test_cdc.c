@@ -39,19 +39,22 @@ static void test_cdc_6a_example(void **state)
 
 static void test_cdc_limits_roundtrip(void **state)
 {
-	struct cdc_msg m = {
-		.seqno = 0xFFFF,
-		.token = 0xFFFFFFFF,
-		.prod = {.wrap = 0xFFFF, .count = 0xFFFFFFFF},
-		.cons = {.wrap = 0x8001, .count = 0x7FFFFFFF},
-		.prod_flags = CDC_PF_WRITE_BLOCKED | CDC_PF_URG_DATA_PENDING |
-			      CDC_PF_URG_DATA_PRESENT | CDC_PF_CONS_CURS_UPD_REQ |
-			      CDC_PF_FAILOVER_VALIDATION,
-		.conn_state_flags =
-			CDC_CS_PEER_DONE_WRITING | CDC_CS_PEER_CONN_CLOSED | CDC_CS_PEER_CONN_ABORT,
-	};
+	struct cdc_msg m;
 	struct cdc_msg back;
 	uint8_t buf[CDC_MSG_LEN];
+
+	/* memset first: the struct is compared with memcmp, padding included */
+	memset(&m, 0, sizeof(m));
+	m.seqno = 0xFFFF;
+	m.token = 0xFFFFFFFF;
+	m.prod.wrap = 0xFFFF;
+	m.prod.count = 0xFFFFFFFF;
+	m.cons.wrap = 0x8001;
+	m.cons.count = 0x7FFFFFFF;
+	m.prod_flags = CDC_PF_WRITE_BLOCKED | CDC_PF_URG_DATA_PENDING | CDC_PF_URG_DATA_PRESENT |
+		       CDC_PF_CONS_CURS_UPD_REQ | CDC_PF_FAILOVER_VALIDATION;
+	m.conn_state_flags =
+		CDC_CS_PEER_DONE_WRITING | CDC_CS_PEER_CONN_CLOSED | CDC_CS_PEER_CONN_ABORT;
 
 	assert_int_equal(cdc_encode(&m, buf, sizeof(buf)), CDC_MSG_LEN);
 	assert_int_equal(buf[24], 0xF8);

@@ -293,9 +293,11 @@ static void test_prop_limits(void **state)
 /* A proposal built from fields, no decoded layout involved. */
 static void test_prop_struct_roundtrip(void **state)
 {
-	struct clc_proposal p = {0}, back;
+	struct clc_proposal p, back;
 	uint8_t buf[CLC_MAX_LEN];
 	int n;
+
+	memset(&p, 0, sizeof(p)); /* compared with memcmp: padding too */
 
 	/* v1 with the SMC-D area (pre-v2 Linux offering SMC-D) and 3 IPv6 */
 	p.version = CLC_V1;
@@ -352,10 +354,34 @@ static void test_prop_encode_invalid(void **state)
 	fill_max_proposal(&p);
 	p.typev1 = CLC_TYPE_N;
 	p.has_prefix = false;
-	p.ism_gid = 9; /* would read as 9 IPv6 prefixes at byte 47 */
-	assert_int_equal(clc_proposal_encode(&p, buf, sizeof(buf)), -EINVAL);
-	p.ism_gid = 8;
+	p.ism_gid = 8; /* byte 47 doubles as IPv6 count: 8 is fine */
 	assert_true(clc_proposal_encode(&p, buf, sizeof(buf)) > 0);
+	assert_int_equal(buf[39], 0);
+}
+
+/* v2-only with an ISM GID whose last byte would read as > 8 IPv6 prefixes */
+static void test_prop_v2_only_alt_iparea(void **state)
+{
+	struct clc_proposal p, back;
+	uint8_t buf[CLC_MAX_LEN];
+	int n;
+
+	fill_max_proposal(&p);
+	p.typev1 = CLC_TYPE_N;
+	p.has_prefix = false;
+	p.ipv6_count = 0;
+	memset(p.ipv4_subnet, 0, 4);
+	p.ipv4_prefix_len = 0;
+	memset(p.ipv6, 0, sizeof(p.ipv6));
+	p.ism_gid = 0xFFF9;
+	set_canonical_offsets(&p);
+	p.iparea_offset = 32;
+	n = clc_proposal_encode(&p, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(buf[39], 32); /* count byte moved to reserved byte 79 */
+	assert_int_equal(buf[79], 0);
+	assert_int_equal(clc_proposal_decode(buf, (size_t)n, &back), 0);
+	assert_memory_equal(&p, &back, sizeof(p));
 }
 
 static void test_prop_malformed(void **state)
@@ -498,9 +524,11 @@ static void test_accept_v2_fields(void **state)
 
 static void test_accept_limits(void **state)
 {
-	struct clc_accept_confirm a = {0}, back;
+	struct clc_accept_confirm a, back;
 	uint8_t buf[CLC_ACCEPT_MAX_LEN + 8];
 	int n;
+
+	memset(&a, 0, sizeof(a));
 
 	a.type = CLC_CONFIRM;
 	a.version = CLC_V2;
@@ -659,8 +687,10 @@ static void test_decline(void **state)
 
 static void test_decline_encode(void **state)
 {
-	struct clc_decline d = {0}, back;
+	struct clc_decline d, back;
 	uint8_t buf[CLC_DECLINE_V2_LEN];
+
+	memset(&d, 0, sizeof(d));
 
 	d.version = CLC_V2;
 	d.out_of_sync = true;
@@ -705,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_prop_limits),
 		cmocka_unit_test(test_prop_struct_roundtrip),
 		cmocka_unit_test(test_prop_encode_invalid),
+		cmocka_unit_test(test_prop_v2_only_alt_iparea),
 		cmocka_unit_test(test_prop_malformed),
 		cmocka_unit_test(test_accept_v1_fields),
 		cmocka_unit_test(test_accept_v2_fields),
