@@ -49,7 +49,8 @@ struct bufpool_mr {
 /*
  * Registration hook. reg() registers [addr, addr + len) with the given
  * IBV_ACCESS_* flags and fills *mr; it returns 0 or a negative errno. dereg()
- * undoes one successful reg(); it returns 0 or a negative errno.
+ * undoes one successful reg(); it returns 0 or a negative errno. reg() is
+ * called with the pool's grow lock held: it must not call back into the pool.
  */
 struct bufpool_reg_ops {
 	int (*reg)(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr);
@@ -96,7 +97,8 @@ struct bufpool;
 struct bufpool *bufpool_create(const struct bufpool_config *cfg);
 
 /*
- * Claims a zeroed buffer of class smc_compress_bufsize(size) or, if that class
+ * Claims a zeroed buffer of class smc_compress_bufsize(size) (sizes beyond
+ * 512 MiB get class 15, as in Linux) or, if that class
  * has no free buffer and cannot grow, of the next smaller class that has or
  * can (down to class 0), as Linux does. Returns 0 and *out, or the error of the
  * last class tried: -ENOBUFS (max_bufs reached), -ENOMEM, or the hook's error.
