@@ -100,9 +100,9 @@ struct bufpool *bufpool_create(const struct bufpool_config *cfg);
  * Claims a zeroed buffer of class smc_compress_bufsize(size) (sizes beyond
  * 512 MiB get class 15, as in Linux) or, if that class has no free buffer and
  * cannot grow, of the next smaller class that has or can (down to class 0), as
- * Linux does. Returns 0 and *out, or the error of the
- * last class tried: -ENOBUFS (max_bufs reached), -ENOMEM, or the hook's error.
- * Lock-free when a free buffer exists; takes the pool's grow lock otherwise.
+ * Linux does. Returns 0 and *out, or the error of the last class tried:
+ * -ENOBUFS (max_bufs reached), -ENOMEM, or the hook's error. Lock-free when
+ * a free buffer exists; takes the pool's grow lock otherwise.
  */
 int bufpool_claim(struct bufpool *pool, size_t size, struct bufpool_buf **out);
 int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf **out);
