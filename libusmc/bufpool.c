@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-link-group buffer pools with a lock-free free list per size class.
+ * Design, ABA and memory-ordering arguments: docs/buffers.md and treiber.h.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bufpool.h"
+#include "treiber.h"
+
+#define CACHELINE 64
+
+/*
+ * One size class. The slab and the link array are allocated at pool creation
+ * with room for max_bufs buffers and never move or get freed before
+ * bufpool_destroy(): a Treiber pop may read the link of a slot another thread
+ * has just claimed, and that read must be of valid memory.
+ */
+struct bufpool_class {
+	_Alignas(CACHELINE) struct treiber_stack free; /* own line: no false sharing */
+	struct bufpool_buf *slab;
+	_Atomic uint32_t *links;
+	uint32_t count; /* slots in use (free or claimed); under grow_lock */
+};
+
+struct bufpool {
+	struct bufpool_config cfg;
+	size_t page_size;
+	pthread_mutex_t grow_lock; /* serialises growth only */
+	uint32_t total;		   /* buffers over all classes; under grow_lock */
+	uint8_t *free_marks;	   /* teardown scratch, max_bufs entries */
+	struct bufpool_class classes[SMC_BUF_CLASSES];
+};
+
+uint8_t smc_compress_bufsize(size_t size)
+{
+	size_t units;
+	uint8_t class = 0;
+
+	if (size <= SMC_BUF_MIN_SIZE)
+		return 0;
+	/* floor(log2((size - 1) >> 14)) + 1: round up to a power of two. */
+	units = (size - 1) >> SMC_BUF_MIN_SHIFT;
+	while (units) {
+		class ++;
+		units >>= 1;
+	}
+	return class > SMC_BUF_CLASS_MAX ? SMC_BUF_CLASS_MAX : class;
+}
+
+size_t smc_uncompress_bufsize(uint8_t class)
+{
+	return (size_t)1 << (class + SMC_BUF_MIN_SHIFT);
+}
+
+static size_t round_up(size_t n, size_t align)
+{
+	return (n + align - 1) / align * align;
+}
+
+static void bufpool_free_classes(struct bufpool *pool)
+{
+	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
+		free(pool->classes[c].slab);
+		free(pool->classes[c].links);
+	}
+	free(pool->free_marks);
+}
+
+static int bufpool_init_class(struct bufpool_class *cls, uint32_t capacity)
+{
+	cls->slab = calloc(capacity, sizeof(*cls->slab));
+	cls->links = calloc(capacity, sizeof(*cls->links));
+	if (!cls->slab || !cls->links)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < capacity; i++)
+		atomic_init(&cls->slab[i].owner, 0);
+	treiber_init(&cls->free, cls->links, capacity);
+	cls->count = 0;
+	return 0;
+}
+
+struct bufpool *bufpool_create(const struct bufpool_config *cfg)
+{
+	struct bufpool *pool;
+
+	if (!cfg || !cfg->ops || !cfg->ops->reg || !cfg->ops->dereg ||
+	    (cfg->kind != BUFPOOL_RMB && cfg->kind != BUFPOOL_SNDBUF) ||
+	    cfg->max_bufs > TREIBER_MAX_CAP) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pool = aligned_alloc(CACHELINE, round_up(sizeof(*pool), CACHELINE));
+	if (!pool) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(pool, 0, sizeof(*pool));
+	pool->cfg = *cfg;
+	if (!pool->cfg.max_bufs)
+		pool->cfg.max_bufs = SMC_RMBS_PER_LGR_MAX;
+	pool->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	pool->free_marks = calloc(pool->cfg.max_bufs, 1);
+	if (!pool->free_marks)
+		goto nomem;
+	for (int c = 0; c < SMC_BUF_CLASSES; c++)
+		if (bufpool_init_class(&pool->classes[c], pool->cfg.max_bufs))
+			goto nomem;
+	if (pthread_mutex_init(&pool->grow_lock, NULL))
+		goto nomem;
+	return pool;
+nomem:
+	bufpool_free_classes(pool);
+	free(pool);
+	errno = ENOMEM;
+	return NULL;
+}
+
+static size_t bufpool_buf_len(const struct bufpool *pool, uint8_t class)
+{
+	return pool->cfg.buf_bytes ? pool->cfg.buf_bytes : smc_uncompress_bufsize(class);
+}
+
+static unsigned int bufpool_access(const struct bufpool *pool)
+{
+	return pool->cfg.kind == BUFPOOL_RMB ? BUFPOOL_ACCESS_RMB : BUFPOOL_ACCESS_SNDBUF;
+}
+
+/* Maps and registers the memory of a new buffer in slot buf. */
+static int bufpool_make_buf(struct bufpool *pool, struct bufpool_buf *buf, uint8_t class,
+			    uint32_t index)
+{
+	size_t len = bufpool_buf_len(pool, class);
+	size_t map_len = round_up(len, pool->page_size);
+	void *addr;
+	int rc;
+
+	/* Anonymous mappings are page-aligned and already zero. */
+	addr = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (addr == MAP_FAILED)
+		return -ENOMEM;
+	memset(&buf->mr, 0, sizeof(buf->mr));
+	rc = pool->cfg.ops->reg(pool->cfg.ops_ctx, addr, len, bufpool_access(pool), &buf->mr);
+	if (rc) {
+		munmap(addr, map_len);
+		return rc < 0 ? rc : -EIO;
+	}
+	buf->addr = addr;
+	buf->len = len;
+	buf->class = class;
+	buf->lkey = buf->mr.lkey;
+	buf->rkey = pool->cfg.kind == BUFPOOL_RMB ? buf->mr.rkey : 0;
+	buf->index = index;
+	return 0;
+}
+
+/*
+ * Adds one buffer to a class and hands it straight to the caller (it never
+ * goes on the free list, so no other thread can see it yet). Growth is rare
+ * and may register memory, which is slow: a plain mutex is fine here and
+ * keeps the limit and the slot numbering simple.
+ */
+static int bufpool_grow(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
+{
+	struct bufpool_class *cls = &pool->classes[class];
+	int rc;
+
+	pthread_mutex_lock(&pool->grow_lock);
+	if (pool->total >= pool->cfg.max_bufs) {
+		rc = -ENOBUFS;
+		goto out;
+	}
+	rc = bufpool_make_buf(pool, &cls->slab[cls->count], class, cls->count);
+	if (rc)
+		goto out;
+	*out = &cls->slab[cls->count];
+	cls->count++;
+	pool->total++;
+out:
+	pthread_mutex_unlock(&pool->grow_lock);
+	return rc;
+}
+
+int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
+{
+	int rc = -EINVAL;
+
+	if (class > SMC_BUF_CLASS_MAX)
+		return -EINVAL;
+	/* As Linux __smc_buf_create: reuse, else grow, else try a smaller class. */
+	for (int c = class; c >= 0; c--) {
+		struct bufpool_class *cls = &pool->classes[c];
+		uint32_t idx;
+
+		if (treiber_pop(&cls->free, &idx)) {
+			*out = &cls->slab[idx];
+			return 0;
+		}
+		rc = bufpool_grow(pool, (uint8_t)c, out);
+		if (!rc)
+			return 0;
+	}
+	return rc;
+}
+
+int bufpool_claim(struct bufpool *pool, size_t size, struct bufpool_buf **out)
+{
+	return bufpool_claim_class(pool, smc_compress_bufsize(size), out);
+}
+
+void bufpool_release(struct bufpool *pool, struct bufpool_buf *buf)
+{
+	struct bufpool_class *cls = &pool->classes[buf->class];
+
+	assert(buf >= cls->slab && buf < cls->slab + pool->cfg.max_bufs);
+	/* No data leaks to the next holder; the push's release CAS publishes it. */
+	memset(buf->addr, 0, buf->len);
+	treiber_push(&cls->free, buf->index);
+}
+
+uint32_t bufpool_class_count(struct bufpool *pool, uint8_t class)
+{
+	uint32_t n;
+
+	if (class > SMC_BUF_CLASS_MAX)
+		return 0;
+	pthread_mutex_lock(&pool->grow_lock);
+	n = pool->classes[class].count;
+	pthread_mutex_unlock(&pool->grow_lock);
+	return n;
+}
+
+static void bufpool_mark_free(uint32_t idx, void *arg)
+{
+	uint8_t *marks = arg;
+
+	marks[idx] = 1;
+}
+
+void bufpool_for_each_busy(struct bufpool *pool, void (*fn)(struct bufpool_buf *buf, void *arg),
+			   void *arg)
+{
+	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
+		struct bufpool_class *cls = &pool->classes[c];
+
+		memset(pool->free_marks, 0, cls->count);
+		treiber_for_each_quiescent(&cls->free, bufpool_mark_free, pool->free_marks);
+		for (uint32_t i = 0; i < cls->count; i++)
+			if (!pool->free_marks[i])
+				fn(&cls->slab[i], arg);
+	}
+}
+
+static void bufpool_count_busy(struct bufpool_buf *buf, void *arg)
+{
+	uint32_t *busy = arg;
+
+	(*busy)++;
+}
+
+static void bufpool_unmake_buf(struct bufpool *pool, struct bufpool_buf *buf,
+			       struct bufpool_teardown_report *rep)
+{
+	int rc = pool->cfg.ops->dereg(pool->cfg.ops_ctx, &buf->mr);
+
+	if (rc) {
+		if (!rep->dereg_fails)
+			rep->first_dereg_err = rc;
+		rep->dereg_fails++;
+	}
+	munmap(buf->addr, round_up(buf->len, pool->page_size));
+}
+
+uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *rep)
+{
+	struct bufpool_teardown_report local = {0};
+
+	if (!pool)
+		return 0;
+	bufpool_for_each_busy(pool, bufpool_count_busy, &local.busy);
+	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
+		struct bufpool_class *cls = &pool->classes[c];
+
+		for (uint32_t i = 0; i < cls->count; i++)
+			bufpool_unmake_buf(pool, &cls->slab[i], &local);
+	}
+	pthread_mutex_destroy(&pool->grow_lock);
+	bufpool_free_classes(pool);
+	free(pool);
+	if (rep)
+		*rep = local;
+	return local.busy;
+}

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-link-group buffer pools: RMBs (the peer RDMA-WRITEs into them) and send
+ * buffers, one free list per size class (smc-r-protocol.md §5, docs/buffers.md).
+ *
+ * A buffer is allocated and registered once, the first time its class has no
+ * free buffer, and then stays allocated and registered until the pool is
+ * destroyed; claiming and releasing it afterwards is O(1) and lock-free (a
+ * Treiber stack per class, see treiber.h). Only growing a class takes a lock.
+ *
+ * Thread safety: bufpool_claim*() and bufpool_release() may be called from
+ * any number of threads concurrently. bufpool_create() and bufpool_destroy()
+ * may not race with anything (see bufpool_destroy()).
+ */
+#ifndef USMC_BUFPOOL_H
+#define USMC_BUFPOOL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#define SMC_BUF_MIN_SIZE      16384u /* class 0 */
+#define SMC_BUF_MIN_SHIFT     14
+#define SMC_BUF_CLASS_MAX     15 /* 2^(15 + 14) = 512 MiB, SMCR_RMBE_SIZES */
+#define SMC_BUF_CLASSES	      (SMC_BUF_CLASS_MAX + 1)
+#define SMC_RMBS_PER_LGR_MAX  255u
+#define BUFPOOL_ACCESS_RMB    (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+#define BUFPOOL_ACCESS_SNDBUF IBV_ACCESS_LOCAL_WRITE
+
+/* smc_compress_bufsize: the smallest class whose buffers hold size bytes. */
+uint8_t smc_compress_bufsize(size_t size);
+/* smc_uncompress_bufsize: the buffer size of a class, 16 KiB << class. */
+size_t smc_uncompress_bufsize(uint8_t class);
+
+enum bufpool_kind {
+	BUFPOOL_RMB,	/* registered for local + remote write */
+	BUFPOOL_SNDBUF, /* registered for local write only */
+};
+
+/* A registration as the hook returns it. */
+struct bufpool_mr {
+	void *handle; /* hook-private, e.g. the struct ibv_mr * */
+	uint32_t lkey;
+	uint32_t rkey;
+};
+
+/*
+ * Registration hook. reg() registers [addr, addr + len) with the given
+ * IBV_ACCESS_* flags and fills *mr; it returns 0 or a negative errno. dereg()
+ * undoes one successful reg(); it returns 0 or a negative errno. reg() is
+ * called with the pool's grow lock held: it must not call back into the pool.
+ */
+struct bufpool_reg_ops {
+	int (*reg)(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr);
+	int (*dereg)(void *ctx, struct bufpool_mr *mr);
+};
+
+/* The rdma-core hook: ctx is the struct ibv_pd * to register in. */
+extern const struct bufpool_reg_ops bufpool_verbs_hooks;
+
+/*
+ * One buffer. The pool writes the public fields once, before the buffer is
+ * first handed out, and never changes them while the pool lives; the holder
+ * of a claimed buffer may read them and use [addr, addr + len) freely.
+ */
+struct bufpool_buf {
+	void *addr;		 /* page-aligned; also the IOVA of the MR */
+	size_t len;		 /* usable bytes: the class size (or the pool's buf_bytes) */
+	uint8_t class;		 /* size class, as sent in CLC ACCEPT/CONFIRM */
+	uint32_t lkey;		 /* for local SGEs */
+	uint32_t rkey;		 /* RMB: what the peer RDMA-WRITEs with (CONFIRM_RKEY) */
+	_Atomic uintptr_t owner; /* free for the holder's use (connection, test tag);
+				  * the pool only zeroes it at creation */
+	/* private */
+	uint32_t index; /* slot in its class's slab */
+	struct bufpool_mr mr;
+};
+
+struct bufpool_config {
+	enum bufpool_kind kind;
+	/* Most buffers over all classes; 0 = SMC_RMBS_PER_LGR_MAX. A higher value
+	 * is for benchmarks: the protocol caps a link group at 255 RMBs. */
+	uint32_t max_bufs;
+	/* 0 = buffers are their class size (the protocol). Non-zero: every buffer
+	 * is this many bytes whatever its class - a benchmark mode, never to be
+	 * advertised to a peer. */
+	size_t buf_bytes;
+	const struct bufpool_reg_ops *ops;
+	void *ops_ctx;
+};
+
+struct bufpool;
+
+/* Creates an empty pool; NULL with errno set on failure. */
+struct bufpool *bufpool_create(const struct bufpool_config *cfg);
+
+/*
+ * Claims a zeroed buffer of class smc_compress_bufsize(size) (sizes beyond
+ * 512 MiB get class 15, as in Linux) or, if that class has no free buffer and
+ * cannot grow, of the next smaller class that has or can (down to class 0), as
+ * Linux does. Returns 0 and *out, or the error of the last class tried:
+ * -ENOBUFS (max_bufs reached), -ENOMEM, or the hook's error. Lock-free when
+ * a free buffer exists; takes the pool's grow lock otherwise.
+ */
+int bufpool_claim(struct bufpool *pool, size_t size, struct bufpool_buf **out);
+int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf **out);
+
+/*
+ * Zeroes buf and returns it to its class's free list. O(1), lock-free. An RMB
+ * must be released only after the peer can no longer write to it (after
+ * DELETE_RKEY or when the link is down). The registration stays.
+ */
+void bufpool_release(struct bufpool *pool, struct bufpool_buf *buf);
+
+/* Buffers that exist (free or claimed) in a class; for stats and tests. */
+uint32_t bufpool_class_count(struct bufpool *pool, uint8_t class);
+
+struct bufpool_teardown_report {
+	uint32_t busy;	      /* buffers still claimed at destroy (should be 0) */
+	uint32_t dereg_fails; /* dereg() errors (the memory is freed anyway) */
+	int first_dereg_err;
+};
+
+/*
+ * Calls fn for each claimed buffer. Same contract as bufpool_destroy(): no
+ * claim or release may run concurrently.
+ */
+void bufpool_for_each_busy(struct bufpool *pool, void (*fn)(struct bufpool_buf *buf, void *arg),
+			   void *arg);
+
+/*
+ * Deregisters and frees every buffer and the pool. Contract: the caller
+ * guarantees that no claim or release runs concurrently or later (the link
+ * group is unreachable and its connections are gone) and that the peer can
+ * no longer write into RMBs. Buffers still claimed are freed too (their
+ * holders must not touch them again); their number is reported in rep
+ * (may be NULL) and returned: 0 is the only correct outcome.
+ */
+uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *rep);
+
+#endif
