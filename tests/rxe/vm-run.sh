@@ -100,6 +100,13 @@ for name in $(compgen -e); do
 	esac
 	printf 'export %s=%q\n' "$name" "${!name}"
 done >"$RUN/env.sh"
+# The command writes to a terminal in the guest (ttyS0): let it colour its
+# output only when ours is a terminal too.
+if [ -t 1 ]; then
+	printf 'export TERM=%q\n' "${TERM:-vt100}" >>"$RUN/env.sh"
+else
+	echo 'export TERM=dumb' >>"$RUN/env.sh"
+fi
 printf '#!/bin/bash\nexec /bin/bash %q\n' "$SRC/guest-run.sh" >"$RUN/start.sh"
 
 # Command output (ttyS0) goes to output.log, streamed to stdout by tail;
