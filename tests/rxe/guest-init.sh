@@ -56,9 +56,13 @@ mkdir -p $R/run/usmc-vm
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none usmcrun $R/run/usmc-vm ||
 	die "cannot mount the result share"
 [ -r $R/run/usmc-vm/start.sh ] || die "no start.sh in the result share"
+# What the guest wrote (the overlay's upper layer), for guest-run.sh to
+# copy logs back, e.g. ctest's Testing/ directory of the build tree.
+mkdir -p $R/run/usmc-upper
+mount -o bind,ro /rw/upper $R/run/usmc-upper
 
 msg "running start.sh"
 chroot $R /bin/bash /run/usmc-vm/start.sh
 msg "start.sh exited with $?"
-umount $R/run/usmc-vm 2>/dev/null
+umount $R/run/usmc-vm $R/run/usmc-upper 2>/dev/null
 halt_guest

@@ -29,6 +29,10 @@ log() { echo "[vm] $*" >&3; echo "$*" >&4; }
 finish() { # rc
 	: >"$RUN/phase-cmd-end"
 	dmesg >"$RUN/dmesg.log" 2>&1
+	# ctest's logs written in the guest (LastTest.log...) come back too.
+	if [ -d "/run/usmc-upper$VM_BUILD/Testing" ]; then
+		cp -r "/run/usmc-upper$VM_BUILD/Testing" "$RUN/ctest-Testing" 2>/dev/null
+	fi
 	echo "$1" >"$RUN/rc.tmp" && mv "$RUN/rc.tmp" "$RUN/rc"
 	sync
 	exit 0

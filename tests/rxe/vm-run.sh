@@ -87,6 +87,7 @@ ls -1dt "$VM"/runs/*/ 2>/dev/null | tail -n +11 | xargs -r rm -rf
 {
 	printf 'VM_SETUP=%q\nVM_SMC=%q\nVM_TIMEOUT=%q\n' "$SETUP" "$SMC" "$TIMEOUT"
 	printf 'VM_KDIR=%q\nVM_KVER=%q\nVM_CWD=%q\n' "$VM/kernel" "$KVER" "$PWD"
+	printf 'VM_BUILD=%q\n' "$BUILD"
 	printf 'VM_CMD=('
 	printf '%q ' "$@"
 	printf ')\n'
