@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the rxe shell tests: topology of the RDMA "hosts" under test.
 # Inside the guest (tests/rxe/vm-run.sh) guest-run.sh exports USMC_TEST_*;
 # elsewhere the first RDMA device and its IPv4-mapped RoCE v2 GID are used

@@ -37,7 +37,7 @@ cat "$RXE_TMP/server.log" "$RXE_TMP/diag.txt" "$RXE_TMP/lgr.txt"
 # Two connected sockets (client and accepted server socket), both SMC-R.
 a=$USMC_TEST_HOST_A:
 b=$USMC_TEST_HOST_B:$PORT
-n=$(grep -c "state=ACTIVE mode=SMC-R .*\(local=$a[0-9]* peer=$b\|local=$b peer=$a[0-9]*\) .*fallback=0x00000000" \
+n=$(grep -c "state=ACTIVE mode=SMC-R .*\(local=${a}[0-9]* peer=$b\|local=$b peer=${a}[0-9]*\) .*fallback=0x00000000" \
 	"$RXE_TMP/diag.txt" || true)
 [ "$n" = 2 ] || rxe_fail "expected 2 active SMC-R sockets in the smc_diag dump, found $n"
 grep -q "version=SMC-Rv2" "$RXE_TMP/lgr.txt" || rxe_fail "no SMC-Rv2 link group"

@@ -55,7 +55,10 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { say "no command given"; usage; }
 case "$SETUP" in none | one | two) ;; *) say "bad --setup $SETUP"; usage ;; esac
-[[ "$TIMEOUT" =~ ^[0-9]+$ ]] && [ "$TIMEOUT" -ge 10 ] || { say "bad --timeout $TIMEOUT"; exit 2; }
+if ! [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || [ "$TIMEOUT" -lt 10 ]; then
+	say "bad --timeout $TIMEOUT (seconds, at least 10)"
+	exit 2
+fi
 
 if [ -z "$BUILD" ]; then
 	if [ -e CMakeCache.txt ]; then BUILD=$PWD; else BUILD=$TOP/build; fi
@@ -113,6 +116,7 @@ printf '#!/bin/bash\nexec /bin/bash %q\n' "$SRC/guest-run.sh" >"$RUN/start.sh"
 # Command output (ttyS0) goes to output.log, streamed to stdout by tail;
 # kernel console and init messages (ttyS1) to console.log.
 : >"$RUN/output.log"
+# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc
 	-accel tcg,thread=multi,tb-size=128 -cpu max
 	-smp "${USMC_RXE_SMP:-2}" -m "${USMC_RXE_MEM:-1024}"
