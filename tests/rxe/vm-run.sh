@@ -32,9 +32,9 @@ SMC=0
 QUIET=0
 BUILD=${USMC_BUILD_DIR:-}
 
-usage() {
+usage() { # [exit code]
 	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
-	exit 2
+	exit "${1:-2}"
 }
 say() { echo "vm-run: $*" >&2; }
 
@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
 	--build-dir=*) BUILD=${1#*=}; shift ;;
 	-q | --quiet) QUIET=1; shift ;;
 	--) shift; break ;;
-	-h | --help) usage ;;
+	-h | --help) usage 0 ;;
 	*) say "unknown option $1"; usage ;;
 	esac
 done
@@ -195,9 +195,10 @@ if [ "$QRC" -eq 124 ] || [ "$QRC" -eq 137 ]; then
 	say "guest timed out: killed after ${TIMEOUT} s (no result); console:"
 	RC=124
 else
-	say "guest failed before reporting a result (qemu exit $QRC); console:"
+	say "guest ended without a result (crash, panic or failed boot; qemu exit $QRC); console:"
 	RC=125
 fi
+grep -m1 -E 'Kernel panic|BUG:|Oops' "$RUN/console.log" >&2 || true
 tail -n 30 "$RUN/console.log" >&2 || true
 [ ! -s "$RUN/qemu.log" ] || { say "qemu said:"; cat "$RUN/qemu.log" >&2; }
 exit "$RC"
