@@ -335,7 +335,9 @@ static void format_addr(char *out, size_t size, const __be32 a[4], __be16 port)
 
 static int diag_cb(const struct nlmsghdr *h, void *arg)
 {
-	const struct smc_diag_msg *m = NLMSG_DATA(h);
+	const char *data = NLMSG_DATA(h);
+	/* Netlink aligns to 4, smc_diag_msg has a u64: copy it out. */
+	struct smc_diag_msg msg, *m = &msg;
 	const struct smc_diag_fallback *fb = NULL;
 	const struct smc_diag_lgrinfo *lgr = NULL;
 	const char *mode = "?", *rsn = "-";
@@ -344,7 +346,8 @@ static int diag_cb(const struct nlmsghdr *h, void *arg)
 
 	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
 		return 0;
-	for_each_attr(a, (const char *)m + off, h->nlmsg_len - NLMSG_LENGTH(off))
+	memcpy(&msg, data, sizeof(msg));
+	for_each_attr(a, data + off, h->nlmsg_len - NLMSG_LENGTH(off))
 	{
 		if (attr_type(a) == SMC_DIAG_FALLBACK && attr_len(a) >= sizeof(*fb))
 			fb = attr_data(a);
