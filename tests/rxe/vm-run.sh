@@ -73,7 +73,8 @@ KVER=${USMC_RXE_KVER:-6.12.117+deb12-amd64}
 VM=$(cd "$VM" && pwd)
 
 # 2 shared cores: one guest at a time on this machine.
-LOCK=${TMPDIR:-/tmp}/usmc-rxe-vm.lock
+# A fixed path (not $TMPDIR) so that every worktree and user shares it.
+LOCK=${USMC_RXE_LOCK:-/tmp/usmc-rxe-vm.lock}
 exec 8>"$LOCK"
 if ! flock -n 8; then
 	say "waiting for another guest to finish ($LOCK)"
