@@ -75,7 +75,9 @@ VM=$(cd "$VM" && pwd)
 # 2 shared cores: one guest at a time on this machine.
 # A fixed path (not $TMPDIR) so that every worktree and user shares it.
 LOCK=${USMC_RXE_LOCK:-/tmp/usmc-rxe-vm.lock}
-exec 8>"$LOCK"
+# Another user's lock file may not be writable: fall back to the cache dir.
+{ exec 8>>"$LOCK"; } 2>/dev/null || { LOCK=$VM/.vm.lock && exec 8>>"$LOCK"; }
+chmod a+rw "$LOCK" 2>/dev/null || true
 if ! flock -n 8; then
 	say "waiting for another guest to finish ($LOCK)"
 	flock 8
