@@ -129,7 +129,7 @@ QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc
 	-append "console=ttyS1 panic=-1 mitigations=off quiet loglevel=4"
 	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
 	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
-	-fsdev "local,id=usmcrun,path=$RUN,security_model=none"
+	-fsdev "local,id=usmcrun,path=${RUN//,/,,},security_model=none"
 	-device virtio-9p-pci,fsdev=usmcrun,mount_tag=usmcrun)
 printf '%q ' "${QEMU[@]}" >"$RUN/qemu.cmd"
 
