@@ -1,0 +1,175 @@
+#!/bin/bash
+# Runs inside the soft-RoCE guest (chrooted into the overlay of the host root,
+# started by the initramfs through /run/usmc-vm/start.sh). Loads the RDMA
+# modules, builds the requested topology, waits for the RoCE v2 GIDs, runs the
+# command with the caller's cwd and environment, and leaves its exit code in
+# the result share (/run/usmc-vm/rc). The share is the run directory on the
+# host; vm-run.sh wrote params.sh and env.sh there.
+#
+# Topology exported to the command:
+#   USMC_TEST_SETUP          none | one | two
+#   USMC_TEST_HOST_A/_B      IPv4 of the two "hosts" (the same one for "one")
+#   USMC_TEST_RXE_A/_B       their rxe devices
+#   USMC_TEST_NETDEV_A/_B    their netdevs
+#   USMC_TEST_GID_INDEX_A/_B index of the IPv4-mapped RoCE v2 GID
+#   USMC_RXE_VM=1
+set -uo pipefail # no -e: whatever happens, an exit code must be written
+
+RUN=/run/usmc-vm
+: >"$RUN/phase-script"
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# shellcheck source=/dev/null
+. "$RUN/params.sh"
+
+# The command's terminal: raw output, no \n -> \r\n translation.
+exec 3>/dev/ttyS0
+stty -F /dev/ttyS0 raw -echo 2>/dev/null
+exec 4>>"$RUN/guest.log"
+log() { echo "[vm] $*" >&3; echo "$*" >&4; }
+finish() { # rc
+	: >"$RUN/phase-cmd-end"
+	dmesg >"$RUN/dmesg.log" 2>&1
+	# ctest's logs written in the guest (LastTest.log...) come back too.
+	if [ -d "/run/usmc-upper$VM_BUILD/Testing" ]; then
+		cp -r "/run/usmc-upper$VM_BUILD/Testing" "$RUN/ctest-Testing" 2>/dev/null
+	fi
+	echo "$1" >"$RUN/rc.tmp" && mv "$RUN/rc.tmp" "$RUN/rc"
+	sync
+	exit 0
+}
+fail() {
+	log "setup failed: $*"
+	finish 125
+}
+run() { # run a setup command, log it, fail the setup if it fails
+	echo "+ $*" >&4
+	"$@" >&4 2>&1 || fail "$* (exit $?)"
+}
+
+[ "$(uname -r)" = "$VM_KVER" ] || log "warning: kernel $(uname -r), expected $VM_KVER"
+hostname usmc-rxe-vm 2>/dev/null
+# modprobe finds the unpacked kernel's modules (depmod -b ran on the host).
+mkdir -p /usr/lib/modules
+ln -sfn "$VM_KDIR/lib/modules/$VM_KVER" "/usr/lib/modules/$VM_KVER"
+run ip link set lo up
+
+# gid_index <dev> <ipv4>: index of the IPv4-mapped RoCE v2 GID, polled with
+# shell builtins only (a process per sysfs entry costs ~0.1 s under TCG).
+gid_index() {
+	local dev=$1 ip=$2 hex g t i n=0
+	# shellcheck disable=SC2086
+	printf -v hex '%02x%02x:%02x%02x' ${ip//./ }
+	local want="0000:0000:0000:0000:0000:ffff:$hex"
+	local gids=/sys/class/infiniband/$dev/ports/1/gids
+	local types=/sys/class/infiniband/$dev/ports/1/gid_attrs/types
+	while [ $n -lt 200 ]; do # 200 x 0.1 s
+		for ((i = 0; i < 32; i++)); do
+			read -r g 2>/dev/null <"$gids/$i" || continue
+			[ "$g" = "$want" ] || continue
+			read -r t 2>/dev/null <"$types/$i" || t=
+			[ "$t" = "RoCE v2" ] || continue
+			GID_INDEX=$i
+			return 0
+		done
+		n=$((n + 1))
+		sleep 0.1
+	done
+	fail "no RoCE v2 GID for $ip on $dev after 20 s"
+}
+
+sysctl_set() { # key value: no sysctl(8) process per key
+	echo "$2" >"/proc/sys/${1//.//}" || fail "sysctl $1=$2"
+}
+
+case "$VM_SETUP" in
+one | two)
+	run modprobe -a rdma_rxe ib_uverbs rdma_ucm
+	;;
+esac
+[ "$VM_SMC" = 1 ] && run modprobe -a smc smc_diag
+
+A=10.0.0.1
+B=10.0.0.2
+case "$VM_SETUP" in
+none)
+	export USMC_TEST_SETUP=none
+	;;
+one)
+	# One device; client and server share its address, rxe loops back.
+	run modprobe dummy numdummies=0
+	run ip link add dummy0 type dummy
+	run ip addr add $A/24 dev dummy0
+	run ip link set dummy0 up
+	run rdma link add rxe0 type rxe netdev dummy0
+	gid_index rxe0 $A
+	export USMC_TEST_SETUP=one USMC_TEST_HOST_A=$A USMC_TEST_HOST_B=$A
+	export USMC_TEST_RXE_A=rxe0 USMC_TEST_RXE_B=rxe0
+	export USMC_TEST_NETDEV_A=dummy0 USMC_TEST_NETDEV_B=dummy0
+	export USMC_TEST_GID_INDEX_A=$GID_INDEX USMC_TEST_GID_INDEX_B=$GID_INDEX
+	;;
+two)
+	# Two "hosts" on a veth pair in the initial netns (rxe's UDP socket
+	# lives there). Policy routing makes locally generated traffic between
+	# the two addresses leave through the veth pair instead of lo.
+	run ip link add veth0 type veth peer name veth1
+	for k in all default; do
+		sysctl_set net.ipv4.conf.$k.accept_local 1
+		sysctl_set net.ipv4.conf.$k.rp_filter 0
+	done
+	for d in veth0 veth1; do
+		sysctl_set net.ipv4.conf.$d.accept_local 1
+		sysctl_set net.ipv4.conf.$d.rp_filter 0
+	done
+	run ip addr add $A/24 dev veth0
+	run ip addr add $B/24 dev veth1
+	run ip link set veth0 up
+	run ip link set veth1 up
+	run ip rule add pref 100 lookup local
+	run ip rule del pref 0 lookup local
+	run ip rule add pref 10 iif lo to $B lookup 100
+	run ip rule add pref 11 iif lo to $A lookup 101
+	run ip route add $B dev veth0 src $A table 100
+	run ip route add $A dev veth1 src $B table 101
+	read -r mac0 </sys/class/net/veth0/address
+	read -r mac1 </sys/class/net/veth1/address
+	run ip neigh replace $B lladdr "$mac1" dev veth0 nud permanent
+	run ip neigh replace $A lladdr "$mac0" dev veth1 nud permanent
+	run rdma link add rxe0 type rxe netdev veth0
+	run rdma link add rxe1 type rxe netdev veth1
+	gid_index rxe0 $A
+	ga=$GID_INDEX
+	gid_index rxe1 $B
+	export USMC_TEST_SETUP=two USMC_TEST_HOST_A=$A USMC_TEST_HOST_B=$B
+	export USMC_TEST_RXE_A=rxe0 USMC_TEST_RXE_B=rxe1
+	export USMC_TEST_NETDEV_A=veth0 USMC_TEST_NETDEV_B=veth1
+	export USMC_TEST_GID_INDEX_A=$ga USMC_TEST_GID_INDEX_B=$GID_INDEX
+	;;
+esac
+: >"$RUN/phase-setup"
+[ "$VM_SETUP" = none ] ||
+	log "setup $VM_SETUP: $USMC_TEST_RXE_A $USMC_TEST_HOST_A gid $USMC_TEST_GID_INDEX_A," \
+		"$USMC_TEST_RXE_B $USMC_TEST_HOST_B gid $USMC_TEST_GID_INDEX_B"
+
+# The caller's environment (PATH included), then the topology on top.
+topo=$(export -p | grep -E '^declare -x (USMC_TEST_[A-Z_]*)=')
+# shellcheck source=/dev/null
+. "$RUN/env.sh"
+eval "$topo"
+export USMC_RXE_VM=1
+cd "$VM_CWD" 2>/dev/null || fail "cannot cd to $VM_CWD"
+
+# Stop the command ahead of the host's hard timeout, keeping a margin for
+# the shutdown, so that its logs and exit code still come back.
+read -r up _ </proc/uptime
+budget=$((VM_TIMEOUT - ${up%.*} - 15))
+[ $budget -ge 5 ] || budget=5
+# Test knob: leave it to the host's hard timeout (checks that path).
+[ -z "${USMC_RXE_NO_GUEST_TIMEOUT:-}" ] || budget=0
+: >"$RUN/phase-cmd-start"
+timeout -k 5 "$budget" "${VM_CMD[@]}" </dev/null >&3 2>&3
+rc=$?
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+	: >"$RUN/timed-out"
+	log "command timed out after $budget s"
+fi
+finish $rc

@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: MIT
+/*
+ * smc_kctl: the few controls of the Linux kernel's SMC the interop tests need
+ * (smc-tools is not in Debian 12), over raw netlink:
+ *
+ *   smc_kctl ueid add|del <EID>   user EID (generic netlink SMC_GEN_NETLINK)
+ *   smc_kctl ueid flush | show
+ *   smc_kctl lgr                  SMC-R link groups (role, conns, SMC version)
+ *   smc_kctl diag                 kernel SMC sockets (smc_diag): mode
+ *                                 (SMC-R / SMC-D / fallback), fallback reason
+ *
+ * Needs `modprobe smc smc_diag`; root for ueid add/del/flush.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+#include <linux/smc.h>
+#include <linux/smc_diag.h>
+#include <linux/sock_diag.h>
+
+#include "reason.h"
+
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+#define SMC_EID_LEN 32
+
+union nlbuf {
+	struct nlmsghdr h;
+	char raw[32768];
+};
+
+typedef int (*nl_cb)(const struct nlmsghdr *h, void *arg);
+
+static void __attribute__((noreturn)) die(const char *what, int err)
+{
+	fprintf(stderr, "smc_kctl: %s: %s\n", what, strerror(err));
+	exit(1);
+}
+
+static void nl_init(union nlbuf *b, uint16_t type, uint16_t flags)
+{
+	memset(&b->h, 0, sizeof(b->h));
+	b->h.nlmsg_len = NLMSG_HDRLEN;
+	b->h.nlmsg_type = type;
+	b->h.nlmsg_flags = NLM_F_REQUEST | flags;
+}
+
+/* Appends raw payload (a family header) or an attribute to the message. */
+static void *nl_put(union nlbuf *b, const void *data, size_t len)
+{
+	char *p = b->raw + NLMSG_ALIGN(b->h.nlmsg_len);
+
+	memcpy(p, data, len);
+	b->h.nlmsg_len = NLMSG_ALIGN(b->h.nlmsg_len) + len;
+	return p;
+}
+
+static void nl_attr(union nlbuf *b, uint16_t type, const void *data, size_t len)
+{
+	struct nlattr a = {.nla_len = NLA_HDRLEN + len, .nla_type = type};
+
+	nl_put(b, &a, NLA_HDRLEN);
+	nl_put(b, data, len);
+}
+
+/* Sends a request; calls cb for each answer until the ack or NLMSG_DONE. */
+static int nl_talk(int proto, union nlbuf *req, nl_cb cb, void *arg)
+{
+	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+	static union nlbuf ans;
+	int fd, err = 0;
+	bool done = false;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, proto);
+	if (fd < 0)
+		die("netlink socket", errno);
+	req->h.nlmsg_seq = 1;
+	if (sendto(fd, req, req->h.nlmsg_len, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("netlink send", errno);
+	while (!done) {
+		ssize_t n = recv(fd, &ans, sizeof(ans), 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("netlink recv", errno);
+		}
+		for (struct nlmsghdr *h = &ans.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e = NLMSG_DATA(h);
+
+				err = -e->error; /* 0: the ack */
+				done = true;
+				break;
+			}
+			if (h->nlmsg_type == NLMSG_DONE) {
+				const int *e = NLMSG_DATA(h);
+
+				if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(int)) && *e < 0)
+					err = -*e;
+				done = true;
+				break;
+			}
+			if (cb && (err = cb(h, arg)) != 0) {
+				done = true;
+				break;
+			}
+			if (!(h->nlmsg_flags & NLM_F_MULTI) && !(req->h.nlmsg_flags & NLM_F_ACK)) {
+				done = true;
+				break;
+			}
+		}
+	}
+	close(fd);
+	return err;
+}
+
+/* Calls fn for each attribute in [data, data + len). */
+#define for_each_attr(a, data, len)                                          \
+	for (const struct nlattr *a = (const void *)(data);                  \
+	     (const char *)a + NLA_HDRLEN <= (const char *)(data) + (len) && \
+	     a->nla_len >= NLA_HDRLEN &&                                     \
+	     (const char *)a + a->nla_len <= (const char *)(data) + (len);   \
+	     a = (const void *)((const char *)a + NLA_ALIGN(a->nla_len)))
+#define attr_type(a)	(a->nla_type & NLA_TYPE_MASK)
+#define attr_data(a)	((const void *)((const char *)(a) + NLA_HDRLEN))
+#define attr_len(a)	((size_t)(a)->nla_len - NLA_HDRLEN)
+#define genl_attrs(h)	((const char *)NLMSG_DATA(h) + GENL_HDRLEN)
+#define genl_attrlen(h) ((h)->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN))
+
+static int family_cb(const struct nlmsghdr *h, void *arg)
+{
+	for_each_attr(a, genl_attrs(h), genl_attrlen(h))
+	{
+		if (attr_type(a) == CTRL_ATTR_FAMILY_ID)
+			*(uint16_t *)arg = *(const uint16_t *)attr_data(a);
+	}
+	return 0;
+}
+
+static uint16_t smc_family(void)
+{
+	struct genlmsghdr g = {.cmd = CTRL_CMD_GETFAMILY, .version = 1};
+	union nlbuf req;
+	uint16_t id = 0;
+	int err;
+
+	nl_init(&req, GENL_ID_CTRL, 0);
+	nl_put(&req, &g, sizeof(g));
+	nl_attr(&req, CTRL_ATTR_FAMILY_NAME, SMC_GENL_FAMILY_NAME, sizeof(SMC_GENL_FAMILY_NAME));
+	err = nl_talk(NETLINK_GENERIC, &req, family_cb, &id);
+	if (err || !id)
+		die("generic netlink family " SMC_GENL_FAMILY_NAME " (modprobe smc?)",
+		    err ? err : ENOENT);
+	return id;
+}
+
+static int smc_genl(uint8_t cmd, uint16_t flags, const char *eid, nl_cb cb, void *arg)
+{
+	struct genlmsghdr g = {.cmd = cmd, .version = SMC_GENL_FAMILY_VERSION};
+	union nlbuf req;
+
+	nl_init(&req, smc_family(), flags);
+	nl_put(&req, &g, sizeof(g));
+	if (eid)
+		nl_attr(&req, SMC_NLA_EID_TABLE_ENTRY, eid, SMC_EID_LEN + 1);
+	return nl_talk(NETLINK_GENERIC, &req, cb, arg);
+}
+
+/* The kernel wants exactly 32 characters: upper case, blank padded. */
+static void make_eid(char out[SMC_EID_LEN + 1], const char *in)
+{
+	size_t n = strlen(in);
+
+	if (!n || n > SMC_EID_LEN) {
+		fprintf(stderr, "smc_kctl: an EID has 1 to %d characters\n", SMC_EID_LEN);
+		exit(2);
+	}
+	memset(out, ' ', SMC_EID_LEN);
+	out[SMC_EID_LEN] = '\0';
+	for (size_t i = 0; i < n; i++)
+		out[i] = (char)toupper((unsigned char)in[i]);
+}
+
+static int ueid_show_cb(const struct nlmsghdr *h, void *arg)
+{
+	for_each_attr(a, genl_attrs(h), genl_attrlen(h))
+	{
+		if (attr_type(a) != SMC_NLA_EID_TABLE_ENTRY)
+			continue;
+		int len = (int)strnlen(attr_data(a), attr_len(a));
+		const char *s = attr_data(a);
+
+		while (len && s[len - 1] == ' ')
+			len--;
+		printf("%.*s\n", len, s);
+		++*(int *)arg;
+	}
+	return 0;
+}
+
+static int cmd_ueid(int argc, char **argv)
+{
+	char eid[SMC_EID_LEN + 1];
+	int err, count = 0;
+
+	if (argc == 2 && !strcmp(argv[0], "add")) {
+		make_eid(eid, argv[1]);
+		err = smc_genl(SMC_NETLINK_ADD_UEID, NLM_F_ACK, eid, NULL, NULL);
+	} else if (argc == 2 && !strcmp(argv[0], "del")) {
+		make_eid(eid, argv[1]);
+		err = smc_genl(SMC_NETLINK_REMOVE_UEID, NLM_F_ACK, eid, NULL, NULL);
+	} else if (argc == 1 && !strcmp(argv[0], "flush")) {
+		err = smc_genl(SMC_NETLINK_FLUSH_UEID, NLM_F_ACK, NULL, NULL, NULL);
+	} else if (argc == 1 && !strcmp(argv[0], "show")) {
+		err = smc_genl(SMC_NETLINK_DUMP_UEID, NLM_F_DUMP, NULL, ueid_show_cb, &count);
+	} else {
+		fprintf(stderr, "usage: smc_kctl ueid add|del <EID> | flush | show\n");
+		return 2;
+	}
+	if (err)
+		die("ueid", err);
+	return 0;
+}
+
+static int lgr_cb(const struct nlmsghdr *h, void *arg)
+{
+	for_each_attr(top, genl_attrs(h), genl_attrlen(h))
+	{
+		if (attr_type(top) != SMC_GEN_LGR_SMCR)
+			continue;
+		unsigned id = 0, conns = 0, role = 0, ver = 1, rel = 0;
+		char eid[SMC_EID_LEN + 1] = "";
+
+		for_each_attr(a, attr_data(top), attr_len(top))
+		{
+			switch (attr_type(a)) {
+			case SMC_NLA_LGR_R_ID:
+				id = *(const uint32_t *)attr_data(a);
+				break;
+			case SMC_NLA_LGR_R_ROLE:
+				role = *(const uint8_t *)attr_data(a);
+				break;
+			case SMC_NLA_LGR_R_CONNS_NUM:
+				conns = *(const uint32_t *)attr_data(a);
+				break;
+			case SMC_NLA_LGR_R_V2_COMMON:
+				for_each_attr(v, attr_data(a), attr_len(a))
+				{
+					if (attr_type(v) == SMC_NLA_LGR_V2_VER)
+						ver = *(const uint8_t *)attr_data(v);
+					else if (attr_type(v) == SMC_NLA_LGR_V2_REL)
+						rel = *(const uint8_t *)attr_data(v);
+					else if (attr_type(v) == SMC_NLA_LGR_V2_NEG_EID)
+						snprintf(eid, sizeof(eid), "%.*s", (int)attr_len(v),
+							 (const char *)attr_data(v));
+				}
+				break;
+			}
+		}
+		for (size_t n = strlen(eid); n && eid[n - 1] == ' ';)
+			eid[--n] = '\0';
+		printf("lgr id=0x%x role=%s conns=%u version=SMC-Rv%u release=%u eid=\"%s\"\n", id,
+		       role ? "server" : "client", conns, ver, rel, eid);
+		++*(int *)arg;
+	}
+	return 0;
+}
+
+static int cmd_lgr(void)
+{
+	int count = 0, err = smc_genl(SMC_NETLINK_GET_LGR_SMCR, NLM_F_DUMP, NULL, lgr_cb, &count);
+
+	if (err)
+		die("link group dump", err);
+	if (!count)
+		printf("no SMC-R link group\n");
+	return 0;
+}
+
+static const char *state_name(unsigned s)
+{
+	/* enum smc_state of net/smc/smc.h (kernel internal). */
+	switch (s) {
+	case 1:
+		return "ACTIVE";
+	case 2:
+		return "INIT";
+	case 7:
+		return "CLOSED";
+	case 10:
+		return "LISTEN";
+	case 20:
+		return "PEERCLOSEWAIT1";
+	case 21:
+		return "PEERCLOSEWAIT2";
+	case 22:
+		return "APPCLOSEWAIT1";
+	case 23:
+		return "APPCLOSEWAIT2";
+	case 24:
+		return "APPFINCLOSEWAIT";
+	case 25:
+		return "PEERFINCLOSEWAIT";
+	case 26:
+		return "PEERABORTWAIT";
+	case 27:
+		return "PROCESSABORT";
+	}
+	return "?";
+}
+
+static void format_addr(char *out, size_t size, const __be32 a[4], __be16 port)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (!a[1] && !a[2] && !a[3]) {
+		inet_ntop(AF_INET, a, ip, sizeof(ip));
+		snprintf(out, size, "%s:%u", ip, ntohs(port));
+	} else {
+		inet_ntop(AF_INET6, a, ip, sizeof(ip));
+		snprintf(out, size, "[%s]:%u", ip, ntohs(port));
+	}
+}
+
+static int diag_cb(const struct nlmsghdr *h, void *arg)
+{
+	const char *data = NLMSG_DATA(h);
+	/* Netlink aligns to 4, smc_diag_msg has a u64: copy it out. */
+	struct smc_diag_msg msg, *m = &msg;
+	const struct smc_diag_fallback *fb = NULL;
+	const struct smc_diag_lgrinfo *lgr = NULL;
+	const char *mode = "?", *rsn = "-";
+	char src[64], dst[64];
+	size_t off = NLMSG_ALIGN(sizeof(*m));
+
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+		return 0;
+	memcpy(&msg, data, sizeof(msg));
+	for_each_attr(a, data + off, h->nlmsg_len - NLMSG_LENGTH(off))
+	{
+		if (attr_type(a) == SMC_DIAG_FALLBACK && attr_len(a) >= sizeof(*fb))
+			fb = attr_data(a);
+		else if (attr_type(a) == SMC_DIAG_LGRINFO && attr_len(a) >= sizeof(*lgr))
+			lgr = attr_data(a);
+	}
+	switch (m->diag_mode) {
+	case SMC_DIAG_MODE_SMCR:
+		mode = "SMC-R";
+		break;
+	case SMC_DIAG_MODE_SMCD:
+		mode = "SMC-D";
+		break;
+	case SMC_DIAG_MODE_FALLBACK_TCP:
+		mode = "fallback";
+		break;
+	}
+	if (fb && fb->reason) {
+		const struct usmc_reason_desc *d = usmc_reason_lookup(fb->reason);
+
+		rsn = d ? d->name : "unknown";
+	}
+	format_addr(src, sizeof(src), m->id.idiag_src, m->id.idiag_sport);
+	format_addr(dst, sizeof(dst), m->id.idiag_dst, m->id.idiag_dport);
+	printf("sock inode=%llu state=%s mode=%s local=%s peer=%s fallback=0x%08x(%s) "
+	       "peer_diagnosis=0x%08x",
+	       (unsigned long long)m->diag_inode, state_name(m->diag_state), mode, src, dst,
+	       fb ? fb->reason : 0, rsn, fb ? fb->peer_diagnosis : 0);
+	if (lgr)
+		printf(" ibdev=%.*s role=%s gid=%.40s peer_gid=%.40s",
+		       (int)sizeof(lgr->lnk[0].ibname), (const char *)lgr->lnk[0].ibname,
+		       lgr->role ? "server" : "client", (const char *)lgr->lnk[0].gid,
+		       (const char *)lgr->lnk[0].peer_gid);
+	printf("\n");
+	++*(int *)arg;
+	return 0;
+}
+
+static int cmd_diag(void)
+{
+	struct smc_diag_req r = {
+		.diag_family = AF_SMC,
+		.diag_ext = 1 << (SMC_DIAG_LGRINFO - 1),
+	};
+	union nlbuf req;
+	int count = 0, err;
+
+	nl_init(&req, SOCK_DIAG_BY_FAMILY, NLM_F_DUMP);
+	nl_put(&req, &r, sizeof(r));
+	err = nl_talk(NETLINK_SOCK_DIAG, &req, diag_cb, &count);
+	if (err)
+		die("smc_diag dump (modprobe smc_diag?)", err);
+	if (!count)
+		printf("no SMC socket\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "ueid"))
+		return cmd_ueid(argc - 2, argv + 2);
+	if (argc == 2 && !strcmp(argv[1], "lgr"))
+		return cmd_lgr();
+	if (argc == 2 && !strcmp(argv[1], "diag"))
+		return cmd_diag();
+	fprintf(stderr, "usage: smc_kctl ueid add|del <EID> | ueid flush | ueid show\n"
+			"       smc_kctl lgr | diag\n");
+	return 2;
+}
