@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "ctx.h"
+#include "smcr.h"
 
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
 #define CONN_IOV_MAX 1024
@@ -51,6 +52,8 @@ int conn_make_blocking(struct usmc_conn *c)
 
 void conn_destroy(struct usmc_conn *c)
 {
+	if (c->smcr)
+		smcr_close(c, true);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->counted_open)
@@ -82,10 +85,7 @@ static int connect_decide_mode(struct usmc_conn *c)
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
 		return 0;
 	}
-	/* The client side of SMC-R over verbs is not in this build yet: a
-	 * device alone does not make SMC-R possible. */
-	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
-	return 0;
+	return smcr_clc_connect(c);
 }
 
 int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
@@ -238,6 +238,8 @@ ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	rc = conn_ready(c);
 	if (rc)
 		return rc;
+	if (c->smcr)
+		return smcr_sendv(c, iov, iovcnt, flags);
 	n = sendmsg(c->fd, &msg, io_flags(c, flags));
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
@@ -257,6 +259,8 @@ ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	rc = conn_ready(c);
 	if (rc)
 		return rc;
+	if (c->smcr)
+		return smcr_recvv(c, iov, iovcnt, flags);
 	do {
 		n = recvmsg(c->fd, &msg, io_flags(c, flags));
 	} while (n < 0 && errno == EINTR);
@@ -273,6 +277,8 @@ int usmc_shutdown(struct usmc_conn *c, int how)
 		return -EINVAL;
 	if (c->fd < 0)
 		return -ENOTCONN;
+	if (c->smcr)
+		return smcr_shutdown(c, how);
 	return shutdown(c->fd, how) ? -errno : 0;
 }
 
@@ -281,6 +287,11 @@ int usmc_close(struct usmc_conn *c)
 	if (!c)
 		return -EINVAL;
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
+	if (c->smcr) {
+		smcr_close(c, false);
+		/* as Linux: the active closer shuts the TCP socket down */
+		shutdown(c->fd, SHUT_RDWR);
+	}
 	conn_destroy(c);
 	return 0;
 }
@@ -298,7 +309,9 @@ int usmc_abort(struct usmc_conn *c)
 
 int usmc_conn_fd(const struct usmc_conn *c)
 {
-	return c ? c->fd : -EINVAL;
+	if (!c)
+		return -EINVAL;
+	return c->smcr ? c->smcr->ev[0] : c->fd;
 }
 
 int usmc_conn_setopt(struct usmc_conn *c, enum usmc_opt opt, long value)
@@ -326,6 +339,10 @@ int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
 	getsockname(c->fd, (struct sockaddr *)&info->local, &len);
 	len = sizeof(info->peer);
 	getpeername(c->fd, (struct sockaddr *)&info->peer, &len);
+	if (c->smcr) {
+		info->lgr_id = c->smcr->lgr->id;
+		info->smc_version = CLC_V2;
+	}
 	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
 	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
 	return 0;

@@ -11,6 +11,7 @@
 #include "opts.h"
 
 struct usmc_ctx;
+struct smcr_conn;
 
 struct usmc_conn {
 	struct usmc_ctx *ctx;
@@ -23,6 +24,7 @@ struct usmc_conn {
 	bool counted_open;    /* counted in ctx->open_conns */
 	bool decline_at_once; /* listener congested: decline in the accept thread */
 	struct usmc_opts opts;
+	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
 	atomic_uint_least64_t bytes_sent, bytes_received;
 	struct usmc_conn *next; /* accept queue link (listener) */
 };

@@ -11,6 +11,7 @@
 
 #include "opts.h"
 #include "reason.h"
+#include "smcr.h"
 
 struct usmc_ctx {
 	pthread_mutex_t lock; /* guards opts against concurrent setopt */
@@ -22,6 +23,7 @@ struct usmc_ctx {
 	atomic_uint_least64_t connects, accepts, smcr, fallbacks, hs_errors;
 	atomic_uint_least64_t fallback_by_reason[USMC_REASON_SLOTS];
 	atomic_int open_conns, open_listeners;
+	struct smcr_ctx rdma; /* SMC-R: system id, UEID, link groups */
 };
 
 /* A copy of the context's options, for a new listener or connection. */

@@ -164,13 +164,24 @@ struct usmc_device_info {
 int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max);
 
 struct usmc_ctx_stats {
-	uint64_t connects;   /* usmc_connect() that established a connection */
-	uint64_t accepts;    /* connections returned by usmc_accept() */
-	uint64_t smcr;	     /* connections that run SMC-R */
-	uint64_t fallbacks;  /* connections that run TCP */
-	uint64_t hs_errors;  /* handshakes that failed (no fallback possible) */
-	uint64_t open_conns; /* connections not yet closed */
+	uint64_t connects;     /* usmc_connect() that established a connection */
+	uint64_t accepts;      /* connections returned by usmc_accept() */
+	uint64_t smcr;	       /* connections that run SMC-R */
+	uint64_t fallbacks;    /* connections that run TCP */
+	uint64_t hs_errors;    /* handshakes that failed (no fallback possible) */
+	uint64_t open_conns;   /* connections not yet closed */
+	uint64_t lgrs_created; /* SMC-R link groups ever created */
+	uint64_t lgrs_open;    /* SMC-R link groups that exist now (idle ones too) */
 };
+
+/**
+ * usmc_ctx_set_ueid() - the SMC-Rv2 User EID this context offers and
+ * accepts (1-32 characters A-Z, 0-9, '.', '-', the first alphanumeric;
+ * blank padded on the wire). Both ends need the same one. Default: env
+ * USMC_UEID, else "LIBUSMC", so two libusmc processes meet unconfigured.
+ * Returns 0 or -EINVAL. Applies to handshakes started afterwards.
+ */
+int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid);
 
 /** usmc_ctx_stats() - a snapshot of the context's counters. */
 void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);
