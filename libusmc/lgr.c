@@ -116,6 +116,11 @@ static int lgr_pools(struct lgr *lgr)
 {
 	struct bufpool_config cfg = {
 		.kind = BUFPOOL_RMB, .ops = &bufpool_verbs_hooks, .ops_ctx = lgr->pd};
+	const char *env = getenv("USMC_MAX_BUFS");
+
+	/* tuning and test knob: fewer buffers per pool than the protocol's 255 */
+	if (env && *env)
+		cfg.max_bufs = (uint32_t)strtoul(env, NULL, 0);
 
 	lgr->rmbs = bufpool_create(&cfg);
 	if (!lgr->rmbs)
@@ -165,7 +170,8 @@ int lgr_create(struct usmc_ctx *ctx, bool is_server, const struct smcr_dev *dev,
 	lgr->link_num = 1;
 	lgr->max_conns = SMCR_MAX_CONNS;
 	lgr->busy_poll = ctx->opts.v[USMC_OPT_BUSY_POLL];
-	lgr->testlink_ms = SMCR_TESTLINK_MS;
+	lgr->testlink_ms = ctx->opts.v[USMC_OPT_TESTLINK_MS];
+	lgr->idle_ms = ctx->opts.v[USMC_OPT_LGR_IDLE_MS];
 	lgr->last_rx_ms = smcr_now_ms();
 	pthread_mutex_init(&lgr->lock, NULL);
 	pthread_mutex_init(&lgr->tx_lock, NULL);
@@ -512,6 +518,8 @@ static void lgr_wait_event(struct lgr *lgr)
 	}
 }
 
+static bool lgr_idle_unlink(struct lgr *lgr);
+
 static void *lgr_progress(void *arg)
 {
 	struct lgr *lgr = arg;
@@ -524,6 +532,13 @@ static void *lgr_progress(void *arg)
 		if (smcr_now_ms() >= next_tick) {
 			lgr_timers(lgr);
 			next_tick = smcr_now_ms() + LGR_TICK_MS;
+			if (lgr_idle_unlink(lgr)) {
+				/* free ourselves: nobody can reach this LGR any more */
+				pthread_detach(pthread_self());
+				lgr->thread_started = false;
+				lgr_free(lgr);
+				return NULL;
+			}
 		}
 		if (n || lgr->busy_poll)
 			continue;
@@ -550,7 +565,9 @@ int lgr_conn_add(struct lgr *lgr, struct smcr_conn *sc)
 	int rc = -ENOSPC;
 
 	pthread_mutex_lock(&lgr->lock);
-	for (uint32_t i = 1; i <= SMCR_MAX_CONNS && lgr->nconns < lgr->max_conns; i++) {
+	for (uint32_t i = 1; i <= SMCR_MAX_CONNS && lgr->nconns < lgr->max_conns &&
+			     atomic_load(&lgr->state) != LGR_DEAD;
+	     i++) {
 		if (lgr->conns[i])
 			continue;
 		uint32_t gen = atomic_fetch_add(&lgr->ctx->rdma.token_seq, 1) & 0xffffff;
@@ -660,10 +677,53 @@ struct lgr *lgr_find(struct usmc_ctx *ctx, bool is_server, const uint8_t peer_id
 			continue;
 		if (match_qpn && l->peer_qpn != peer_qpn)
 			continue;
+		/* a server starts a new link group when this one is full (as Linux) */
+		pthread_mutex_lock(&l->lock);
+		bool full = l->nconns >= l->max_conns;
+
+		pthread_mutex_unlock(&l->lock);
+		if (is_server && full)
+			continue;
+		l->users++;
 		break;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return l;
+}
+
+void lgr_unuse(struct lgr *lgr)
+{
+	struct smcr_ctx *s = &lgr->ctx->rdma;
+
+	pthread_mutex_lock(&s->lock);
+	lgr->users--;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Idle for idle_ms with no connection and no finder: unlink from the
+ * context (no one can find it any more) and report true; the caller frees.
+ */
+static bool lgr_idle_unlink(struct lgr *lgr)
+{
+	struct smcr_ctx *s = &lgr->ctx->rdma;
+	bool expired = false;
+
+	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&lgr->lock);
+	if (!lgr->nconns && !lgr->users && lgr->idle_since_ms &&
+	    (smcr_now_ms() - lgr->idle_since_ms > lgr->idle_ms ||
+	     atomic_load(&lgr->state) == LGR_DEAD)) {
+		for (struct lgr **pp = &s->lgrs; *pp; pp = &(*pp)->next)
+			if (*pp == lgr) {
+				*pp = lgr->next;
+				expired = true;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&lgr->lock);
+	pthread_mutex_unlock(&s->lock);
+	return expired;
 }
 
 static void lgr_stop_thread(struct lgr *lgr)
@@ -749,4 +809,7 @@ void lgr_destroy_all(struct usmc_ctx *ctx)
 		lgr_free(l);
 		l = next;
 	}
+	/* link groups that freed themselves when idle may still be finishing */
+	for (int i = 0; i < 5000 && atomic_load(&s->lgrs_open) > 0; i++)
+		usleep(1000);
 }

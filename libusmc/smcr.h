@@ -18,6 +18,7 @@
 #include <infiniband/verbs.h>
 
 #include "bufpool.h"
+#include "cdc.h"
 #include "cdc_cursor.h"
 #include "clc.h"
 #include "llc.h"
@@ -133,6 +134,8 @@ struct lgr {
 	int stop_fd; /* eventfd: ask the progress thread to stop */
 	bool busy_poll;
 	long testlink_ms;
+	long idle_ms;
+	int users; /* finders between lgr_find() and lgr_conn_add(); ctx lock */
 };
 
 /* Per-connection SMC-R state (struct usmc_conn.smcr). */
@@ -156,6 +159,8 @@ struct smcr_conn {
 	bool rx_seq_seen;
 	bool peer_write_blocked, peer_done_writing, peer_closed, peer_abort;
 	bool cons_update_due;
+	bool early_valid; /* a CDC came before the CLC told us the peer's RMB */
+	struct cdc_msg early;
 	/* send side */
 	uint64_t tx_prep; /* copied into the send buffer */
 	uint64_t tx_sent; /* RDMA-written to the peer */
@@ -203,8 +208,11 @@ void lgr_free(struct lgr *lgr);
 /* Mark dead and abort every connection (from any thread). */
 void lgr_terminate(struct lgr *lgr, int err, bool send_delete);
 /* Find an active LGR of @role with that peer (ctx list). */
+/* Find an active LGR of @role with that peer; the caller must lgr_unuse()
+ * it once its connection is added (an LGR in use is never reaped). */
 struct lgr *lgr_find(struct usmc_ctx *ctx, bool is_server, const uint8_t peer_id[8],
 		     const uint8_t peer_gid[16], uint32_t peer_qpn, bool match_qpn);
+void lgr_unuse(struct lgr *lgr);
 int lgr_llc_send(struct lgr *lgr, const struct llc_msg *m);
 /* Run one LLC flow: send @req, wait for its response (SMCR_LLC_WAIT_MS). */
 int lgr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp);

@@ -276,16 +276,20 @@ fail:
 	return rc;
 }
 
-static int client_reuse(struct usmc_conn *c, const struct clc_accept_confirm *a)
+/* -EAGAIN: no such link group yet, and !@last: try again. */
+static int client_reuse(struct usmc_conn *c, const struct clc_accept_confirm *a, bool last)
 {
 	struct lgr *lgr = lgr_find(c->ctx, false, a->peer_id, a->gid, a->qpn, true);
 	struct clc_accept_confirm m;
 	struct smcr_conn *sc;
 	int rc;
 
+	if (!lgr && !last)
+		return -EAGAIN;
 	if (!lgr)
 		return decline_fallback(c, SMC_CLC_DECL_SYNCERR, true);
 	rc = smcr_conn_new(lgr, &c->opts, &sc);
+	lgr_unuse(lgr);
 	if (rc)
 		return decline_fallback(c, SMC_CLC_DECL_MEM, false);
 	smcr_conn_set_peer(sc, a);
@@ -306,6 +310,10 @@ static int client_reuse(struct usmc_conn *c, const struct clc_accept_confirm *a)
 	return 0;
 }
 
+/* A non-first-contact ACCEPT names a link group that a concurrent connect
+ * of ours may still be confirming (§6): wait for it, boundedly. */
+#define CLIENT_REUSE_WAIT_MS 2000
+
 int smcr_clc_connect(struct usmc_conn *c)
 {
 	struct smcr_ctx *s = &c->ctx->rdma;
@@ -313,6 +321,7 @@ int smcr_clc_connect(struct usmc_conn *c)
 	struct clc_accept_confirm a;
 	struct clc_proposal p;
 	struct smcr_dev dev;
+	long deadline;
 	int len, rc;
 
 	if (find_dev(c->fd, &dev)) {
@@ -324,14 +333,26 @@ int smcr_clc_connect(struct usmc_conn *c)
 	len = clc_proposal_encode(&p, buf, sizeof(buf));
 	if (len < 0)
 		return len;
-	/* per role, LGR creation is serialised (§6): a concurrent connect to
-	 * the same peer waits and then reuses the new link group */
-	pthread_mutex_lock(&s->create_lock[ROLE_CLIENT]);
+	/* THE RULE: the proposal goes right after the connect, never later */
 	rc = clc_io_send(c->fd, buf, (size_t)len);
 	if (!rc)
 		rc = recv_or_decline(c, buf, sizeof(buf), CLC_ACCEPT, &a);
-	if (!rc)
-		rc = a.first_contact ? client_first_contact(c, &dev, &a) : client_reuse(c, &a);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	/* LGR creation is serialised per role (§6) */
+	deadline = smcr_now_ms() + CLIENT_REUSE_WAIT_MS;
+	for (;;) {
+		pthread_mutex_lock(&s->create_lock[ROLE_CLIENT]);
+		if (a.first_contact) {
+			rc = client_first_contact(c, &dev, &a);
+			break;
+		}
+		rc = client_reuse(c, &a, smcr_now_ms() >= deadline);
+		if (rc != -EAGAIN)
+			break;
+		pthread_mutex_unlock(&s->create_lock[ROLE_CLIENT]);
+		usleep(10000);
+	}
 	pthread_mutex_unlock(&s->create_lock[ROLE_CLIENT]);
 	return rc > 0 ? 0 : rc;
 }
@@ -374,6 +395,7 @@ static int serve_reuse(struct usmc_conn *c, struct lgr *lgr, const struct serve_
 	int rc;
 
 	rc = smcr_conn_new(lgr, &c->opts, &sc);
+	lgr_unuse(lgr);
 	pthread_mutex_unlock(&c->ctx->rdma.create_lock[ROLE_SERVER]);
 	if (rc)
 		return decline_fallback(c, SMC_CLC_DECL_MEM, false);

@@ -131,13 +131,30 @@ void smcr_conn_put(struct smcr_conn *sc)
 	free(sc);
 }
 
+static bool sc_cdc_apply(struct smcr_conn *sc, const struct cdc_msg *m);
+static void sc_tx_push(struct smcr_conn *sc);
+
 void smcr_conn_set_peer(struct smcr_conn *sc, const struct clc_accept_confirm *m)
 {
+	pthread_mutex_lock(&sc->lock);
 	sc->peer_token = m->rmbe_alert_token;
 	sc->peer_rkey = m->rmb_rkey;
 	sc->peer_len = (uint32_t)smc_uncompress_bufsize(m->rmbe_size);
 	/* RMBE index counts from 1 (Linux: always 1) */
 	sc->peer_rmb_addr = m->rmb_dma_addr + (uint64_t)(m->rmbe_idx - 1) * sc->peer_len;
+	/* on a reused link group the peer's first CDC may beat its CLC CONFIRM */
+	if (sc->early_valid) {
+		sc->early_valid = false;
+		sc->rx_seq = sc->early.seqno;
+		sc->rx_seq_seen = true;
+		if (!sc_cdc_apply(sc, &sc->early)) {
+			sc->aborting = true;
+			sc_tx_push(sc);
+			if (!sc->err)
+				sc->err = -EPROTO;
+		}
+	}
+	pthread_mutex_unlock(&sc->lock);
 }
 
 static void sc_fail_locked(struct smcr_conn *sc, int err)
@@ -361,7 +378,16 @@ void smcr_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	if (!sc)
 		return;
 	pthread_mutex_lock(&sc->lock);
-	if (!sc->err && !(sc->rx_seq_seen && cdc_seq_before(m.seqno, sc->rx_seq))) {
+	if (!sc->peer_len) {
+		/* keep the newest; its cursors supersede older ones, flags add up */
+		uint8_t fl = sc->early_valid ? sc->early.conn_state_flags : 0;
+
+		if (!sc->early_valid || !cdc_seq_before(m.seqno, sc->early.seqno)) {
+			sc->early = m;
+			sc->early.conn_state_flags |= fl;
+			sc->early_valid = true;
+		}
+	} else if (!sc->err && !(sc->rx_seq_seen && cdc_seq_before(m.seqno, sc->rx_seq))) {
 		sc->rx_seq = m.seqno;
 		sc->rx_seq_seen = true;
 		if (sc_cdc_apply(sc, &m)) {

@@ -125,6 +125,15 @@ enum usmc_opt {
 	/* Poll completion queues instead of sleeping on them (0/1): lower
 	 * latency, one core busy. Env USMC_BUSY_POLL, default 0. */
 	USMC_OPT_BUSY_POLL,
+	/* Context: milliseconds without receiving anything on an SMC-R link
+	 * before it sends an LLC TEST_LINK (unanswered within 2 s: the link
+	 * group and its connections end). 0 = never. Env USMC_TESTLINK_MS,
+	 * default 30000 (Linux net.smc.smcr_testlink_time), range 0..3600000. */
+	USMC_OPT_TESTLINK_MS,
+	/* Context: milliseconds an SMC-R link group without connections is
+	 * kept for reuse before it is freed (DELETE_LINK). Env USMC_LGR_IDLE_MS,
+	 * default 600000 (Linux SMC_LGR_FREE_DELAY_SERV), range 100..86400000. */
+	USMC_OPT_LGR_IDLE_MS,
 	USMC_OPT_COUNT_ /* not an option */
 };
 

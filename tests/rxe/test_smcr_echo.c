@@ -84,7 +84,7 @@ static void client_run(struct usmc_conn *c, uint64_t total)
 			CHECK(!usmc_shutdown(c, SHUT_WR), "shutdown");
 			shut = true;
 		}
-		for (;;) {
+		while (got < total) {
 			ssize_t r = usmc_recv(c, in, sizeof(in), 0);
 			long long bad;
 

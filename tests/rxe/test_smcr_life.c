@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SMC-R connection and link group life cycle between two libusmc contexts
+ * (client on host A, server on host B), one scenario per run:
+ *   reuse      USMC_TEST_CONNS (1000) sequential connections: ONE link group
+ *   concurrent USMC_TEST_CONNS (100) parallel echoes of USMC_TEST_BYTES each
+ *   halfclose  shutdown(SHUT_WR) -> EOF at the peer, which still answers
+ *   unread     close with unread data aborts: the peer sees ECONNRESET
+ *   abort      usmc_abort(): the peer sees ECONNRESET
+ *   killed     the server process is SIGKILLed: the client sees an error
+ *              within a bounded time (TEST_LINK every second)
+ *   testlink   an idle link is tested and answered; the connection lives on
+ *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
+ *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
+ * Every scenario requires SMC-R where it says so: a TCP fallback fails.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/pattern.h"
+#include "conn.h"
+#include "smcr.h"
+#include "smcr_common.h"
+
+static struct usmc_ctx *cs, *cc;
+static struct usmc_listener *lst;
+static struct sockaddr_in srv_addr;
+static long nconns;
+static uint64_t nbytes;
+
+static struct usmc_conn *connect_b(struct usmc_ctx *ctx)
+{
+	struct usmc_conn *c;
+	int rc = usmc_connect(ctx, (struct sockaddr *)&srv_addr, sizeof(srv_addr), 0, &c);
+
+	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
+	return c;
+}
+
+static struct usmc_conn *accept_one(void)
+{
+	struct usmc_conn *c;
+	int rc = usmc_accept(lst, 0, &c);
+
+	CHECK(!rc, "usmc_accept: %s", usmc_strerror(rc));
+	return c;
+}
+
+static void send_all(struct usmc_conn *c, const void *buf, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = usmc_send(c, (const uint8_t *)buf + off, len - off, 0);
+
+		CHECK(n > 0, "send: %s", usmc_strerror((int)n));
+		off += (size_t)n;
+	}
+}
+
+static void recv_all(struct usmc_conn *c, void *buf, size_t len)
+{
+	ssize_t n = usmc_recv(c, buf, len, MSG_WAITALL);
+
+	CHECK(n == (ssize_t)len, "recv %zu: got %zd (%s)", len, n,
+	      n < 0 ? usmc_strerror((int)n) : "");
+}
+
+static void setup(void)
+{
+	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
+	lst = listen_b(cs, 256, &srv_addr);
+}
+
+static void teardown(void)
+{
+	int rc;
+
+	CHECK(!usmc_listener_close(lst), "listener close");
+	rc = usmc_ctx_destroy(cc);
+	CHECK(!rc, "client ctx destroy: %s", usmc_strerror(rc));
+	rc = usmc_ctx_destroy(cs);
+	CHECK(!rc, "server ctx destroy: %s", usmc_strerror(rc));
+}
+
+static void expect_lgrs(uint64_t want)
+{
+	struct usmc_ctx_stats a, b;
+
+	usmc_ctx_stats(cc, &a);
+	usmc_ctx_stats(cs, &b);
+	CHECK(a.lgrs_created == want && b.lgrs_created == want,
+	      "link groups created: client %llu, server %llu, want %llu",
+	      (unsigned long long)a.lgrs_created, (unsigned long long)b.lgrs_created,
+	      (unsigned long long)want);
+}
+
+/* ---- reuse ---- */
+
+static void *reuse_server(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < nconns; i++) {
+		struct usmc_conn *c = accept_one();
+		uint32_t v;
+
+		expect_smcr(c, "server");
+		recv_all(c, &v, sizeof(v));
+		CHECK(v == (uint32_t)i, "conn %ld got %u", i, v);
+		v = ~v;
+		send_all(c, &v, sizeof(v));
+		CHECK(!usmc_close(c), "server close");
+	}
+	return NULL;
+}
+
+static void run_reuse(void)
+{
+	pthread_t th;
+	double t0 = now_s();
+
+	pthread_create(&th, NULL, reuse_server, NULL);
+	for (long i = 0; i < nconns; i++) {
+		struct usmc_conn *c = connect_b(cc);
+		uint32_t v = (uint32_t)i;
+
+		expect_smcr(c, "client");
+		send_all(c, &v, sizeof(v));
+		recv_all(c, &v, sizeof(v));
+		CHECK(v == ~(uint32_t)i, "conn %ld answer %u", i, v);
+		CHECK(!usmc_close(c), "client close");
+	}
+	pthread_join(th, NULL);
+	expect_lgrs(1);
+	printf("%ld sequential SMC-R connections, 1 link group, %.2f ms per connection\n", nconns,
+	       (now_s() - t0) * 1e3 / (double)nconns);
+}
+
+/* ---- concurrent ---- */
+
+struct pipe_end {
+	struct usmc_conn *c;
+	uint64_t seed;
+};
+
+static void *echo_server_conn(void *arg)
+{
+	struct usmc_conn *c = arg;
+	static _Thread_local uint8_t buf[65536];
+
+	expect_smcr(c, "server");
+	for (;;) {
+		ssize_t n = usmc_recv(c, buf, sizeof(buf), 0);
+
+		CHECK(n >= 0, "server recv: %s", usmc_strerror((int)n));
+		if (!n)
+			break;
+		send_all(c, buf, (size_t)n);
+	}
+	CHECK(!usmc_close(c), "server close");
+	return NULL;
+}
+
+static void *concurrent_server(void *arg)
+{
+	pthread_t *th = calloc((size_t)nconns, sizeof(*th));
+
+	(void)arg;
+	for (long i = 0; i < nconns; i++)
+		pthread_create(&th[i], NULL, echo_server_conn, accept_one());
+	for (long i = 0; i < nconns; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	return NULL;
+}
+
+static void *writer(void *arg)
+{
+	struct pipe_end *p = arg;
+	static _Thread_local uint8_t buf[65536];
+
+	for (uint64_t off = 0; off < nbytes;) {
+		size_t n = nbytes - off < sizeof(buf) ? (size_t)(nbytes - off) : sizeof(buf);
+
+		pattern_fill(p->seed, off, buf, n);
+		send_all(p->c, buf, n);
+		off += n;
+	}
+	CHECK(!usmc_shutdown(p->c, SHUT_WR), "shutdown");
+	return NULL;
+}
+
+static void *client_conn(void *arg)
+{
+	struct pipe_end p = {.c = connect_b(cc), .seed = (uint64_t)(uintptr_t)arg};
+	static _Thread_local uint8_t buf[65536];
+	uint64_t got = 0;
+	pthread_t w;
+
+	expect_smcr(p.c, "client");
+	pthread_create(&w, NULL, writer, &p);
+	for (;;) {
+		ssize_t n = usmc_recv(p.c, buf, sizeof(buf), 0);
+		long long bad;
+
+		CHECK(n >= 0, "client recv: %s", usmc_strerror((int)n));
+		if (!n)
+			break;
+		bad = pattern_check(p.seed, got, buf, (size_t)n);
+		CHECK(bad < 0, "conn %llu: echo differs at %lld", (unsigned long long)p.seed, bad);
+		got += (uint64_t)n;
+	}
+	pthread_join(w, NULL);
+	CHECK(got == nbytes, "echo %llu of %llu", (unsigned long long)got,
+	      (unsigned long long)nbytes);
+	CHECK(!usmc_close(p.c), "client close");
+	return NULL;
+}
+
+static void run_concurrent(void)
+{
+	pthread_t srv, *th = calloc((size_t)nconns, sizeof(*th));
+	double t0 = now_s(), dt;
+
+	pthread_create(&srv, NULL, concurrent_server, NULL);
+	for (long i = 0; i < nconns; i++)
+		pthread_create(&th[i], NULL, client_conn, (void *)(uintptr_t)(i + 1));
+	for (long i = 0; i < nconns; i++)
+		pthread_join(th[i], NULL);
+	pthread_join(srv, NULL);
+	dt = now_s() - t0;
+	free(th);
+	printf("%ld concurrent SMC-R echoes of %llu bytes: %.2f s, %.1f MB/s total each way\n",
+	       nconns, (unsigned long long)nbytes, dt, (double)nbytes * (double)nconns / dt / 1e6);
+}
+
+/* ---- half close, unread close, abort ---- */
+
+static void run_halfclose(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+	char buf[16];
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	send_all(c, "hello", 5);
+	CHECK(!usmc_shutdown(c, SHUT_WR), "shutdown");
+	recv_all(s, buf, 5);
+	CHECK(!memcmp(buf, "hello", 5), "data before EOF");
+	CHECK(usmc_recv(s, buf, sizeof(buf), 0) == 0, "server: EOF after SHUT_WR");
+	CHECK(usmc_send(c, "x", 1, 0) == -EPIPE, "send after SHUT_WR must be EPIPE");
+	send_all(s, "bye", 3); /* the other direction still works */
+	CHECK(!usmc_close(s), "server close");
+	recv_all(c, buf, 3);
+	CHECK(!memcmp(buf, "bye", 3), "reply after half close");
+	CHECK(usmc_recv(c, buf, sizeof(buf), 0) == 0, "client: EOF after the server's close");
+	CHECK(!usmc_close(c), "client close");
+}
+
+static void expect_reset(struct usmc_conn *c, const char *who)
+{
+	char buf[16];
+	double t0 = now_s();
+	ssize_t n;
+
+	do
+		n = usmc_recv(c, buf, sizeof(buf), 0);
+	while (n > 0);
+	CHECK(n == -ECONNRESET, "%s: ECONNRESET expected, got %zd (%s)", who, n,
+	      n < 0 ? usmc_strerror((int)n) : "EOF");
+	CHECK(now_s() - t0 < 5, "%s: reset took %.1f s", who, now_s() - t0);
+}
+
+static void run_unread(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+	char buf[1000] = {0};
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	send_all(c, buf, sizeof(buf));
+	usleep(200000); /* in the server's RMB, unread */
+	CHECK(!usmc_close(s), "server close");
+	expect_reset(c, "client");
+	CHECK(usmc_send(c, "x", 1, 0) == -EPIPE, "send after reset must be EPIPE");
+	CHECK(!usmc_close(c), "client close");
+}
+
+static void run_abort(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	send_all(c, "data", 4);
+	CHECK(!usmc_abort(c), "abort");
+	expect_reset(s, "server");
+	CHECK(!usmc_close(s), "server close");
+}
+
+/* ---- peer killed ---- */
+
+static void run_killed(void)
+{
+	int pfd[2];
+	pid_t pid;
+	struct usmc_conn *c;
+	double t0;
+	ssize_t n;
+	char buf[8];
+
+	CHECK(!pipe(pfd), "pipe");
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) { /* the server process: accept, answer once, then hang */
+		struct usmc_conn *s;
+
+		close(pfd[0]);
+		CHECK(!usmc_ctx_create(&cs), "child ctx");
+		lst = listen_b(cs, 4, &srv_addr);
+		CHECK(write(pfd[1], &srv_addr, sizeof(srv_addr)) == sizeof(srv_addr), "pipe write");
+		s = accept_one();
+		expect_smcr(s, "server");
+		recv_all(s, buf, 4);
+		send_all(s, buf, 4);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &srv_addr, sizeof(srv_addr)) == sizeof(srv_addr), "pipe read");
+	CHECK(!usmc_ctx_create(&cc), "ctx");
+	CHECK(!usmc_ctx_setopt(cc, USMC_OPT_TESTLINK_MS, 1000), "testlink option");
+	c = connect_b(cc);
+	expect_smcr(c, "client");
+	send_all(c, "ping", 4);
+	recv_all(c, buf, 4);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	t0 = now_s();
+	n = usmc_recv(c, buf, sizeof(buf), 0);
+	CHECK(n < 0 && n != -EAGAIN, "recv after the peer died: %zd", n);
+	printf("peer killed: error '%s' after %.2f s\n", usmc_strerror((int)n), now_s() - t0);
+	CHECK(now_s() - t0 < 10, "took too long");
+	CHECK(usmc_send(c, "x", 1, 0) < 0, "send to a dead peer must fail");
+	CHECK(!usmc_close(c), "close");
+	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
+}
+
+/* ---- TEST_LINK ---- */
+
+static void run_testlink(void)
+{
+	struct usmc_conn *c, *s;
+	char buf[4];
+
+	CHECK(!usmc_ctx_setopt(cc, USMC_OPT_TESTLINK_MS, 500), "testlink option");
+	c = connect_b(cc);
+	s = accept_one();
+	expect_smcr(c, "client");
+	sleep(3); /* idle: the client tests the link, the server answers */
+	CHECK(atomic_load(&c->smcr->lgr->test_link_sent) >= 2, "client sent %llu TEST_LINKs",
+	      (unsigned long long)atomic_load(&c->smcr->lgr->test_link_sent));
+	CHECK(atomic_load(&s->smcr->lgr->test_link_answered) >= 2, "server answered %llu",
+	      (unsigned long long)atomic_load(&s->smcr->lgr->test_link_answered));
+	send_all(c, "live", 4);
+	recv_all(s, buf, 4);
+	printf("TEST_LINK: %llu sent, %llu answered, link alive\n",
+	       (unsigned long long)atomic_load(&c->smcr->lgr->test_link_sent),
+	       (unsigned long long)atomic_load(&s->smcr->lgr->test_link_answered));
+	CHECK(!usmc_close(s) && !usmc_close(c), "close");
+}
+
+/* ---- idle link group freed ---- */
+
+static void run_idle(void)
+{
+	struct usmc_conn *c, *s;
+	struct usmc_ctx_stats a, b;
+
+	CHECK(!usmc_ctx_setopt(cc, USMC_OPT_LGR_IDLE_MS, 1000), "idle option");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_LGR_IDLE_MS, 1500), "idle option");
+	c = connect_b(cc);
+	s = accept_one();
+	expect_smcr(c, "client");
+	CHECK(!usmc_close(s) && !usmc_close(c), "close");
+	usmc_ctx_stats(cc, &a);
+	CHECK(a.lgrs_open == 1, "the idle link group is kept at first");
+	sleep(4);
+	usmc_ctx_stats(cc, &a);
+	usmc_ctx_stats(cs, &b);
+	CHECK(a.lgrs_open == 0 && b.lgrs_open == 0,
+	      "idle link groups left: client %llu server %llu", (unsigned long long)a.lgrs_open,
+	      (unsigned long long)b.lgrs_open);
+}
+
+/* ---- server out of buffers ---- */
+
+static void run_nobufs(void)
+{
+	struct usmc_conn *c1, *s1, *c2, *s2;
+	struct usmc_conn_info info;
+	char buf[4];
+
+	/* the server's link groups hold one RMB (read at LGR creation) */
+	setenv("USMC_MAX_BUFS", "1", 1);
+	c1 = connect_b(cc);
+	s1 = accept_one();
+	unsetenv("USMC_MAX_BUFS");
+	expect_smcr(c1, "client 1");
+	c2 = connect_b(cc);
+	s2 = accept_one();
+	CHECK(!usmc_conn_info(c2, &info), "info");
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_MEM && info.peer_declined,
+	      "client 2: TCP after a MEM decline expected, got %s %s", usmc_mode_name(info.mode),
+	      usmc_reason_name(info.reason));
+	send_all(c2, "tcp!", 4);
+	recv_all(s2, buf, 4);
+	CHECK(!memcmp(buf, "tcp!", 4), "data over the fallback");
+	send_all(c1, "smc!", 4);
+	recv_all(s1, buf, 4);
+	CHECK(!memcmp(buf, "smc!", 4), "data over SMC-R");
+	CHECK(!usmc_close(c1) && !usmc_close(s1) && !usmc_close(c2) && !usmc_close(s2), "close");
+}
+
+int main(int argc, char **argv)
+{
+	const char *sc = argc > 1 ? argv[1] : "";
+
+	signal(SIGPIPE, SIG_IGN);
+	nbytes = (uint64_t)env_long("USMC_TEST_BYTES", 1 << 20);
+	if (!strcmp(sc, "killed")) {
+		run_killed();
+		printf("PASS killed\n");
+		return 0;
+	}
+	setup();
+	if (!strcmp(sc, "reuse")) {
+		nconns = env_long("USMC_TEST_CONNS", 1000);
+		run_reuse();
+	} else if (!strcmp(sc, "concurrent")) {
+		nconns = env_long("USMC_TEST_CONNS", 100);
+		run_concurrent();
+	} else if (!strcmp(sc, "halfclose")) {
+		run_halfclose();
+	} else if (!strcmp(sc, "unread")) {
+		run_unread();
+	} else if (!strcmp(sc, "abort")) {
+		run_abort();
+	} else if (!strcmp(sc, "testlink")) {
+		run_testlink();
+	} else if (!strcmp(sc, "idle")) {
+		run_idle();
+	} else if (!strcmp(sc, "nobufs")) {
+		run_nobufs();
+	} else {
+		die("unknown scenario '%s'", sc);
+	}
+	teardown();
+	printf("PASS %s\n", sc);
+	return 0;
+}
