@@ -52,6 +52,7 @@ struct usmc_conn;
 /* SOCK_MIN_SNDBUF / 2 on x86-64 Linux: floor of the consumer update limit */
 #define SMCR_CONS_UPDATE_MIN 2304
 #define SMCR_TESTLINK_MS     30000 /* SMC_LLC_TESTLINK_DEFAULT_TIME */
+#define SMCR_DEV_CACHE	     8
 
 /* The port and GID a connection's local IPv4 address maps to. */
 struct smcr_dev {
@@ -187,7 +188,16 @@ struct smcr_ctx {
 	atomic_uint lgr_seq;
 	atomic_uint_least64_t lgrs_created;
 	atomic_int lgrs_open;
+	/* last device lookups (address -> port/GID), so that a PROPOSAL leaves
+	 * right after the connect instead of after a GID table scan */
+	pthread_mutex_t dev_lock;
+	struct in_addr dev_addr[SMCR_DEV_CACHE];
+	struct smcr_dev dev_cache[SMCR_DEV_CACHE];
+	int dev_n;
 };
+
+/* smcr_dev_lookup() - smcr_dev_find() through the context's cache. */
+int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev);
 
 int smcr_ctx_init(struct smcr_ctx *s);
 void smcr_ctx_fini(struct smcr_ctx *s);

@@ -39,11 +39,11 @@ static int local_ipv4(int fd, struct in_addr *addr)
 	return -EAFNOSUPPORT;
 }
 
-static int find_dev(int fd, struct smcr_dev *dev)
+static int find_dev(struct usmc_conn *c, struct smcr_dev *dev)
 {
 	struct in_addr a;
 
-	return local_ipv4(fd, &a) ? -ENODEV : smcr_dev_find(&a, dev);
+	return local_ipv4(c->fd, &a) ? -ENODEV : smcr_dev_lookup(&c->ctx->rdma, &a, dev);
 }
 
 static void fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links)
@@ -324,7 +324,7 @@ int smcr_clc_connect(struct usmc_conn *c)
 	long deadline;
 	int len, rc;
 
-	if (find_dev(c->fd, &dev)) {
+	if (find_dev(c, &dev)) {
 		/* no device: not a byte of CLC, the server sees a TCP client */
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
 		return 0;
@@ -521,7 +521,7 @@ int smcr_clc_serve(struct usmc_conn *c, const struct clc_proposal *p)
 		return decline_fallback(c, SMC_CLC_DECL_NOSMCRDEV, false);
 	if (reason)
 		return decline_fallback(c, reason, false);
-	if (find_dev(c->fd, &dev))
+	if (find_dev(c, &dev))
 		return decline_fallback(c, SMC_CLC_DECL_NOSMCRDEV, false);
 	n.release = p->release > SMCR_RELEASE ? SMCR_RELEASE : p->release;
 	n.max_conns = p->max_conns < SMCR_MAX_CONNS ? p->max_conns : SMCR_MAX_CONNS;

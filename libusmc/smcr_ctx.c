@@ -33,6 +33,7 @@ int smcr_ctx_init(struct smcr_ctx *s)
 
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->dev_lock, NULL);
 	pthread_mutex_init(&s->create_lock[0], NULL);
 	pthread_mutex_init(&s->create_lock[1], NULL);
 	/*
@@ -52,7 +53,33 @@ void smcr_ctx_fini(struct smcr_ctx *s)
 {
 	pthread_mutex_destroy(&s->create_lock[1]);
 	pthread_mutex_destroy(&s->create_lock[0]);
+	pthread_mutex_destroy(&s->dev_lock);
 	pthread_mutex_destroy(&s->lock);
+}
+
+int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->dev_lock);
+	for (int i = 0; i < s->dev_n; i++)
+		if (s->dev_addr[i].s_addr == addr->s_addr) {
+			*dev = s->dev_cache[i];
+			pthread_mutex_unlock(&s->dev_lock);
+			return 0;
+		}
+	pthread_mutex_unlock(&s->dev_lock);
+	/* a miss scans the GID tables (not cached: an address may get a GID later) */
+	rc = smcr_dev_find(addr, dev);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&s->dev_lock);
+	if (s->dev_n < SMCR_DEV_CACHE) {
+		s->dev_addr[s->dev_n] = *addr;
+		s->dev_cache[s->dev_n++] = *dev;
+	}
+	pthread_mutex_unlock(&s->dev_lock);
+	return 0;
 }
 
 int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)

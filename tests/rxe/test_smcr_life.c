@@ -71,6 +71,9 @@ static void recv_all(struct usmc_conn *c, void *buf, size_t len)
 static void setup(void)
 {
 	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
+	/* 100 client threads on 2 emulated cores: give a PROPOSAL more than
+	 * the default 100 ms to arrive before the probe decides TCP */
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_PROBE_MS, 2000), "probe option");
 	lst = listen_b(cs, 256, &srv_addr);
 }
 
