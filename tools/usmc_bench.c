@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+/*
+ * usmc_bench - ping-pong latency and streaming throughput over libusmc
+ * (SMC-R, or TCP with USMC_SMC=0) or plain TCP sockets: the same program and
+ * protocol for all three, so the numbers compare side by side.
+ *
+ *   usmc_bench -s ADDR:PORT [--api usmc|tcp]          server (any number of runs)
+ *   usmc_bench -c ADDR:PORT [--api usmc|tcp] [--iters N] [--stream BYTES]
+ *              [--sizes 1,1024,65536]
+ *
+ * The client prints one line per measurement:
+ *   api=<usmc-smcr|usmc-tcp|tcp> test=pingpong size=B iters=N rtt_us=mean p50_us= p99_us=
+ *   api=... test=stream bytes=B MBps=x
+ * A round trip is one message of size B each way; the first tenth of the
+ * iterations warms up and is not measured. The stream ends with a 1-byte
+ * acknowledgement, so its time covers delivery, not just buffering.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <usmc/usmc.h>
+
+#define BENCH_PING   1
+#define BENCH_STREAM 2
+#define BENCH_CHUNK  (256 * 1024)
+
+struct hdr {
+	uint32_t op, size;
+	uint64_t count;
+};
+
+/* One connection of either API. */
+struct bconn {
+	struct usmc_conn *u;
+	int fd;
+};
+
+static bool use_tcp;
+
+static ssize_t b_send(struct bconn *c, const void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (!use_tcp)
+		return usmc_send(c->u, buf, len, 0);
+	n = send(c->fd, buf, len, MSG_NOSIGNAL);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t b_recv(struct bconn *c, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (!use_tcp)
+		return usmc_recv(c->u, buf, len, 0);
+	n = recv(c->fd, buf, len, 0);
+	return n < 0 ? -errno : n;
+}
+
+static int send_all(struct bconn *c, const void *buf, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = b_send(c, (const uint8_t *)buf + off, len - off);
+
+		if (n <= 0)
+			return n ? (int)n : -EPIPE;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+static int recv_all(struct bconn *c, void *buf, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = b_recv(c, (uint8_t *)buf + off, len - off);
+
+		if (n <= 0)
+			return n ? (int)n : -ECONNRESET;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+static void b_close(struct bconn *c)
+{
+	if (use_tcp)
+		close(c->fd);
+	else
+		usmc_close(c->u);
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void parse_addr(const char *s, struct sockaddr_in *sa)
+{
+	const char *colon = strrchr(s, ':');
+	char host[64];
+
+	if (!colon || (size_t)(colon - s) >= sizeof(host)) {
+		fprintf(stderr, "address must be IPv4:PORT\n");
+		exit(2);
+	}
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)atoi(colon + 1));
+	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+		fprintf(stderr, "bad address %s\n", host);
+		exit(2);
+	}
+}
+
+/* ---- server ---- */
+
+static int serve_stream(struct bconn *c, uint8_t *buf, uint64_t total)
+{
+	for (uint64_t got = 0; got < total;) {
+		size_t n = total - got < BENCH_CHUNK ? (size_t)(total - got) : BENCH_CHUNK;
+		ssize_t r = b_recv(c, buf, n);
+
+		if (r <= 0)
+			return -1;
+		got += (uint64_t)r;
+	}
+	return send_all(c, "k", 1);
+}
+
+static void *serve_conn(void *arg)
+{
+	struct bconn *c = arg;
+	uint8_t *buf = malloc(BENCH_CHUNK);
+	struct hdr h;
+	int rc = buf ? 0 : -1;
+
+	while (!rc && !recv_all(c, &h, sizeof(h))) {
+		if (h.op == BENCH_PING && h.size <= BENCH_CHUNK) {
+			for (uint64_t i = 0; !rc && i < h.count; i++) {
+				rc = recv_all(c, buf, h.size);
+				if (!rc)
+					rc = send_all(c, buf, h.size);
+			}
+		} else if (h.op == BENCH_STREAM) {
+			rc = serve_stream(c, buf, h.count);
+		} else {
+			rc = -1;
+		}
+	}
+	free(buf);
+	b_close(c);
+	free(c);
+	return NULL;
+}
+
+static int accept_one(struct usmc_listener *l, int lfd, struct bconn *c)
+{
+	int one = 1;
+
+	if (!use_tcp)
+		return usmc_accept(l, 0, &c->u);
+	c->fd = accept(lfd, NULL, NULL);
+	if (c->fd < 0)
+		return -errno;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+static int run_server(struct usmc_ctx *ctx, const struct sockaddr_in *sa)
+{
+	struct usmc_listener *l = NULL;
+	int lfd = -1, one = 1;
+
+	if (use_tcp) {
+		lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(lfd, (const struct sockaddr *)sa, sizeof(*sa)) || listen(lfd, 64)) {
+			perror("listen");
+			return 1;
+		}
+	} else if (usmc_listen(ctx, (const struct sockaddr *)sa, sizeof(*sa), 64, 0, &l)) {
+		fprintf(stderr, "usmc_listen failed\n");
+		return 1;
+	}
+	printf("listening\n");
+	fflush(stdout);
+	for (;;) {
+		struct bconn *c = calloc(1, sizeof(*c));
+		pthread_t th;
+
+		if (!c || accept_one(l, lfd, c))
+			return 1;
+		pthread_create(&th, NULL, serve_conn, c);
+		pthread_detach(th);
+	}
+}
+
+/* ---- client ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int pingpong(struct bconn *c, const char *api, uint32_t size, uint64_t iters)
+{
+	uint64_t warm = iters / 10;
+	struct hdr h = {.op = BENCH_PING, .size = size, .count = iters + warm};
+	uint8_t *buf = calloc(1, size ? size : 1);
+	double *lat = calloc(iters, sizeof(double)), sum = 0;
+	int rc = buf && lat ? send_all(c, &h, sizeof(h)) : -ENOMEM;
+
+	for (uint64_t i = 0; !rc && i < h.count; i++) {
+		double t0 = now_us();
+
+		rc = send_all(c, buf, size);
+		if (!rc)
+			rc = recv_all(c, buf, size);
+		if (i >= warm)
+			lat[i - warm] = now_us() - t0;
+	}
+	if (!rc) {
+		for (uint64_t i = 0; i < iters; i++)
+			sum += lat[i];
+		qsort(lat, iters, sizeof(double), cmp_double);
+		printf("api=%s test=pingpong size=%u iters=%llu rtt_us=%.1f p50_us=%.1f p99_us=%.1f\n",
+		       api, size, (unsigned long long)iters, sum / (double)iters, lat[iters / 2],
+		       lat[iters * 99 / 100]);
+	}
+	free(lat);
+	free(buf);
+	return rc;
+}
+
+static int stream(struct bconn *c, const char *api, uint64_t bytes)
+{
+	struct hdr h = {.op = BENCH_STREAM, .count = bytes};
+	uint8_t *buf = calloc(1, BENCH_CHUNK);
+	double t0 = now_us();
+	int rc = buf ? send_all(c, &h, sizeof(h)) : -ENOMEM;
+
+	for (uint64_t off = 0; !rc && off < bytes;) {
+		size_t n = bytes - off < BENCH_CHUNK ? (size_t)(bytes - off) : BENCH_CHUNK;
+
+		rc = send_all(c, buf, n);
+		off += n;
+	}
+	if (!rc)
+		rc = recv_all(c, buf, 1);
+	if (!rc)
+		printf("api=%s test=stream bytes=%llu MBps=%.2f\n", api, (unsigned long long)bytes,
+		       (double)bytes / (now_us() - t0));
+	free(buf);
+	return rc;
+}
+
+static int client_connect(struct usmc_ctx *ctx, const struct sockaddr_in *sa, struct bconn *c,
+			  const char **api)
+{
+	struct usmc_conn_info info;
+	int one = 1;
+
+	if (use_tcp) {
+		c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (connect(c->fd, (const struct sockaddr *)sa, sizeof(*sa))) {
+			close(c->fd);
+			return -errno;
+		}
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		*api = "tcp";
+		return 0;
+	}
+	if (usmc_connect(ctx, (const struct sockaddr *)sa, sizeof(*sa), 0, &c->u))
+		return -EIO;
+	usmc_conn_info(c->u, &info);
+	*api = info.mode == USMC_MODE_SMCR ? "usmc-smcr" : "usmc-tcp";
+	return 0;
+}
+
+static int run_client(struct usmc_ctx *ctx, const struct sockaddr_in *sa, const char *sizes,
+		      uint64_t iters, uint64_t sbytes)
+{
+	const char *api = NULL;
+	struct bconn c = {0};
+	int rc = 0;
+
+	for (const char *p = sizes; !rc && *p;) {
+		char *end;
+		uint32_t size = (uint32_t)strtoul(p, &end, 0);
+
+		rc = client_connect(ctx, sa, &c, &api);
+		if (!rc) {
+			rc = pingpong(&c, api, size, iters);
+			b_close(&c);
+		}
+		p = *end == ',' ? end + 1 : end;
+	}
+	if (!rc && sbytes) {
+		rc = client_connect(ctx, sa, &c, &api);
+		if (!rc) {
+			rc = stream(&c, api, sbytes);
+			b_close(&c);
+		}
+	}
+	if (rc)
+		fprintf(stderr, "usmc_bench: %s\n", usmc_strerror(rc));
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *srv = NULL, *cli = NULL, *sizes = "1,1024,65536";
+	uint64_t iters = 1000, sbytes = 64ull << 20;
+	struct usmc_ctx *ctx = NULL;
+	struct sockaddr_in sa;
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : "";
+
+		if (!strcmp(argv[i], "-s"))
+			srv = v, i++;
+		else if (!strcmp(argv[i], "-c"))
+			cli = v, i++;
+		else if (!strcmp(argv[i], "--api"))
+			use_tcp = !strcmp(v, "tcp"), i++;
+		else if (!strcmp(argv[i], "--iters"))
+			iters = strtoull(v, NULL, 0), i++;
+		else if (!strcmp(argv[i], "--stream"))
+			sbytes = strtoull(v, NULL, 0), i++;
+		else if (!strcmp(argv[i], "--sizes"))
+			sizes = v, i++;
+		else
+			srv = cli = NULL, i = argc;
+	}
+	if (!srv == !cli || iters < 10) {
+		fprintf(stderr, "usage: usmc_bench -s|-c IPV4:PORT [--api usmc|tcp] [--iters N>=10]"
+				" [--stream BYTES] [--sizes a,b,c]\n");
+		return 2;
+	}
+	if (!use_tcp && usmc_ctx_create(&ctx)) {
+		fprintf(stderr, "usmc_ctx_create failed\n");
+		return 1;
+	}
+	parse_addr(srv ? srv : cli, &sa);
+	if (srv)
+		return run_server(ctx, &sa);
+	rc = run_client(ctx, &sa, sizes, iters, sbytes);
+	if (ctx)
+		usmc_ctx_destroy(ctx);
+	return rc;
+}
