@@ -386,11 +386,13 @@ static void llc_answer(struct lgr *lgr, struct llc_msg *m)
 	case LLC_CONFIRM_RKEY:
 		/* single link: the same rkey arrives in CLC; accept and echo */
 		llc_confirm_rkey_response(m, true);
+		atomic_fetch_add(&lgr->rkey_confirmed, 1);
 		break;
 	case LLC_DELETE_RKEY: {
 		bool unknown[LLC_V2_DEL_RKEY_MAX] = {false};
 
 		llc_delete_rkey_response(m, unknown);
+		atomic_fetch_add(&lgr->rkey_deleted, 1);
 		break;
 	}
 	case LLC_ADD_LINK: /* max_links 1: never a second link */

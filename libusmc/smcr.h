@@ -126,6 +126,7 @@ struct lgr {
 	bool confirm_req_valid;
 	long last_rx_ms;
 	atomic_uint_least64_t test_link_answered, test_link_sent;
+	atomic_uint_least64_t rkey_confirmed, rkey_deleted; /* peer requests answered */
 
 	long tl_deadline;	 /* TEST_LINK sent: answer due by then, 0 none */
 	atomic_bool any_pending; /* some connection waits for send queue room */

@@ -113,11 +113,28 @@ int smcr_conn_new(struct lgr *lgr, const struct usmc_opts *opts, struct smcr_con
 	return 0;
 }
 
+/*
+ * The RMB goes back to the pool: tell the peer to forget its rkey (§3), as
+ * Linux does, so a Linux peer's 255 rtoken slots do not fill up. Not waited
+ * for: this may run in the progress thread, which delivers the answer.
+ */
+static void sc_delete_rkey(struct smcr_conn *sc)
+{
+	struct llc_msg m = {.version = LLC_V2, .type = LLC_DELETE_RKEY};
+
+	m.delete_rkey.num_rkeys = 1;
+	m.delete_rkey.rkeys[0] = sc->rmb->rkey;
+	if (atomic_load(&sc->lgr->state) == LGR_ACTIVE)
+		lgr_llc_send(sc->lgr, &m);
+}
+
 void smcr_conn_put(struct smcr_conn *sc)
 {
 	if (atomic_fetch_sub(&sc->refs, 1) != 1)
 		return;
 	/* no reference left: no table entry, no pending send, no user */
+	if (sc->rmb && sc->peer_len)
+		sc_delete_rkey(sc);
 	if (sc->rmb)
 		bufpool_release(sc->lgr->rmbs, sc->rmb);
 	if (sc->sndbuf)

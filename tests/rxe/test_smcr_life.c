@@ -23,6 +23,7 @@
 
 #include "../common/pattern.h"
 #include "conn.h"
+#include "ctx.h"
 #include "smcr.h"
 #include "smcr_common.h"
 
@@ -137,6 +138,20 @@ static void run_reuse(void)
 	}
 	pthread_join(th, NULL);
 	expect_lgrs(1);
+	/* every reuse confirmed its RMB's rkey to the peer, every release deleted it */
+	{
+		struct lgr *lc = cc->rdma.lgrs, *ls = cs->rdma.lgrs;
+		uint64_t conf = atomic_load(&lc->rkey_confirmed) + atomic_load(&ls->rkey_confirmed);
+
+		usleep(200000); /* the last DELETE_RKEYs are not waited for */
+		CHECK(conf == 2 * (uint64_t)(nconns - 1), "CONFIRM_RKEY answered %llu, want %ld",
+		      (unsigned long long)conf, 2 * (nconns - 1));
+		CHECK(atomic_load(&lc->rkey_deleted) + atomic_load(&ls->rkey_deleted) >=
+			      2 * (uint64_t)(nconns - 1),
+		      "DELETE_RKEY answered: client %llu, server %llu",
+		      (unsigned long long)atomic_load(&lc->rkey_deleted),
+		      (unsigned long long)atomic_load(&ls->rkey_deleted));
+	}
 	printf("%ld sequential SMC-R connections, 1 link group, %.2f ms per connection\n", nconns,
 	       (now_s() - t0) * 1e3 / (double)nconns);
 }
