@@ -333,10 +333,17 @@ static int cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, long deadline_
 
 int lgr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp)
 {
-	long deadline = smcr_now_ms() + SMCR_LLC_WAIT_MS;
+	struct timespec ts;
+	long deadline;
 	int rc;
 
-	pthread_mutex_lock(&lgr->flow_lock);
+	/* Linux waits up to 20 s for a running flow, then 2 s for the answer */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += SMCR_FLOW_WAIT_MS / 1000;
+	rc = pthread_mutex_timedlock(&lgr->flow_lock, &ts);
+	if (rc)
+		return -rc;
+	deadline = smcr_now_ms() + SMCR_LLC_WAIT_MS;
 	pthread_mutex_lock(&lgr->llc_lock);
 	lgr->llc_wait_type = req->type;
 	lgr->llc_resp_valid = false;

@@ -40,10 +40,11 @@ struct usmc_conn;
 #define SMCR_TX_CDC_WRS	    256	 /* send queue entries data may use */
 #define SMCR_TX_LLC_WRS	    16	 /* reserved for LLC (responses must always go) */
 #define SMCR_MAX_SEND_WR    (SMCR_TX_CDC_WRS + SMCR_TX_LLC_WRS)
-#define SMCR_MAX_INLINE	    64	 /* a 44-byte CDC/LLC always goes inline */
-#define SMCR_TX_WRS_PER_CDC 4	 /* up to 3 RDMA WRITEs (split at wraps) + the SEND */
-#define SMCR_LLC_WAIT_MS    2000 /* SMC_LLC_WAIT_TIME */
-#define SMCR_CL_WAIT_MS	    4000 /* client: 2 x SMC_LLC_WAIT_TIME for CONFIRM_LINK */
+#define SMCR_MAX_INLINE	    64	  /* a 44-byte CDC/LLC always goes inline */
+#define SMCR_TX_WRS_PER_CDC 4	  /* up to 3 RDMA WRITEs (split at wraps) + the SEND */
+#define SMCR_LLC_WAIT_MS    2000  /* SMC_LLC_WAIT_TIME */
+#define SMCR_FLOW_WAIT_MS   20000 /* waiting for a running LLC flow to end */
+#define SMCR_CL_WAIT_MS	    4000  /* client: 2 x SMC_LLC_WAIT_TIME for CONFIRM_LINK */
 #define SMCR_QP_TIMEOUT	    15
 #define SMCR_QP_RETRY	    7
 #define SMCR_QP_RNR_RETRY   7 /* infinite: there is no credit scheme for SENDs */

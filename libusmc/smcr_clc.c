@@ -276,16 +276,13 @@ fail:
 	return rc;
 }
 
-/* -EAGAIN: no such link group yet, and !@last: try again. */
-static int client_reuse(struct usmc_conn *c, const struct clc_accept_confirm *a, bool last)
+/* Reuse @lgr (from lgr_find(), NULL if none: out of sync). */
+static int client_reuse(struct usmc_conn *c, const struct clc_accept_confirm *a, struct lgr *lgr)
 {
-	struct lgr *lgr = lgr_find(c->ctx, false, a->peer_id, a->gid, a->qpn, true);
 	struct clc_accept_confirm m;
 	struct smcr_conn *sc;
 	int rc;
 
-	if (!lgr && !last)
-		return -EAGAIN;
 	if (!lgr)
 		return decline_fallback(c, SMC_CLC_DECL_SYNCERR, true);
 	rc = smcr_conn_new(lgr, &c->opts, &sc);
@@ -321,6 +318,7 @@ int smcr_clc_connect(struct usmc_conn *c)
 	struct clc_accept_confirm a;
 	struct clc_proposal p;
 	struct smcr_dev dev;
+	struct lgr *lgr;
 	long deadline;
 	int len, rc;
 
@@ -347,10 +345,11 @@ int smcr_clc_connect(struct usmc_conn *c)
 			rc = client_first_contact(c, &dev, &a);
 			break;
 		}
-		rc = client_reuse(c, &a, smcr_now_ms() >= deadline);
-		if (rc != -EAGAIN)
-			break;
+		/* the lock only makes a first contact in progress finish */
+		lgr = lgr_find(c->ctx, false, a.peer_id, a.gid, a.qpn, true);
 		pthread_mutex_unlock(&s->create_lock[ROLE_CLIENT]);
+		if (lgr || smcr_now_ms() >= deadline)
+			return client_reuse(c, &a, lgr);
 		usleep(10000);
 	}
 	pthread_mutex_unlock(&s->create_lock[ROLE_CLIENT]);

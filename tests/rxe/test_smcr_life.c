@@ -75,6 +75,8 @@ static void setup(void)
 	/* 100 client threads on 2 emulated cores: give a PROPOSAL more than
 	 * the default 100 ms to arrive before the probe decides TCP */
 	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_PROBE_MS, 2000), "probe option");
+	/* handshakes wait on LLC round trips: more workers than cores */
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_HS_THREADS, 16), "hs threads option");
 	lst = listen_b(cs, 256, &srv_addr);
 }
 
@@ -210,6 +212,8 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+static pthread_barrier_t all_connected;
+
 static void *client_conn(void *arg)
 {
 	struct pipe_end p = {.c = connect_b(cc), .seed = (uint64_t)(uintptr_t)arg};
@@ -218,6 +222,9 @@ static void *client_conn(void *arg)
 	pthread_t w;
 
 	expect_smcr(p.c, "client");
+	/* handshakes first, then all data at once: a handshake's LLC round
+	 * trips behind 100 busy streams can exceed the 6 s CLC wait under TCG */
+	pthread_barrier_wait(&all_connected);
 	pthread_create(&w, NULL, writer, &p);
 	for (;;) {
 		ssize_t n = usmc_recv(p.c, buf, sizeof(buf), 0);
@@ -242,6 +249,7 @@ static void run_concurrent(void)
 	pthread_t srv, *th = calloc((size_t)nconns, sizeof(*th));
 	double t0 = now_s(), dt;
 
+	pthread_barrier_init(&all_connected, NULL, (unsigned int)nconns);
 	pthread_create(&srv, NULL, concurrent_server, NULL);
 	for (long i = 0; i < nconns; i++)
 		pthread_create(&th[i], NULL, client_conn, (void *)(uintptr_t)(i + 1));
