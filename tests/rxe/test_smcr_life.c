@@ -12,6 +12,8 @@
  *   testlink   an idle link is tested and answered; the connection lives on
  *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
  *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
+ *   liar       CDCs with bad tokens or impossible cursors end only their own
+ *              connection (EPROTO); the link group and others live on
  * Every scenario requires SMC-R where it says so: a TCP fallback fails.
  */
 #include <errno.h>
@@ -371,6 +373,13 @@ static void run_killed(void)
 	CHECK(now_s() - t0 < 10, "took too long");
 	CHECK(usmc_send(c, "x", 1, 0) < 0, "send to a dead peer must fail");
 	CHECK(!usmc_close(c), "close");
+	{ /* everything freed: the dead link group goes at the next tick */
+		struct usmc_ctx_stats st;
+
+		usleep(600000);
+		usmc_ctx_stats(cc, &st);
+		CHECK(st.lgrs_open == 0, "dead link group still there");
+	}
 	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
 }
 
@@ -450,6 +459,50 @@ static void run_nobufs(void)
 	CHECK(!usmc_close(c1) && !usmc_close(s1) && !usmc_close(c2) && !usmc_close(s2), "close");
 }
 
+/* ---- a lying peer costs only its own connection ---- */
+
+static void inject_cdc(struct usmc_conn *c, struct cdc_cursor prod, uint32_t token)
+{
+	struct cdc_msg m = {.seqno = 0x7fff, .token = token, .prod = prod};
+	uint8_t buf[CDC_MSG_LEN];
+
+	CHECK(cdc_encode(&m, buf, sizeof(buf)) == CDC_MSG_LEN, "encode");
+	/* as if it came from the wire, through the progress thread's handler */
+	smcr_cdc_rx(c->smcr->lgr, buf, sizeof(buf));
+}
+
+static void run_liar(void)
+{
+	struct usmc_conn *c1 = connect_b(cc), *s1 = accept_one();
+	struct usmc_conn *c2 = connect_b(cc), *s2 = accept_one();
+	struct usmc_conn *c3 = connect_b(cc), *s3 = accept_one();
+	uint32_t rmb = c1->smcr->rmb_len;
+	char buf[8];
+	ssize_t n;
+
+	expect_smcr(c1, "client 1");
+	expect_smcr(c2, "client 2");
+	CHECK(c1->smcr->lgr == c2->smcr->lgr && c2->smcr->lgr == c3->smcr->lgr, "one link group");
+	/* unknown token: ignored */
+	inject_cdc(c1, (struct cdc_cursor){0, 0}, c1->smcr->token ^ 0x100);
+	/* cursor beyond the RMB: connection 1 ends with EPROTO */
+	inject_cdc(c1, (struct cdc_cursor){0, rmb + 5}, c1->smcr->token);
+	n = usmc_recv(c1, buf, sizeof(buf), 0);
+	CHECK(n == -EPROTO, "cursor beyond the RMB: EPROTO expected, got %zd", n);
+	/* valid count but two rings ahead of the consumer: connection 3 ends */
+	inject_cdc(c3, (struct cdc_cursor){2, 0}, c3->smcr->token);
+	n = usmc_recv(c3, buf, sizeof(buf), 0);
+	CHECK(n == -EPROTO, "producer 2 rings ahead: EPROTO expected, got %zd", n);
+	/* the others on the same link group are unharmed */
+	send_all(c2, "fine", 4);
+	recv_all(s2, buf, 4);
+	send_all(s2, buf, 4);
+	recv_all(c2, buf, 4);
+	CHECK(!memcmp(buf, "fine", 4), "connection 2 still works");
+	CHECK(!usmc_close(c1) && !usmc_close(c2) && !usmc_close(c3), "client close");
+	CHECK(!usmc_close(s1) && !usmc_close(s2) && !usmc_close(s3), "server close");
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = argc > 1 ? argv[1] : "";
@@ -478,6 +531,8 @@ int main(int argc, char **argv)
 		run_testlink();
 	} else if (!strcmp(sc, "idle")) {
 		run_idle();
+	} else if (!strcmp(sc, "liar")) {
+		run_liar();
 	} else if (!strcmp(sc, "nobufs")) {
 		run_nobufs();
 	} else {
