@@ -40,11 +40,17 @@ echo "verbs: ib_write_bw 64KiB ${VERBS_BW} MB/s, ibv_rc_pingpong 1B ${VERBS_RTT}
 # --- usmc_bench servers on host B
 "$BENCH" -s "$B:18701" >"$OUT/usmc_srv" 2>&1 &
 PIDS+=($!)
+USMC_RMB_SIZE=1048576 USMC_SNDBUF_SIZE=1048576 "$BENCH" -s "$B:18704" >"$OUT/usmc_srv1m" 2>&1 &
+PIDS+=($!)
 "$BENCH" -s "$B:18702" --api tcp >"$OUT/tcp_srv" 2>&1 &
 PIDS+=($!)
 sleep 1
 ARGS=(--iters "$ITERS" --stream "$STREAM")
 retry "$BENCH" -c "$B:18701" "${ARGS[@]}" | tee "$OUT/smcr"
+# the same with 1 MiB RMB and send buffer (on both ends: the server's RMB is
+# what the client writes into)
+USMC_RMB_SIZE=1048576 USMC_SNDBUF_SIZE=1048576 retry "$BENCH" -c "$B:18704" "${ARGS[@]}" \
+	--sizes 1 | sed 's/api=usmc-smcr/api=usmc-smcr-1MiB/' | tee "$OUT/smcr1m"
 USMC_SMC=0 retry "$BENCH" -c "$B:18701" "${ARGS[@]}" | tee "$OUT/usmc_tcp"
 retry "$BENCH" -c "$B:18702" --api tcp "${ARGS[@]}" | tee "$OUT/tcp"
 grep -q "api=usmc-smcr" "$OUT/smcr" || rxe_fail "usmc_bench did not run SMC-R"
@@ -62,3 +68,5 @@ done
 s=$(val smcr MBps 1) u=$(val usmc_tcp MBps 1) t=$(val tcp MBps 1)
 echo "stream: smcr ${s} MB/s, usmc-tcp ${u} MB/s, tcp ${t} MB/s, verbs ${VERBS_BW} MB/s;" \
 	"smcr/verbs $(ratio "$s" "$VERBS_BW"), smcr/tcp $(ratio "$s" "$t")"
+m=$(val smcr1m MBps 1) r=$(val smcr1m rtt_us 1)
+echo "smcr with 1 MiB buffers: stream ${m} MB/s, smcr/verbs $(ratio "$m" "$VERBS_BW"); rtt 1B ${r} us"
