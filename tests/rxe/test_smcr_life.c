@@ -144,9 +144,19 @@ static void run_reuse(void)
 	expect_lgrs(1);
 	/* every reuse confirmed its RMB's rkey to the peer, every release deleted it */
 	{
-		struct lgr *lc = cc->rdma.lgrs, *ls = cs->rdma.lgrs;
-		uint64_t conf = atomic_load(&lc->rkey_confirmed) + atomic_load(&ls->rkey_confirmed);
+		struct lgr *lc, *ls;
+		uint64_t conf;
 
+		/* internals: the lists under their lock (TSan) */
+		pthread_mutex_lock(&cc->rdma.lock);
+		lc = cc->rdma.lgrs;
+		pthread_mutex_unlock(&cc->rdma.lock);
+		pthread_mutex_lock(&cs->rdma.lock);
+		ls = cs->rdma.lgrs;
+		pthread_mutex_unlock(&cs->rdma.lock);
+
+		CHECK(lc && ls, "link groups gone");
+		conf = atomic_load(&lc->rkey_confirmed) + atomic_load(&ls->rkey_confirmed);
 		usleep(200000); /* the last DELETE_RKEYs are not waited for */
 		CHECK(conf == 2 * (uint64_t)(nconns - 1), "CONFIRM_RKEY answered %llu, want %ld",
 		      (unsigned long long)conf, 2 * (nconns - 1));
