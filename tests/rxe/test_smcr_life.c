@@ -12,6 +12,7 @@
  *   testlink   an idle link is tested and answered; the connection lives on
  *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
  *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
+ *   ueid       no common UEID: DECLINE NOSMCDEV, TCP on the same socket
  *   liar       CDCs with bad tokens or impossible cursors end only their own
  *              connection (EPROTO); the link group and others live on
  * Every scenario requires SMC-R where it says so: a TCP fallback fails.
@@ -469,6 +470,32 @@ static void run_nobufs(void)
 	CHECK(!usmc_close(c1) && !usmc_close(s1) && !usmc_close(c2) && !usmc_close(s2), "close");
 }
 
+/* ---- no common UEID ---- */
+
+static void run_ueid(void)
+{
+	struct usmc_conn *c, *s;
+	struct usmc_conn_info info;
+	char buf[4];
+
+	CHECK(!usmc_ctx_set_ueid(cc, "SOMETHING-ELSE"), "set UEID");
+	c = connect_b(cc);
+	s = accept_one();
+	CHECK(!usmc_conn_info(c, &info), "info");
+	/* as Linux: a UEID mismatch is declined with NOSMCDEV */
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_NOSMCDEV &&
+		      info.peer_declined,
+	      "client: TCP after a NOSMCDEV decline expected, got %s %s", usmc_mode_name(info.mode),
+	      usmc_reason_name(info.reason));
+	send_all(c, "tcp?", 4);
+	recv_all(s, buf, 4);
+	send_all(s, buf, 4);
+	recv_all(c, buf, 4);
+	CHECK(!memcmp(buf, "tcp?", 4), "data over the fallback");
+	CHECK(!usmc_close(c) && !usmc_close(s), "close");
+	expect_lgrs(0);
+}
+
 /* ---- a lying peer costs only its own connection ---- */
 
 static void inject_cdc(struct usmc_conn *c, struct cdc_cursor prod, uint32_t token)
@@ -541,6 +568,8 @@ int main(int argc, char **argv)
 		run_testlink();
 	} else if (!strcmp(sc, "idle")) {
 		run_idle();
+	} else if (!strcmp(sc, "ueid")) {
+		run_ueid();
 	} else if (!strcmp(sc, "liar")) {
 		run_liar();
 	} else if (!strcmp(sc, "nobufs")) {
