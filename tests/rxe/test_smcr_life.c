@@ -12,6 +12,7 @@
  *   testlink   an idle link is tested and answered; the connection lives on
  *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
  *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
+ *   linger     close with unsent data: the peer still reads all of it, then EOF
  *   ueid       no common UEID: DECLINE NOSMCDEV, TCP on the same socket
  *   liar       CDCs with bad tokens or impossible cursors end only their own
  *              connection (EPROTO); the link group and others live on
@@ -470,6 +471,50 @@ static void run_nobufs(void)
 	CHECK(!usmc_close(c1) && !usmc_close(s1) && !usmc_close(c2) && !usmc_close(s2), "close");
 }
 
+/* ---- close with data still unsent: it all arrives, then EOF ---- */
+
+static void *linger_reader(void *arg)
+{
+	struct usmc_conn *s = arg;
+	static uint8_t buf[65536];
+	uint64_t got = 0;
+
+	expect_smcr(s, "server");
+	usleep(300000); /* the client closes while its data waits for window */
+	for (;;) {
+		ssize_t n = usmc_recv(s, buf, sizeof(buf), 0);
+		long long bad;
+
+		CHECK(n >= 0, "server recv after the peer's close: %s", usmc_strerror((int)n));
+		if (!n)
+			break;
+		bad = pattern_check(7, got, buf, (size_t)n);
+		CHECK(bad < 0, "data differs at %lld", bad);
+		got += (uint64_t)n;
+	}
+	CHECK(got == nbytes, "got %llu of %llu before EOF", (unsigned long long)got,
+	      (unsigned long long)nbytes);
+	CHECK(!usmc_close(s), "server close");
+	return NULL;
+}
+
+static void run_linger(void)
+{
+	struct usmc_conn *c = connect_b(cc);
+	static uint8_t buf[65536];
+	pthread_t th;
+
+	pthread_create(&th, NULL, linger_reader, accept_one());
+	expect_smcr(c, "client");
+	for (uint64_t off = 0; off < nbytes; off += sizeof(buf)) {
+		pattern_fill(7, off, buf, sizeof(buf));
+		send_all(c, buf, sizeof(buf));
+	}
+	/* RMB and send buffer are full: close must linger until it is out */
+	CHECK(!usmc_close(c), "client close");
+	pthread_join(th, NULL);
+}
+
 /* ---- no common UEID ---- */
 
 static void run_ueid(void)
@@ -568,6 +613,8 @@ int main(int argc, char **argv)
 		run_testlink();
 	} else if (!strcmp(sc, "idle")) {
 		run_idle();
+	} else if (!strcmp(sc, "linger")) {
+		run_linger();
 	} else if (!strcmp(sc, "ueid")) {
 		run_ueid();
 	} else if (!strcmp(sc, "liar")) {
