@@ -112,7 +112,10 @@ static enum ibv_mtu mtu_min(enum ibv_mtu a, uint8_t b)
 	return b && (enum ibv_mtu)b < a ? (enum ibv_mtu)b : a;
 }
 
-/* Receive the next CLC message; a DECLINE ends in TCP mode (returns 1). */
+/*
+ * Receive the next CLC message. A DECLINE ends in TCP mode and returns 1,
+ * or 2 if it has the out-of-sync bit (the peer lost our link group).
+ */
 static int recv_or_decline(struct usmc_conn *c, uint8_t *buf, size_t cap, uint8_t want,
 			   struct clc_accept_confirm *ac)
 {
@@ -129,7 +132,7 @@ static int recv_or_decline(struct usmc_conn *c, uint8_t *buf, size_t cap, uint8_
 		if (rc)
 			return USMC_EPROTO_CLC;
 		conn_set_mode(c, USMC_MODE_TCP, d.diagnosis, true);
-		return 1;
+		return d.out_of_sync ? 2 : 1;
 	}
 	if (hdr.type != want)
 		return USMC_EPROTO_CLC;
@@ -407,6 +410,8 @@ static int serve_reuse(struct usmc_conn *c, struct lgr *lgr, const struct serve_
 	rc = send_ac(c->fd, &m);
 	if (!rc)
 		rc = recv_or_decline(c, buf, sizeof(buf), CLC_CONFIRM, &conf);
+	if (rc == 2) /* §1.4: the client has no such LGR: ours is useless */
+		lgr_terminate(lgr, -ECONNABORTED, true);
 	if (rc)
 		goto drop;
 	smcr_conn_set_peer(sc, &conf);
