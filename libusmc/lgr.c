@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <time.h>
@@ -22,6 +23,9 @@
 #define LGR_CQ_BATCH 16
 #define LGR_CQE	     (SMCR_MAX_SEND_WR + SMCR_RX_WRS + 16)
 #define LGR_TICK_MS  250 /* timer resolution of the progress thread */
+#define LGR_EP_CH    1ull
+#define LGR_EP_STOP  2ull
+#define LGR_EP_TCP   (1ull << 40) /* | connection token */
 
 long smcr_now_ms(void)
 {
@@ -179,7 +183,8 @@ int lgr_create(struct usmc_ctx *ctx, bool is_server, const struct smcr_dev *dev,
 	pthread_mutex_init(&lgr->llc_lock, NULL);
 	pthread_cond_init(&lgr->llc_cond, NULL);
 	lgr->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	rc = lgr->stop_fd < 0 ? -errno : lgr_verbs(lgr);
+	lgr->ep = epoll_create1(EPOLL_CLOEXEC);
+	rc = lgr->stop_fd < 0 || lgr->ep < 0 ? -errno : lgr_verbs(lgr);
 	if (rc) {
 		lgr_free(lgr);
 		return rc;
@@ -504,7 +509,8 @@ static void lgr_timers(struct lgr *lgr)
 		lgr_terminate(lgr, -ETIMEDOUT, false); /* TEST_LINK unanswered */
 		return;
 	}
-	if (lgr->testlink_ms && !lgr->tl_deadline && now - lgr->last_rx_ms > lgr->testlink_ms) {
+	if (!lgr->tl_deadline && (atomic_exchange(&lgr->test_now, false) ||
+				  (lgr->testlink_ms && now - lgr->last_rx_ms > lgr->testlink_ms))) {
 		if (!lgr_llc_send(lgr, &m)) {
 			atomic_fetch_add(&lgr->test_link_sent, 1);
 			lgr->tl_deadline = now + SMCR_LLC_WAIT_MS;
@@ -514,17 +520,36 @@ static void lgr_timers(struct lgr *lgr)
 
 static void lgr_wait_event(struct lgr *lgr)
 {
-	struct pollfd pf[2] = {{.fd = lgr->ch->fd, .events = POLLIN},
-			       {.fd = lgr->stop_fd, .events = POLLIN}};
+	struct epoll_event ev[16];
 	struct ibv_cq *cq;
 	void *cq_ctx;
+	int n = epoll_wait(lgr->ep, ev, 16, LGR_TICK_MS);
 
-	if (poll(pf, 2, LGR_TICK_MS) <= 0 || !(pf[0].revents & POLLIN))
-		return;
-	if (!ibv_get_cq_event(lgr->ch, &cq, &cq_ctx)) {
-		ibv_ack_cq_events(cq, 1);
-		ibv_req_notify_cq(cq, 0);
+	for (int i = 0; i < n; i++) {
+		if (ev[i].data.u64 & LGR_EP_TCP)
+			smcr_tcp_hup(lgr, (uint32_t)ev[i].data.u64);
+		else if (ev[i].data.u64 == LGR_EP_CH && !ibv_get_cq_event(lgr->ch, &cq, &cq_ctx)) {
+			ibv_ack_cq_events(cq, 1);
+			ibv_req_notify_cq(cq, 0);
+		}
 	}
+}
+
+void lgr_watch_tcp(struct lgr *lgr, struct smcr_conn *sc, int fd)
+{
+	/* one-shot: a hang-up is reported once, then the socket is left alone */
+	struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT,
+				 .data.u64 = LGR_EP_TCP | sc->token};
+
+	if (!epoll_ctl(lgr->ep, EPOLL_CTL_ADD, fd, &ev))
+		sc->tcp_fd = fd;
+}
+
+void lgr_unwatch_tcp(struct lgr *lgr, struct smcr_conn *sc)
+{
+	if (sc->tcp_fd >= 0)
+		epoll_ctl(lgr->ep, EPOLL_CTL_DEL, sc->tcp_fd, NULL);
+	sc->tcp_fd = -1;
 }
 
 static bool lgr_idle_unlink(struct lgr *lgr);
@@ -540,6 +565,7 @@ static void *lgr_progress(void *arg)
 
 		if (smcr_now_ms() >= next_tick) {
 			lgr_timers(lgr);
+			smcr_tcp_eof_check(lgr);
 			next_tick = smcr_now_ms() + LGR_TICK_MS;
 			if (lgr_idle_unlink(lgr)) {
 				/* free ourselves: nobody can reach this LGR any more */
@@ -559,7 +585,14 @@ static void *lgr_progress(void *arg)
 
 int lgr_start(struct lgr *lgr)
 {
-	int rc = pthread_create(&lgr->thread, NULL, lgr_progress, lgr);
+	struct epoll_event ch = {.events = EPOLLIN, .data.u64 = LGR_EP_CH};
+	struct epoll_event stop = {.events = EPOLLIN, .data.u64 = LGR_EP_STOP};
+	int rc;
+
+	if (epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->ch->fd, &ch) ||
+	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->stop_fd, &stop))
+		return -errno;
+	rc = pthread_create(&lgr->thread, NULL, lgr_progress, lgr);
 
 	if (rc)
 		return -rc;
@@ -654,7 +687,9 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 		}
 	pthread_mutex_unlock(&lgr->lock);
 	for (int i = 0; i < n; i++) {
-		smcr_conn_fail(list[i], err);
+		/* closed by the user, waiting for the peer: nothing to wait for */
+		if (smcr_conn_fail(list[i], err))
+			lgr_conn_del(lgr, list[i]);
 		smcr_conn_put(list[i]);
 	}
 	pthread_mutex_lock(&lgr->llc_lock);
@@ -795,6 +830,8 @@ void lgr_free(struct lgr *lgr)
 	atomic_fetch_sub(&lgr->ctx->rdma.lgrs_open, 1);
 	if (lgr->stop_fd >= 0)
 		close(lgr->stop_fd);
+	if (lgr->ep >= 0)
+		close(lgr->ep);
 	pthread_cond_destroy(&lgr->llc_cond);
 	pthread_mutex_destroy(&lgr->llc_lock);
 	pthread_mutex_destroy(&lgr->flow_lock);

@@ -51,9 +51,10 @@ struct usmc_conn;
 #define SMCR_QP_MIN_RNR	    5
 #define SMCR_RMBE_IDX	    1 /* one RMBE per RMB, as Linux */
 /* SOCK_MIN_SNDBUF / 2 on x86-64 Linux: floor of the consumer update limit */
-#define SMCR_CONS_UPDATE_MIN 2304
-#define SMCR_TESTLINK_MS     30000 /* SMC_LLC_TESTLINK_DEFAULT_TIME */
-#define SMCR_DEV_CACHE	     8
+#define SMCR_CONS_UPDATE_MIN  2304
+#define SMCR_TESTLINK_MS      30000 /* SMC_LLC_TESTLINK_DEFAULT_TIME */
+#define SMCR_TCP_EOF_GRACE_MS 1000  /* TCP hung up but no close CDC: the peer died */
+#define SMCR_DEV_CACHE	      8
 
 /* The port and GID a connection's local IPv4 address maps to. */
 struct smcr_dev {
@@ -135,6 +136,9 @@ struct lgr {
 	atomic_bool stop;
 	bool thread_started;
 	int stop_fd; /* eventfd: ask the progress thread to stop */
+	int ep;	     /* epoll: completion channel, stop_fd, connections' TCP sockets */
+	atomic_bool tcp_eof_seen;
+	atomic_bool test_now; /* a peer looks dead: TEST_LINK at the next tick */
 	bool busy_poll;
 	long testlink_ms;
 	long idle_ms;
@@ -177,6 +181,8 @@ struct smcr_conn {
 	/* readiness: the user polls ev[0] (see docs/smcr.md) */
 	int ev[2];
 	bool rd_sig, wr_blocked_sig;
+	int tcp_fd;	 /* watched for the peer's death; -1 once closed */
+	long tcp_eof_ms; /* the TCP socket hung up then (0: not) */
 };
 
 /* ---- context level (smcr_ctx in ctx.c) ---- */
@@ -245,7 +251,14 @@ void smcr_conn_set_peer(struct smcr_conn *sc, const struct clc_accept_confirm *m
 /* Handlers called by the progress thread. */
 void smcr_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);
 void smcr_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p);
-void smcr_conn_fail(struct smcr_conn *sc, int err);
+/* Fail @sc; returns true if it is an orphan (closed by the user). */
+bool smcr_conn_fail(struct smcr_conn *sc, int err);
+/* Watch @sc's TCP socket: a peer that dies closes it (hang-up). */
+void lgr_watch_tcp(struct lgr *lgr, struct smcr_conn *sc, int fd);
+void lgr_unwatch_tcp(struct lgr *lgr, struct smcr_conn *sc);
+/* Progress thread: TCP hang-up of a connection / check the grace times. */
+void smcr_tcp_hup(struct lgr *lgr, uint32_t token);
+void smcr_tcp_eof_check(struct lgr *lgr);
 void smcr_kick_pending(struct lgr *lgr);
 
 ssize_t smcr_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags);

@@ -165,6 +165,7 @@ static int decline_fallback(struct usmc_conn *c, uint32_t reason, bool out_of_sy
 static void smcr_established(struct usmc_conn *c, struct smcr_conn *sc)
 {
 	c->smcr = sc;
+	lgr_watch_tcp(sc->lgr, sc, c->fd);
 	conn_set_mode(c, USMC_MODE_SMCR, USMC_REASON_NONE, false);
 	/* publish the initial readiness (data may already have arrived) */
 	smcr_conn_fail(sc, 0);

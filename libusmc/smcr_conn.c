@@ -90,6 +90,7 @@ int smcr_conn_new(struct lgr *lgr, const struct usmc_opts *opts, struct smcr_con
 	if (!sc)
 		return -ENOMEM;
 	sc->ev[0] = sc->ev[1] = -1;
+	sc->tcp_fd = -1;
 	atomic_init(&sc->refs, 1);
 	sc->lgr = lgr;
 	pthread_mutex_init(&sc->lock, NULL);
@@ -182,11 +183,69 @@ static void sc_fail_locked(struct smcr_conn *sc, int err)
 	sc_update_ready(sc);
 }
 
-void smcr_conn_fail(struct smcr_conn *sc, int err)
+bool smcr_conn_fail(struct smcr_conn *sc, int err)
 {
+	bool orphan;
+
 	pthread_mutex_lock(&sc->lock);
 	sc_fail_locked(sc, err);
+	orphan = sc->orphan;
 	pthread_mutex_unlock(&sc->lock);
+	return orphan;
+}
+
+void smcr_tcp_hup(struct lgr *lgr, uint32_t token)
+{
+	struct smcr_conn *sc = lgr_conn_get(lgr, token);
+
+	if (!sc)
+		return;
+	pthread_mutex_lock(&sc->lock);
+	if (!sc->tcp_eof_ms)
+		sc->tcp_eof_ms = smcr_now_ms();
+	pthread_mutex_unlock(&sc->lock);
+	atomic_store(&lgr->tcp_eof_seen, true);
+	smcr_conn_put(sc);
+}
+
+/*
+ * A peer closes its TCP socket only after its close CDC (§1.2), so a
+ * hang-up with no close or abort CDC within the grace time means the peer
+ * process died: the connection ends with ECONNRESET.
+ */
+void smcr_tcp_eof_check(struct lgr *lgr)
+{
+	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
+	long now = smcr_now_ms();
+	bool again = false;
+	int n = 0;
+
+	if (!atomic_exchange(&lgr->tcp_eof_seen, false))
+		return;
+	pthread_mutex_lock(&lgr->lock);
+	for (int i = 1; i <= SMCR_MAX_CONNS; i++)
+		if (lgr->conns[i]) {
+			list[n++] = lgr->conns[i];
+			atomic_fetch_add(&lgr->conns[i]->refs, 1);
+		}
+	pthread_mutex_unlock(&lgr->lock);
+	for (int i = 0; i < n; i++) {
+		struct smcr_conn *sc = list[i];
+
+		pthread_mutex_lock(&sc->lock);
+		if (sc->tcp_eof_ms && !sc->peer_closed && !sc->peer_abort && !sc->err) {
+			if (now - sc->tcp_eof_ms > SMCR_TCP_EOF_GRACE_MS) {
+				sc_fail_locked(sc, -ECONNRESET);
+				/* and the link group: is that peer gone altogether? */
+				atomic_store(&lgr->test_now, true);
+			} else
+				again = true;
+		}
+		pthread_mutex_unlock(&sc->lock);
+		smcr_conn_put(sc);
+	}
+	if (again)
+		atomic_store(&lgr->tcp_eof_seen, true);
 }
 
 /* ---- transmit ------------------------------------------------------- */
@@ -638,6 +697,8 @@ void smcr_close(struct usmc_conn *c, bool abort)
 	peer_gone = sc->peer_closed || sc->peer_abort || sc->err;
 	sc->orphan = !peer_gone;
 	pthread_mutex_unlock(&sc->lock);
+	/* the TCP socket is closed after this: stop watching it */
+	lgr_unwatch_tcp(sc->lgr, sc);
 	c->smcr = NULL;
 	if (peer_gone)
 		lgr_conn_del(sc->lgr, sc);
