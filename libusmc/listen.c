@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "ctx.h"
 #include "probe.h"
@@ -28,14 +29,6 @@ struct probing {
 
 /* epoll data for the two non-connection descriptors */
 static char lfd_tag, wake_tag;
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void wake_accept_thread(struct usmc_listener *l)
 {
@@ -208,7 +201,7 @@ static void probe_event(struct usmc_listener *l, struct probing *p)
 
 static void probes_expire(struct usmc_listener *l)
 {
-	long now = now_ms();
+	long now = clock_now_ms();
 
 	/* same timeout for all: the list is in deadline order */
 	while (l->probes && l->probes->deadline_ms <= now) {
@@ -233,7 +226,7 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_
 	if (!p)
 		return -ENOMEM;
 	p->c = c;
-	p->deadline_ms = now_ms() + probe_ms;
+	p->deadline_ms = clock_now_ms() + probe_ms;
 	ev.data.ptr = p;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &ev)) {
 		free(p);
@@ -336,7 +329,7 @@ static int next_timeout(struct usmc_listener *l)
 
 	if (!l->probes)
 		return -1;
-	left = l->probes->deadline_ms - now_ms();
+	left = l->probes->deadline_ms - clock_now_ms();
 	return left < 0 ? 0 : (int)left;
 }
 
