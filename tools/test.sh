@@ -66,6 +66,7 @@ stage_valgrind() {
 stage_rxe() {
 	log "soft-RoCE: rxe tests inside the qemu guest"
 	[ -d build ] || configure_build build
+	tests/rxe/harness-selftest.sh build
 	tests/rxe/run-rxe-tests.sh build
 }
 
