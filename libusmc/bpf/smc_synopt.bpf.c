@@ -177,7 +177,8 @@ static void write_synack(struct bpf_sock_ops *skops)
 	__u32 echoed = KC_FLOW_ECHOED, *v;
 	int had;
 
-	if (!l || synack_flow(skops, &k))
+	/* (space may have been reserved by another program of the cgroup) */
+	if (!l || skops->args[0] == BPF_WRITE_HDR_TCP_SYNACK_COOKIE || synack_flow(skops, &k))
 		return;
 	kc_opt_fill(opt);
 	had = syn_had_option(skops);
