@@ -193,6 +193,39 @@ static void test_congested_listener(void **state)
 	usmc_close(c);
 }
 
+/* A dual-stack IPv6 listener: IPv4 (mapped) and IPv6 clients alike. */
+static void test_dual_stack_listener(void **state)
+{
+	struct fixture *f = need_kcompat(state);
+	struct sockaddr_in6 any = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+	struct sockaddr_in6 to6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+	struct sockaddr_in to4 = {.sin_family = AF_INET};
+	struct sockaddr_storage la;
+	socklen_t llen = sizeof(la);
+	struct usmc_listener *l;
+
+	to4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(usmc_listen(f->ctx, (struct sockaddr *)&any, sizeof(any), 8, 0, &l), 0);
+	assert_true(l->kc.active);
+	assert_int_equal(usmc_listener_addr(l, &la, &llen), 0);
+	to6.sin6_port = to4.sin_port = ((struct sockaddr_in6 *)&la)->sin6_port;
+	for (int i = 0; i < 2; i++) {
+		const struct sockaddr *to = i ? (struct sockaddr *)&to6 : (struct sockaddr *)&to4;
+		socklen_t tolen = i ? sizeof(to6) : sizeof(to4);
+		struct usmc_conn_info si;
+		struct usmc_conn *c, *s;
+
+		assert_int_equal(usmc_connect(f->ctx, to, tolen, 0, &c), 0);
+		assert_int_equal(usmc_accept(l, 0, &s), 0);
+		assert_int_equal(usmc_conn_info(s, &si), 0);
+		/* the option went both ways: the client declined over CLC */
+		assert_int_equal(si.peer_declined, 1);
+		usmc_close(s);
+		usmc_close(c);
+	}
+	usmc_listener_close(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -202,6 +235,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_usmc_pair_declines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_congested_listener, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dual_stack_listener, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
