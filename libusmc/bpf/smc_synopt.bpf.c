@@ -25,6 +25,7 @@
 #define TCPHDR_ACK	0x10
 #define SOL_TCP		6
 #define TCP_MAX_HDR_LEN 60
+#define ENOENT		2 /* bpf_load_hdr_opt(): no SYN to search */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -97,7 +98,7 @@ static int syn_had_option(struct bpf_sock_ops *skops)
 
 	kc_opt_fill(opt);
 	rc = bpf_load_hdr_opt(skops, opt, sizeof(opt), BPF_LOAD_HDR_OPT_TCP_SYN);
-	if (rc == -2 /* -ENOENT */)
+	if (rc == -ENOENT)
 		return -1;
 	return rc > 0;
 }
