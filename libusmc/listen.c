@@ -131,6 +131,8 @@ static uint32_t plain_client_reason(struct usmc_listener *l)
 	return ctx_has_smcr_device(l->ctx) ? USMC_REASON_PEERNOSMC : USMC_REASON_NOSMCRDEV;
 }
 
+static void kcompat_update_congestion(struct usmc_listener *l, const struct usmc_opts *o);
+
 static void probe_end(struct usmc_listener *l, struct probing *p, bool smc)
 {
 	struct usmc_conn *c = p->c;
@@ -138,7 +140,10 @@ static void probe_end(struct usmc_listener *l, struct probing *p, bool smc)
 	probe_unlink(l, p);
 	free(p);
 	if (smc) {
+		struct usmc_opts o = c->opts; /* @c belongs to the pool once queued */
+
 		hs_pool_submit(&l->hs, c); /* stays counted in in_handshake */
+		kcompat_update_congestion(l, &o); /* kernel-compat: the queue grew */
 		return;
 	}
 	finish_tcp(l, c, plain_client_reason(l));

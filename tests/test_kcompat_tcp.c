@@ -193,6 +193,88 @@ static void test_congested_listener(void **state)
 	usmc_close(c);
 }
 
+/* A client socket that signals SMC (marked for the program) and starts a
+ * PROPOSAL it never finishes: its handshake holds a worker or a queue slot
+ * for USMC_OPT_CLC_TIMEOUT_MS. */
+static int stalled_smc_client(const struct fixture *f, const struct sockaddr *to, socklen_t len)
+{
+	static const uint8_t proposal_hdr[8] = {0xE2, 0xD4, 0xC3, 0xD9, 0x01, 0x00, 0x5c, 0x20};
+	int fd = socket(to->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	kcompat_mark_client(f->ctx->kc, fd);
+	assert_int_equal(connect(fd, to, len), 0);
+	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd), KC_PEER_SMC);
+	assert_int_equal(send(fd, proposal_hdr, sizeof(proposal_hdr), 0), 8);
+	return fd;
+}
+
+static void wait_hs_depth(struct usmc_listener *l, unsigned int in_hs, unsigned int depth)
+{
+	struct usmc_listener_stats st;
+	long t0 = now_ms();
+
+	do {
+		usmc_listener_stats(l, &st);
+		if (st.in_handshake == in_hs && st.hs_queue_depth == depth)
+			return;
+		usleep(1000);
+	} while (now_ms() - t0 < LONG_PROBE_MS);
+	fail_msg("in_handshake %u depth %u, expected %u %u", st.in_handshake, st.hs_queue_depth,
+		 in_hs, depth);
+}
+
+/* Auto-fallback: once the handshake queue is congested, the next SMC SYN
+ * is answered without the option (SMC_LIMIT_HS); when it drains, with. */
+static void test_real_congestion(void **state)
+{
+	struct fixture *f = need_kcompat(state);
+	const struct sockaddr *to = (struct sockaddr *)&f->addr;
+	struct usmc_listener *l;
+	struct usmc_conn_info ci, si;
+	struct usmc_conn *c, *s;
+	struct sockaddr_storage la;
+	socklen_t llen = sizeof(la);
+	struct sockaddr_in any = {.sin_family = AF_INET};
+	int busy1, busy2;
+
+	any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	usmc_ctx_setopt(f->ctx, USMC_OPT_HS_THREADS, 1);
+	usmc_ctx_setopt(f->ctx, USMC_OPT_HS_CONGESTION, 1);
+	usmc_ctx_setopt(f->ctx, USMC_OPT_CLC_TIMEOUT_MS, 3000);
+	assert_int_equal(usmc_listen(f->ctx, (struct sockaddr *)&any, sizeof(any), 8,
+				     USMC_LISTEN_AUTO_FALLBACK, &l),
+			 0);
+	assert_int_equal(usmc_listener_addr(l, &la, &llen), 0);
+	to = (struct sockaddr *)&la;
+
+	busy1 = stalled_smc_client(f, to, llen); /* the one worker */
+	wait_hs_depth(l, 1, 0);
+	busy2 = stalled_smc_client(f, to, llen); /* queued: depth 1 = congested */
+	wait_hs_depth(l, 2, 1);
+
+	assert_int_equal(usmc_connect(f->ctx, to, llen, 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(ci.reason, USMC_REASON_PEERNOSMC); /* SYN-ACK without option */
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	assert_int_equal(usmc_conn_info(s, &si), 0);
+	assert_int_equal(si.reason, USMC_REASON_HS_CONGESTED);
+	usmc_close(s);
+	usmc_close(c);
+
+	/* drain: the stalled handshakes fail (EOF), the queue empties */
+	close(busy1);
+	close(busy2);
+	wait_hs_depth(l, 0, 0);
+	assert_int_equal(usmc_connect(f->ctx, to, llen, 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_not_equal(ci.reason, USMC_REASON_PEERNOSMC); /* option again */
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	usmc_close(s);
+	usmc_close(c);
+	usmc_listener_close(l);
+}
+
 /* A dual-stack IPv6 listener: IPv4 (mapped) and IPv6 clients alike. */
 static void test_dual_stack_listener(void **state)
 {
@@ -236,6 +318,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_usmc_pair_declines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_congested_listener, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dual_stack_listener, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_real_congestion, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
