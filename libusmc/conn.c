@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "ctx.h"
+#include "kcompat.h"
 
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
 #define CONN_IOV_MAX 1024
@@ -78,12 +79,23 @@ static int check_sockaddr(const struct sockaddr *addr, socklen_t len)
  */
 static int connect_decide_mode(struct usmc_conn *c)
 {
+	int rc;
+
 	if (!c->opts.v[USMC_OPT_SMC]) {
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
 		return 0;
 	}
+	/* kernel-compat: no SMC option on the SYN-ACK, no CLC (kcompat.h) */
+	c->kc_peer = kcompat_client_peer(c->ctx->kc, c->fd);
+	if (c->kc_peer == KC_PEER_NOSMC) {
+		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
+		return 0;
+	}
 	/* The client side of SMC-R over verbs is not in this build yet: a
 	 * device alone does not make SMC-R possible. */
+	rc = kcompat_client_decline(c, USMC_REASON_NOSMCRDEV); /* kernel-compat */
+	if (rc)
+		return rc;
 	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
 	return 0;
 }
@@ -129,6 +141,8 @@ int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_
 	if (c->fd < 0)
 		return -errno;
 	c->nonblock = flags & USMC_NONBLOCK;
+	if (c->opts.v[USMC_OPT_SMC])
+		kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
 	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
 		return -errno;
 	if (c->nonblock)

@@ -22,6 +22,8 @@ struct usmc_ctx {
 	atomic_uint_least64_t connects, accepts, smcr, fallbacks, hs_errors;
 	atomic_uint_least64_t fallback_by_reason[USMC_REASON_SLOTS];
 	atomic_int open_conns, open_listeners;
+
+	struct kcompat *kc; /* kernel-compat mode (kcompat.c); NULL when off */
 };
 
 /* A copy of the context's options, for a new listener or connection. */
