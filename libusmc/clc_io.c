@@ -6,22 +6,15 @@
 #include <time.h>
 
 #include "clc_io.h"
+#include "clock.h"
 #include "wire_err.h"
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 /* Wait until @fd is readable or @deadline passes. */
 static int wait_readable(int fd, long deadline)
 {
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		long left = deadline - now_ms();
+		long left = deadline - clock_now_ms();
 		int rc;
 
 		if (left <= 0)
@@ -70,7 +63,7 @@ static int recv_exact(int fd, uint8_t *buf, size_t len, int flags, long deadline
 
 int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr)
 {
-	long deadline = now_ms() + timeout_ms;
+	long deadline = clock_now_ms() + timeout_ms;
 	int rc;
 
 	if (cap < CLC_HDR_LEN)

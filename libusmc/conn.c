@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "ctx.h"
+#include "kcompat.h"
 #include "smcr.h"
 
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
@@ -85,6 +86,12 @@ static int connect_decide_mode(struct usmc_conn *c)
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
 		return 0;
 	}
+	/* kernel-compat: no SMC option on the SYN-ACK, no CLC (kcompat.h) */
+	c->kc_peer = kcompat_client_peer(c->ctx->kc, c->fd);
+	if (c->kc_peer == KC_PEER_NOSMC) {
+		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
+		return 0;
+	}
 	return smcr_clc_connect(c);
 }
 
@@ -129,6 +136,8 @@ int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_
 	if (c->fd < 0)
 		return -errno;
 	c->nonblock = flags & USMC_NONBLOCK;
+	if (c->opts.v[USMC_OPT_SMC])
+		kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
 	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
 		return -errno;
 	if (c->nonblock)

@@ -5,6 +5,7 @@
 
 #include "ctx.h"
 #include "ib.h"
+#include "kcompat.h"
 
 int usmc_ctx_create(struct usmc_ctx **out)
 {
@@ -25,6 +26,11 @@ int usmc_ctx_create(struct usmc_ctx **out)
 	rc = ib_discover(&ctx->devs, &ctx->ndevs);
 	if (rc)
 		goto err;
+	rc = kcompat_open(&ctx->kc); /* kernel-compat mode: kcompat.c */
+	if (rc) {
+		free(ctx->devs);
+		goto err;
+	}
 	pthread_mutex_init(&ctx->lock, NULL);
 	*out = ctx;
 	return 0;
@@ -42,6 +48,7 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 	lgr_destroy_all(ctx);
 	smcr_ctx_fini(&ctx->rdma);
 	pthread_mutex_destroy(&ctx->lock);
+	kcompat_close(ctx->kc);
 	free(ctx->devs);
 	free(ctx);
 	return 0;

@@ -24,6 +24,8 @@ struct usmc_ctx {
 	atomic_uint_least64_t fallback_by_reason[USMC_REASON_SLOTS];
 	atomic_int open_conns, open_listeners;
 	struct smcr_ctx rdma; /* SMC-R: system id, UEID, link groups */
+
+	struct kcompat *kc; /* kernel-compat mode (kcompat.c); NULL when off */
 };
 
 /* A copy of the context's options, for a new listener or connection. */

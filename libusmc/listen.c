@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "ctx.h"
 #include "probe.h"
@@ -28,14 +29,6 @@ struct probing {
 
 /* epoll data for the two non-connection descriptors */
 static char lfd_tag, wake_tag;
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void wake_accept_thread(struct usmc_listener *l)
 {
@@ -131,6 +124,8 @@ static uint32_t plain_client_reason(struct usmc_listener *l)
 	return ctx_has_smcr_device(l->ctx) ? USMC_REASON_PEERNOSMC : USMC_REASON_NOSMCRDEV;
 }
 
+static void kcompat_update_congestion(struct usmc_listener *l, const struct usmc_opts *o);
+
 static void probe_end(struct usmc_listener *l, struct probing *p, bool smc)
 {
 	struct usmc_conn *c = p->c;
@@ -138,7 +133,10 @@ static void probe_end(struct usmc_listener *l, struct probing *p, bool smc)
 	probe_unlink(l, p);
 	free(p);
 	if (smc) {
+		struct usmc_opts o = c->opts; /* @c belongs to the pool once queued */
+
 		hs_pool_submit(&l->hs, c); /* stays counted in in_handshake */
+		kcompat_update_congestion(l, &o); /* kernel-compat: the queue grew */
 		return;
 	}
 	finish_tcp(l, c, plain_client_reason(l));
@@ -179,10 +177,42 @@ static bool decline_congested(struct usmc_listener *l, struct probing *p)
 	return true;
 }
 
+/*
+ * Kernel-compat: a client that signalled SMC in its SYN may decline at once
+ * (a Linux client without a usable device does): TCP with its reason.
+ * Returns true when the event was handled here.
+ */
+static bool kcompat_probe_decline(struct usmc_listener *l, struct probing *p, bool expired)
+{
+	struct usmc_conn *c = p->c;
+	uint32_t reason;
+	int rc = kcompat_take_decline(c, &reason);
+
+	if (rc == 0)
+		return false;
+	if (rc == -EAGAIN && !expired)
+		return true; /* part of a DECLINE: the next segment wakes us */
+	if (rc < 0) {	     /* malformed, or never completed: a failed handshake */
+		probe_drop(l, p);
+		return true;
+	}
+	probe_unlink(l, p);
+	free(p);
+	conn_make_blocking(c);
+	conn_set_mode(c, USMC_MODE_TCP, reason, true);
+	listener_enqueue(l, c);
+	atomic_fetch_sub(&l->in_handshake, 1);
+	return true;
+}
+
 static void probe_event(struct usmc_listener *l, struct probing *p)
 {
 	uint8_t buf[8];
-	ssize_t n = recv(p->c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	ssize_t n;
+
+	if (kcompat_probe_decline(l, p, false)) /* kernel-compat */
+		return;
+	n = recv(p->c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -208,14 +238,17 @@ static void probe_event(struct usmc_listener *l, struct probing *p)
 
 static void probes_expire(struct usmc_listener *l)
 {
-	long now = now_ms();
+	long now = clock_now_ms();
 
-	/* same timeout for all: the list is in deadline order */
+	/* the list is in deadline order (see probe_start) */
 	while (l->probes && l->probes->deadline_ms <= now) {
 		struct probing *p = l->probes;
 		uint8_t b[8];
-		ssize_t n = recv(p->c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+		ssize_t n;
 
+		if (kcompat_probe_decline(l, p, true)) /* kernel-compat */
+			continue;
+		n = recv(p->c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 		/* a PROPOSAL that began but never completed is a failed
 		 * handshake; silence or anything else is a plain client */
 		if (n > 0 && probe_classify(b, (size_t)n) == PROBE_SMC)
@@ -227,24 +260,34 @@ static void probes_expire(struct usmc_listener *l)
 
 static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_ms)
 {
-	struct probing *p = calloc(1, sizeof(*p));
+	struct probing *p = calloc(1, sizeof(*p)), *at;
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET};
 
 	if (!p)
 		return -ENOMEM;
 	p->c = c;
-	p->deadline_ms = now_ms() + probe_ms;
+	p->deadline_ms = clock_now_ms() + probe_ms;
 	ev.data.ptr = p;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &ev)) {
 		free(p);
 		return -errno;
 	}
-	p->prev = l->probes_tail;
-	if (l->probes_tail)
-		l->probes_tail->next = p;
+	/* Keep the list in deadline order. Plain probes all have the same
+	 * timeout and append; only kernel-compat SMC peers, which wait for CLC
+	 * longer, are passed over. */
+	at = l->probes_tail;
+	while (at && at->deadline_ms > p->deadline_ms)
+		at = at->prev;
+	p->prev = at;
+	p->next = at ? at->next : l->probes;
+	if (p->next)
+		p->next->prev = p;
+	else
+		l->probes_tail = p;
+	if (at)
+		at->next = p;
 	else
 		l->probes = p;
-	l->probes_tail = p;
 	/* the client may have spoken already: edge-triggered epoll reports
 	 * data present at ADD time too */
 	return 0;
@@ -255,6 +298,33 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_
 static bool hs_congested(struct usmc_listener *l, const struct usmc_opts *o)
 {
 	return hs_pool_depth(&l->hs) >= (unsigned int)opts_hs_congestion(o);
+}
+
+/*
+ * Kernel-compat mode (kcompat.h): the TCP handshake already said whether
+ * the client runs CLC, so a plain client is TCP at once, without a probe.
+ * Returns true when @c was decided here.
+ */
+static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
+{
+	c->kc_peer = kcompat_server_peer(l->ctx->kc, &l->kc, c->fd);
+	if (c->kc_peer == KC_PEER_NOSMC) {
+		finish_tcp(l, c, USMC_REASON_PEERNOSMC);
+		return true;
+	}
+	if (c->kc_peer == KC_PEER_CONGESTED) { /* its SYN-ACK went without the option */
+		atomic_fetch_add(&l->congestion_fallbacks, 1);
+		finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
+		return true;
+	}
+	return false;
+}
+
+/* Kernel-compat: SYN-ACKs go out without the option while congested. */
+static void kcompat_update_congestion(struct usmc_listener *l, const struct usmc_opts *o)
+{
+	if (o->v[USMC_OPT_AUTO_FALLBACK])
+		kcompat_listener_set_congested(l->ctx->kc, &l->kc, hs_congested(l, o));
 }
 
 static void accept_one(struct usmc_listener *l, int fd)
@@ -276,6 +346,9 @@ static void accept_one(struct usmc_listener *l, int fd)
 		finish_tcp(l, c, USMC_REASON_DISABLED);
 		return;
 	}
+	kcompat_update_congestion(l, &o); /* kernel-compat */
+	if (kcompat_accept(l, c))	  /* kernel-compat */
+		return;
 	/*
 	 * Auto-fallback: decided here, before any handshake work is queued.
 	 * The connection still needs its probe: an SMC client's PROPOSAL must
@@ -284,7 +357,11 @@ static void accept_one(struct usmc_listener *l, int fd)
 	if (o.v[USMC_OPT_AUTO_FALLBACK] && hs_congested(l, &o))
 		c->decline_at_once = true;
 	atomic_fetch_add(&l->in_handshake, 1);
-	if (probe_start(l, c, o.v[USMC_OPT_PROBE_MS])) {
+	/* kernel-compat: a client that signalled SMC owes us CLC: wait for it
+	 * as for any CLC message, not just the probe time */
+	if (probe_start(
+		    l, c,
+		    o.v[c->kc_peer == KC_PEER_SMC ? USMC_OPT_CLC_TIMEOUT_MS : USMC_OPT_PROBE_MS])) {
 		/* out of memory: let the application have it as TCP */
 		atomic_fetch_sub(&l->in_handshake, 1);
 		finish_tcp(l, c, USMC_REASON_INTERR);
@@ -336,7 +413,7 @@ static int next_timeout(struct usmc_listener *l)
 
 	if (!l->probes)
 		return -1;
-	left = l->probes->deadline_ms - now_ms();
+	left = l->probes->deadline_ms - clock_now_ms();
 	return left < 0 ? 0 : (int)left;
 }
 
@@ -368,6 +445,7 @@ static void handshake(void *arg, struct usmc_conn *c)
 	struct usmc_listener *l = arg;
 	int rc = conn_make_blocking(c);
 
+	kcompat_update_congestion(l, &c->opts); /* kernel-compat: the queue shrank */
 	if (!rc)
 		rc = srv_clc_handshake(c);
 	if (rc) {
@@ -382,8 +460,8 @@ static void handshake(void *arg, struct usmc_conn *c)
 
 /* ---- API ---------------------------------------------------------------- */
 
-static int open_tcp_listener(const struct sockaddr *addr, socklen_t addrlen, int backlog,
-			     unsigned int flags)
+static int open_tcp_listener(struct usmc_listener *l, const struct sockaddr *addr,
+			     socklen_t addrlen, int backlog, unsigned int flags)
 {
 	int one = 1, fd, rc;
 
@@ -393,12 +471,20 @@ static int open_tcp_listener(const struct sockaddr *addr, socklen_t addrlen, int
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    ((flags & USMC_LISTEN_REUSEPORT) &&
 	     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
-	    bind(fd, addr, addrlen) || listen(fd, backlog)) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
+	    bind(fd, addr, addrlen))
+		goto err;
+	/* kernel-compat: SYN-ACKs of an SMC listener carry the option */
+	if (l->opts.v[USMC_OPT_SMC])
+		kcompat_listener_prepare(l->ctx->kc, fd, &l->kc);
+	if (listen(fd, backlog))
+		goto err;
+	kcompat_listener_started(l->ctx->kc, fd, &l->kc);
 	return fd;
+err:
+	rc = -errno;
+	kcompat_listener_forget(l->ctx->kc, &l->kc);
+	close(fd);
+	return rc;
 }
 
 static int listener_setup_fds(struct usmc_listener *l)
@@ -465,7 +551,7 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 	if (!l)
 		return -ENOMEM;
 	listener_init(l, ctx, backlog, flags);
-	rc = open_tcp_listener(addr, addrlen, backlog, flags);
+	rc = open_tcp_listener(l, addr, addrlen, backlog, flags);
 	if (rc < 0)
 		goto err;
 	l->lfd = rc;
@@ -484,6 +570,7 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 	*out = l;
 	return 0;
 err:
+	kcompat_listener_forget(ctx->kc, &l->kc);
 	listener_free_fds(l);
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);
@@ -617,6 +704,7 @@ int usmc_listener_close(struct usmc_listener *l)
 	}
 	while ((c = queue_pop(l)))
 		conn_destroy(c);
+	kcompat_listener_forget(l->ctx->kc, &l->kc);
 	listener_free_fds(l);
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);

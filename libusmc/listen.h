@@ -14,6 +14,7 @@
 #include <usmc/usmc.h>
 
 #include "hs.h"
+#include "kcompat.h"
 #include "opts.h"
 
 struct usmc_ctx;
@@ -44,6 +45,8 @@ struct usmc_listener {
 	struct probing *probes, *probes_tail;
 
 	struct hs_pool hs;
+
+	struct kcompat_lsn kc; /* kernel-compat mode (kcompat.h) */
 
 	/* backlog accounting: in_handshake (probe + pool) + queued <= backlog */
 	atomic_uint in_handshake;

@@ -15,6 +15,7 @@
 #include "clc_io.h"
 #include "conn.h"
 #include "ctx.h"
+#include "kcompat.h"
 #include "reason.h"
 #include "smcr.h"
 
@@ -327,7 +328,11 @@ int smcr_clc_connect(struct usmc_conn *c)
 	int len, rc;
 
 	if (find_dev(c, &dev)) {
-		/* no device: not a byte of CLC, the server sees a TCP client */
+		/* no device: not a byte of CLC, the server sees a TCP client;
+		 * a kernel-compat server that expects CLC gets a DECLINE */
+		rc = kcompat_client_decline(c, USMC_REASON_NOSMCRDEV);
+		if (rc)
+			return rc;
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
 		return 0;
 	}

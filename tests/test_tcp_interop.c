@@ -133,6 +133,8 @@ static void test_plain_client_speaks_first(void **state)
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
 	assert_true(now_ms() - t0 < PROBE_MS); /* no probe timeout spent */
 	assert_tcp(c, USMC_REASON_NOSMCRDEV);
+	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_NOSMCRDEV), 1);
+	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_PEERNOSMC), 0);
 	conn_read_exact(c, buf, 5);
 	assert_memory_equal(buf, "hello", 5);
 	assert_int_equal(usmc_send(c, "world", 5, 0), 5);

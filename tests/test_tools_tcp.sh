@@ -9,12 +9,23 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do nc -z 127.0.0.1 "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened"; return 1; }
+# Start a server on port 0 and read the port it prints once it listens.
+# usage: start_server LOG cmd...   (sets $port and appends to $pids)
+start_server() {
+	local log=$1
+	shift
+	"$@" >"$log" &
+	pids+=($!)
+	for _ in $(seq 200); do
+		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$log")
+		[ -n "$port" ] && return 0
+		sleep 0.05
+	done
+	echo "server never listened: $*"
+	return 1
+}
 
-port=$(free_port)
-"$httpd" -a 127.0.0.1 -p "$port" & pids+=($!)
-wait_port "$port"
+start_server httpd.log "$httpd" -a 127.0.0.1 -p 0
 
 # two requests on one connection, then one that asks to close
 out=$(curl -sS --http1.1 "http://127.0.0.1:$port/a" "http://127.0.0.1:$port/b" -w '%{num_connects}\n')
@@ -37,9 +48,8 @@ echo "$w"
 ! grep -q 'Socket errors' <<<"$w" || { echo "wrk (Connection: close) reported socket errors"; exit 1; }
 
 # echo: nc as a plain client, then the usmc client with a checked stream
-eport=$(free_port)
-"$echo_server" -a 127.0.0.1 -p "$eport" -n 3 > echo_server.log & epid=$!
-wait_port "$eport"   # nc -z counts as the first connection
+start_server echo_server.log "$echo_server" -a 127.0.0.1 -p 0 -n 2
+eport=$port epid=${pids[-1]}
 got=$(printf 'ping\n' | timeout 5 nc -N 127.0.0.1 "$eport")
 [ "$got" = ping ] || { echo "nc echo: '$got'"; exit 1; }
 "$echo_client" -b $((8 << 20)) 127.0.0.1 "$eport" | tee echo_client.log

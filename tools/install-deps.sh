@@ -16,7 +16,7 @@ PACKAGES=(
 	# plain TCP peers and load for the examples' tests
 	wrk curl netcat-openbsd
 	# soft-RoCE harness (tests/rxe): guest kernel is fetched, not installed
-	qemu-system-x86 busybox-static kmod cpio xz-utils iproute2
+	qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 procps
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	# kernel interop: BPF sock_ops program
 	libbpf-dev linux-libc-dev

@@ -107,7 +107,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "listen: %s\n", usmc_strerror(rc));
 		return 1;
 	}
-	printf("listening on port %u\n", ntohs(a.sin_port));
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	usmc_listener_addr(l, &ss, &len);
+	printf("listening on port %u\n", ntohs(((struct sockaddr_in *)&ss)->sin_port));
 	fflush(stdout);
 	pthread_t *threads = calloc(limit > 0 ? (size_t)limit : 1, sizeof(*threads));
 

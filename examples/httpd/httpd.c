@@ -274,6 +274,18 @@ static int open_listener(struct sockaddr_in *a, unsigned int flags)
 	return plain_lfd;
 }
 
+/* The port actually bound (the one asked for, or the kernel's pick for 0). */
+static unsigned int bound_port(int lfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (plain ? getsockname(lfd, (struct sockaddr *)&ss, &len)
+		  : usmc_listener_addr(ulst, &ss, &len))
+		return 0;
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(8080)};
@@ -315,7 +327,7 @@ int main(int argc, char **argv)
 	if (lfd < 0)
 		return 1;
 	printf("httpd (%s) listening on port %u\n", plain ? "plain sockets" : "libusmc",
-	       ntohs(a.sin_port));
+	       bound_port(lfd));
 	fflush(stdout);
 	ev_io_init(&lw, accept_cb, lfd, EV_READ);
 	ev_io_start(loop, &lw);

@@ -201,6 +201,28 @@ void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);
  */
 uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason);
 
+/**
+ * usmc_ctx_kernel_compat() - 1 if the context runs in kernel-compat mode,
+ * 0 if it uses the userspace-only rule; -EINVAL if @ctx is NULL.
+ *
+ * Kernel-compat mode (docs/kernel-compat.md) makes usmc signal SMC in the
+ * TCP handshake as Linux does: a BPF sock_ops program, attached to the
+ * process's cgroup v2, puts the SMC TCP option on the SYN of usmc clients
+ * and on the SYN-ACK of usmc listeners (only to SYNs that had it, and not
+ * while the listener is congested). Linux kernel SMC peers then run CLC
+ * with usmc; a peer whose SYN or SYN-ACK lacked the option is TCP at once
+ * (reason USMC_REASON_PEERNOSMC): a listener does not probe it, a client
+ * does not propose. Without it a usmc listener tells SMC clients by their
+ * first bytes, which Linux clients never send (they see no option).
+ *
+ * Env USMC_KERNEL_COMPAT, read by usmc_ctx_create(): "auto" (default) =
+ * on if the program loads and attaches (needs CAP_BPF and CAP_NET_ADMIN,
+ * or root, and cgroup v2), else off; "1" = required: usmc_ctx_create()
+ * fails with the load error; "0" = off. USMC_KERNEL_COMPAT_CGROUP names the
+ * cgroup v2 directory to attach to (default: the process's own cgroup).
+ */
+int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx);
+
 /* ------------------------------------------------------------------------
  * Listener
  * ------------------------------------------------------------------------ */

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Kernel-compat mode: the SMC TCP option (smc-r-protocol.md §1.1) on usmc
+ * sockets, so that Linux kernel SMC peers start CLC with usmc.
+ *
+ *  client: its SYN carries the option; the SYN-ACK tells whether the
+ *          server answered with it (KC_SOCK_PEER_SMC on the socket).
+ *  server: its SYN-ACK carries the option only if the SYN had it and the
+ *          listener is not congested (the kernel's SMC_LIMIT_HS); the
+ *          accepted socket gets KC_SOCK_PEER_SMC when it did.
+ *
+ * Only sockets libusmc marked (KC_SOCK_USMC in usmc_socks, set through the
+ * map by socket fd before connect()/listen()) are touched: every other
+ * socket of the cgroup costs one storage lookup at connect/listen/
+ * established time and nothing per packet.
+ */
+#include <linux/bpf.h>
+#include <linux/tcp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "../kcompat_abi.h"
+
+#define TCPHDR_SYN	0x02
+#define TCPHDR_ACK	0x10
+#define SOL_TCP		6
+#define TCP_MAX_HDR_LEN 60
+#define ENOENT		2 /* bpf_load_hdr_opt(): no SYN to search */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct kc_sock);
+} usmc_socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KC_MAX_LISTENERS);
+	__type(key, struct kc_listen_key);
+	__type(value, struct kc_listen_val);
+} usmc_listeners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, KC_MAX_PENDING);
+	__type(key, struct kc_flow_key);
+	__type(value, __u32);
+} usmc_flows SEC(".maps");
+
+/* Our usmc-marked full socket, or NULL. */
+static struct kc_sock *usmc_sock(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct kc_sock *s;
+
+	if (!sk)
+		return NULL;
+	s = bpf_sk_storage_get(&usmc_socks, sk, NULL, 0);
+	return s && (s->flags & KC_SOCK_USMC) ? s : NULL;
+}
+
+static struct kc_listen_val *usmc_listener(struct bpf_sock_ops *skops)
+{
+	struct kc_listen_key k = {
+		.netns_cookie = bpf_get_netns_cookie(skops),
+		.port = skops->local_port,
+	};
+
+	return bpf_map_lookup_elem(&usmc_listeners, &k);
+}
+
+static void set_write_cb(struct bpf_sock_ops *skops, int on)
+{
+	__u32 f = skops->bpf_sock_ops_cb_flags;
+
+	f = on ? f | BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG : f & ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
+	bpf_sock_ops_cb_flags_set(skops, f);
+}
+
+/* connect() or listen() of a usmc socket: ask for the option callbacks. */
+static void on_connect_or_listen(struct bpf_sock_ops *skops)
+{
+	struct kc_sock *s = usmc_sock(skops);
+
+	if (!s)
+		return;
+	s->flags |= KC_SOCK_SEEN;
+	set_write_cb(skops, 1);
+}
+
+/* Did the SYN (being answered) carry the option? 1, 0, or -1 if the SYN is
+ * gone (a SYN-ACK retransmitted by the request timer). */
+static int syn_had_option(struct bpf_sock_ops *skops)
+{
+	__u8 opt[KC_OPT_LEN];
+	long rc;
+
+	kc_opt_fill(opt);
+	rc = bpf_load_hdr_opt(skops, opt, sizeof(opt), BPF_LOAD_HDR_OPT_TCP_SYN);
+	if (rc == -ENOENT)
+		return -1;
+	return rc > 0;
+}
+
+/* The SYN-ACK key: the SYN-ACK's ack_seq is the client's ISN + 1, which is
+ * also the sequence number of the ACK that completes the handshake. */
+static int synack_flow(struct bpf_sock_ops *skops, struct kc_flow_key *k)
+{
+	struct tcphdr *th = (void *)(long)skops->skb_data;
+
+	if ((void *)(th + 1) > (void *)(long)skops->skb_data_end)
+		return -1;
+	kc_flow_from_synack(k, bpf_get_netns_cookie(skops), th->source, th->dest, th->ack_seq);
+	return 0;
+}
+
+/* The same key from the SYN being answered (length callback: our header is
+ * not written yet). */
+static int syn_flow(struct bpf_sock_ops *skops, struct kc_flow_key *k)
+{
+	union {
+		struct tcphdr th;
+		__u8 raw[TCP_MAX_HDR_LEN]; /* whole header, or -ENOSPC */
+	} syn;
+
+	if (bpf_getsockopt(skops, SOL_TCP, TCP_BPF_SYN, &syn, sizeof(syn)) < (int)sizeof(syn.th))
+		return -1;
+	kc_flow_from_synack(k, bpf_get_netns_cookie(skops), syn.th.dest, syn.th.source,
+			    bpf_htonl(bpf_ntohl(syn.th.seq) + 1));
+	return 0;
+}
+
+/* An SMC SYN answered without the option: the accepted socket learns why. */
+static void note_suppressed(struct kc_listen_val *l, struct kc_flow_key *k)
+{
+	__u32 v = KC_FLOW_SUPPRESSED;
+
+	bpf_map_update_elem(&usmc_flows, k, &v, BPF_ANY);
+	__sync_fetch_and_add(&l->suppressed, 1);
+}
+
+static void hdr_len(struct bpf_sock_ops *skops)
+{
+	struct kc_listen_val *l;
+	struct kc_flow_key k;
+	int had;
+
+	if (!(skops->skb_tcp_flags & TCPHDR_SYN))
+		return;
+	if (!(skops->skb_tcp_flags & TCPHDR_ACK)) {
+		if (usmc_sock(skops)) /* our client's SYN */
+			bpf_reserve_hdr_opt(skops, KC_OPT_LEN, 0);
+		return;
+	}
+	l = usmc_listener(skops);
+	if (!l || skops->args[0] == BPF_WRITE_HDR_TCP_SYNACK_COOKIE)
+		return; /* no state survives a SYN cookie: stay plain TCP */
+	had = syn_had_option(skops);
+	if (had == 0) {
+		__sync_fetch_and_add(&l->plain, 1);
+		return;
+	}
+	if (had > 0 && l->congested) {
+		if (!syn_flow(skops, &k))
+			note_suppressed(l, &k);
+		return;
+	}
+	/* SMC SYN, not congested; or a retransmission: the write decides */
+	bpf_reserve_hdr_opt(skops, KC_OPT_LEN, 0);
+}
+
+static void write_synack(struct bpf_sock_ops *skops)
+{
+	__u8 opt[KC_OPT_LEN];
+	struct kc_listen_val *l = usmc_listener(skops);
+	struct kc_flow_key k;
+	__u32 echoed = KC_FLOW_ECHOED, *v;
+	int had;
+
+	/* (space may have been reserved by another program of the cgroup) */
+	if (!l || skops->args[0] == BPF_WRITE_HDR_TCP_SYNACK_COOKIE || synack_flow(skops, &k))
+		return;
+	kc_opt_fill(opt);
+	had = syn_had_option(skops);
+	if (had < 0) {
+		/* retransmission: repeat exactly what the first SYN-ACK said */
+		v = bpf_map_lookup_elem(&usmc_flows, &k);
+		if (v && *v == KC_FLOW_ECHOED)
+			bpf_store_hdr_opt(skops, opt, sizeof(opt), 0);
+		return;
+	}
+	if (!had)
+		return;
+	if (l->congested) { /* became congested since the length callback */
+		note_suppressed(l, &k);
+		return;
+	}
+	if (bpf_store_hdr_opt(skops, opt, sizeof(opt), 0))
+		return;
+	bpf_map_update_elem(&usmc_flows, &k, &echoed, BPF_ANY);
+	__sync_fetch_and_add(&l->echoed, 1);
+}
+
+static void write_hdr(struct bpf_sock_ops *skops)
+{
+	__u8 opt[KC_OPT_LEN];
+
+	if (!(skops->skb_tcp_flags & TCPHDR_SYN))
+		return;
+	if (skops->skb_tcp_flags & TCPHDR_ACK) {
+		write_synack(skops);
+		return;
+	}
+	kc_opt_fill(opt);
+	if (usmc_sock(skops))
+		bpf_store_hdr_opt(skops, opt, sizeof(opt), 0);
+}
+
+/* Client: the SYN-ACK that completes the handshake is in skb_data. */
+static void active_established(struct bpf_sock_ops *skops)
+{
+	__u8 opt[KC_OPT_LEN];
+	struct kc_sock *s = usmc_sock(skops);
+
+	if (!s)
+		return;
+	kc_opt_fill(opt);
+	if (bpf_load_hdr_opt(skops, opt, sizeof(opt), 0) > 0)
+		s->flags |= KC_SOCK_PEER_SMC;
+	set_write_cb(skops, 0); /* no callbacks for data segments */
+}
+
+/* Server: the new socket, with the ACK that completes the handshake. */
+static void passive_established(struct bpf_sock_ops *skops)
+{
+	struct tcphdr *th = (void *)(long)skops->skb_data;
+	struct kc_flow_key k = {};
+	struct bpf_sock *sk = skops->sk;
+	struct kc_sock *s;
+	__u32 *v, flags;
+
+	if (!sk || !usmc_listener(skops))
+		return;
+	/* inherited from the listener: not wanted on data segments */
+	set_write_cb(skops, 0);
+	if ((void *)(th + 1) > (void *)(long)skops->skb_data_end)
+		return;
+	kc_flow_from_ack(&k, bpf_get_netns_cookie(skops), th->source, th->dest, th->seq);
+	v = bpf_map_lookup_elem(&usmc_flows, &k);
+	if (!v)
+		return; /* the SYN had no option: plain TCP, no storage */
+	flags = KC_SOCK_USMC | KC_SOCK_SEEN;
+	flags |= *v == KC_FLOW_ECHOED ? KC_SOCK_PEER_SMC : KC_SOCK_CONGESTED;
+	bpf_map_delete_elem(&usmc_flows, &k);
+	s = bpf_sk_storage_get(&usmc_socks, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+	if (s)
+		s->flags = flags;
+}
+
+SEC("sockops")
+int usmc_smc_synopt(struct bpf_sock_ops *skops)
+{
+	switch (skops->op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+	case BPF_SOCK_OPS_TCP_LISTEN_CB:
+		on_connect_or_listen(skops);
+		break;
+	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
+		hdr_len(skops);
+		break;
+	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
+		write_hdr(skops);
+		break;
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		active_established(skops);
+		break;
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		passive_established(skops);
+		break;
+	}
+	return 1;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

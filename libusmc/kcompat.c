@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clc.h"
+#include "clc_io.h"
+#include "conn.h"
+#include "ctx.h"
+#include "kcompat.h"
+
+#ifdef USMC_HAVE_BPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "smc_synopt_bpf.h" /* generated: the BPF object as a C array */
+#endif
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71 /* Linux 5.14 */
+#endif
+
+#define KC_ENV	       "USMC_KERNEL_COMPAT"
+#define KC_ENV_CGROUP  "USMC_KERNEL_COMPAT_CGROUP"
+#define KC_ENV_VERBOSE "USMC_KERNEL_COMPAT_VERBOSE" /* let libbpf print its errors */
+#define KC_PROG_NAME   "usmc_smc_synopt"
+
+/* ---- pure helpers ------------------------------------------------------ */
+
+int kcompat_mode_parse(const char *s, enum kc_mode *out)
+{
+	if (!s || !strcmp(s, "auto"))
+		*out = KC_MODE_AUTO;
+	else if (!strcmp(s, "1"))
+		*out = KC_MODE_ON;
+	else if (!strcmp(s, "0"))
+		*out = KC_MODE_OFF;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int kc_listen_key_make(uint64_t netns_cookie, const struct sockaddr *addr, struct kc_listen_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->netns_cookie = netns_cookie;
+	if (addr->sa_family == AF_INET)
+		k->port = ntohs(((const struct sockaddr_in *)addr)->sin_port);
+	else if (addr->sa_family == AF_INET6)
+		k->port = ntohs(((const struct sockaddr_in6 *)addr)->sin6_port);
+	else
+		return -EAFNOSUPPORT;
+	return k->port ? 0 : -EINVAL; /* port 0: not bound yet */
+}
+
+enum kc_peer kc_peer_from_flags(bool found, uint32_t flags)
+{
+	/* the program never ran for the socket: the old rule applies */
+	if (!found || !(flags & KC_SOCK_SEEN))
+		return KC_PEER_UNKNOWN;
+	if (flags & KC_SOCK_PEER_SMC)
+		return KC_PEER_SMC;
+	return (flags & KC_SOCK_CONGESTED) ? KC_PEER_CONGESTED : KC_PEER_NOSMC;
+}
+
+/* ---- client decline (needs no BPF) ------------------------------------- */
+
+int kcompat_client_decline(struct usmc_conn *c, uint32_t reason)
+{
+	if (c->kc_peer != KC_PEER_SMC)
+		return 0;
+	/* before an ACCEPT a Linux client without ISMv2 declines with v1 */
+	return clc_io_send_decline(c->fd, CLC_V1, NULL, reason);
+}
+
+/* The longest DECLINE (v2) and the bytes that start every SMC-R DECLINE. */
+#define KC_DECLINE_MAX 44
+static const uint8_t decline_start[] = {0xE2, 0xD4, 0xC3, 0xD9, CLC_DECLINE};
+
+int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
+{
+	uint8_t buf[KC_DECLINE_MAX];
+	struct clc_decline d;
+	struct clc_hdr hdr;
+	ssize_t n;
+	int rc;
+
+	if (c->kc_peer != KC_PEER_SMC)
+		return 0;
+	n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n <= 0) /* nothing yet, EOF or an error: the probe decides */
+		return 0;
+	if (memcmp(buf, decline_start,
+		   (size_t)n < sizeof(decline_start) ? (size_t)n : sizeof(decline_start)))
+		return 0;
+	if (n < CLC_HDR_LEN)
+		return -EAGAIN;
+	rc = clc_hdr_decode(buf, (size_t)n, &hdr);
+	if (rc)
+		return rc;
+	if (hdr.length > sizeof(buf))
+		return USMC_EPROTO_CLC;
+	if (n < hdr.length)
+		return -EAGAIN;
+	if (recv(c->fd, buf, hdr.length, MSG_DONTWAIT) != (ssize_t)hdr.length)
+		return -EIO; /* cannot happen: the bytes were peeked */
+	rc = clc_decline_decode(buf, hdr.length, &d);
+	if (rc)
+		return rc;
+	*reason = d.diagnosis;
+	return 1;
+}
+
+#ifdef USMC_HAVE_BPF
+
+struct kcompat {
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	int socks_fd;	  /* usmc_socks: per-socket flags, keyed by fd */
+	int listeners_fd; /* usmc_listeners: per-port congestion + counters */
+};
+
+/* ---- loading ----------------------------------------------------------- */
+
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+/* The cgroup v2 mount point, from /proc/self/mountinfo. */
+static int cgroup2_mount(char *out, size_t cap)
+{
+	char line[1024], mnt[PATH_MAX];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		/* "... <mount point> <options> - cgroup2 <source> ..." */
+		const char *sep = strstr(line, " - cgroup2 ");
+
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+			continue;
+		if (snprintf(out, cap, "%s", mnt) < (int)cap)
+			rc = 0;
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* The process's own cgroup v2 directory ("0::<path>" in /proc/self/cgroup). */
+static int own_cgroup(char *out, size_t cap)
+{
+	char mnt[PATH_MAX], line[PATH_MAX];
+	FILE *f;
+	int rc = cgroup2_mount(mnt, sizeof(mnt));
+
+	if (rc)
+		return rc;
+	f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return -errno;
+	rc = -ENOENT;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "0::", 3))
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		rc = snprintf(out, cap, "%s%s", mnt, line + 3) < (int)cap ? 0 : -ENAMETOOLONG;
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+static int map_fd(struct bpf_object *obj, const char *name)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, name);
+
+	return m ? bpf_map__fd(m) : -ENOENT;
+}
+
+static int attach(struct kcompat *kc)
+{
+	const char *env = getenv(KC_ENV_CGROUP);
+	struct bpf_program *prog;
+	char path[PATH_MAX];
+	int cg, rc;
+
+	if (env && snprintf(path, sizeof(path), "%s", env) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	if (!env && (rc = own_cgroup(path, sizeof(path))))
+		return rc;
+	prog = bpf_object__find_program_by_name(kc->obj, KC_PROG_NAME);
+	if (!prog)
+		return -ENOENT;
+	cg = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cg < 0)
+		return -errno;
+	/* a link: detached when this process exits, whatever happens */
+	kc->link = bpf_program__attach_cgroup(prog, cg);
+	rc = kc->link ? 0 : -errno;
+	close(cg);
+	if (rc)
+		kc->link = NULL;
+	return rc;
+}
+
+static int load(struct kcompat *kc)
+{
+	int rc;
+
+	kc->obj = bpf_object__open_mem(usmc_synopt_bpf, usmc_synopt_bpf_len, NULL);
+	if (!kc->obj)
+		return -errno ? -errno : -EINVAL;
+	rc = bpf_object__load(kc->obj);
+	if (rc)
+		return rc;
+	kc->socks_fd = map_fd(kc->obj, "usmc_socks");
+	kc->listeners_fd = map_fd(kc->obj, "usmc_listeners");
+	if (kc->socks_fd < 0 || kc->listeners_fd < 0)
+		return -ENOENT;
+	return attach(kc);
+}
+
+void kcompat_close(struct kcompat *kc)
+{
+	if (!kc)
+		return;
+	bpf_link__destroy(kc->link);
+	bpf_object__close(kc->obj);
+	free(kc);
+}
+
+int kcompat_open(struct kcompat **out)
+{
+	struct kcompat *kc;
+	enum kc_mode mode;
+	libbpf_print_fn_t old = NULL;
+	int rc = kcompat_mode_parse(getenv(KC_ENV), &mode);
+
+	*out = NULL;
+	if (rc || mode == KC_MODE_OFF)
+		return rc;
+	kc = calloc(1, sizeof(*kc));
+	if (!kc)
+		return mode == KC_MODE_ON ? -ENOMEM : 0;
+	/* libbpf prints its failures to stderr; in auto mode a failure is an
+	 * answer, not an error. (The print hook is process-wide.) */
+	if (!getenv(KC_ENV_VERBOSE))
+		old = libbpf_set_print(quiet_print);
+	rc = load(kc);
+	if (!getenv(KC_ENV_VERBOSE))
+		libbpf_set_print(old);
+	if (rc) {
+		kcompat_close(kc);
+		return mode == KC_MODE_ON ? rc : 0;
+	}
+	*out = kc;
+	return 0;
+}
+
+/* ---- sockets ----------------------------------------------------------- */
+
+static void mark(struct kcompat *kc, int fd)
+{
+	struct kc_sock s = {.flags = KC_SOCK_USMC};
+
+	/* a failure leaves the socket unmarked: the old rule applies to it */
+	(void)bpf_map_update_elem(kc->socks_fd, &fd, &s, BPF_ANY);
+}
+
+static enum kc_peer peer_of(struct kcompat *kc, int fd)
+{
+	struct kc_sock s;
+	bool found = bpf_map_lookup_elem(kc->socks_fd, &fd, &s) == 0;
+
+	return kc_peer_from_flags(found, found ? s.flags : 0);
+}
+
+void kcompat_mark_client(struct kcompat *kc, int fd)
+{
+	if (kc)
+		mark(kc, fd);
+}
+
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
+{
+	return kc ? peer_of(kc, fd) : KC_PEER_UNKNOWN;
+}
+
+static int netns_cookie(int fd, uint64_t *out)
+{
+	socklen_t len = sizeof(*out);
+
+	return getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, out, &len) ? -errno : 0;
+}
+
+void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+{
+	struct kc_listen_val v = {0};
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	uint64_t cookie;
+
+	memset(ls, 0, sizeof(*ls));
+	if (!kc || netns_cookie(fd, &cookie) || getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    kc_listen_key_make(cookie, (struct sockaddr *)&ss, &ls->key))
+		return;
+	/* a port shared with another usmc listener (SO_REUSEPORT) keeps the
+	 * entry it has: one congestion state per port */
+	if (bpf_map_update_elem(kc->listeners_fd, &ls->key, &v, BPF_NOEXIST) && errno != EEXIST)
+		return;
+	mark(kc, fd);
+}
+
+void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+{
+	if (!kc || !ls->key.port)
+		return;
+	/* the program ran at listen(): it also sees this listener's SYNs */
+	ls->active = peer_of(kc, fd) != KC_PEER_UNKNOWN;
+	if (!ls->active)
+		kcompat_listener_forget(kc, ls);
+}
+
+void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, bool congested)
+{
+	struct kc_listen_val v;
+
+	/* called by the accept thread and the handshake workers: only the
+	 * thread that flips the cached value writes the map */
+	if (!kc || !ls->active || atomic_exchange(&ls->congested, congested) == congested)
+		return;
+	/* read-modify-write of the flag only; the counters are the program's
+	 * and may move in between (a lost increment is a statistic) */
+	if (bpf_map_lookup_elem(kc->listeners_fd, &ls->key, &v))
+		return;
+	v.congested = congested;
+	(void)bpf_map_update_elem(kc->listeners_fd, &ls->key, &v, BPF_EXIST);
+}
+
+int kcompat_listener_counters(struct kcompat *kc, const struct kcompat_lsn *ls,
+			      struct kc_listen_val *out)
+{
+	if (!kc || !ls->key.port)
+		return -ENOENT;
+	return bpf_map_lookup_elem(kc->listeners_fd, &ls->key, out) ? -errno : 0;
+}
+
+void kcompat_listener_forget(struct kcompat *kc, struct kcompat_lsn *ls)
+{
+	if (kc && ls->key.port)
+		(void)bpf_map_delete_elem(kc->listeners_fd, &ls->key);
+	memset(ls, 0, sizeof(*ls));
+}
+
+enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *ls, int fd)
+{
+	if (!kc || !ls->active)
+		return KC_PEER_UNKNOWN;
+	enum kc_peer p = peer_of(kc, fd);
+
+	/* the program gives an accepted socket storage only when its SYN had
+	 * the option: no storage means the peer is plain TCP */
+	return p == KC_PEER_UNKNOWN ? KC_PEER_NOSMC : p;
+}
+
+#else /* !USMC_HAVE_BPF: built without libbpf or clang */
+
+struct kcompat {
+	int unused;
+};
+
+int kcompat_open(struct kcompat **out)
+{
+	enum kc_mode mode;
+	int rc = kcompat_mode_parse(getenv(KC_ENV), &mode);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	return mode == KC_MODE_ON ? -EOPNOTSUPP : 0;
+}
+
+void kcompat_close(struct kcompat *kc)
+{
+}
+
+void kcompat_mark_client(struct kcompat *kc, int fd)
+{
+}
+
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
+{
+	return KC_PEER_UNKNOWN;
+}
+
+void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+{
+	memset(ls, 0, sizeof(*ls));
+}
+
+void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+{
+}
+
+void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, bool congested)
+{
+}
+
+int kcompat_listener_counters(struct kcompat *kc, const struct kcompat_lsn *ls,
+			      struct kc_listen_val *out)
+{
+	return -ENOENT;
+}
+
+void kcompat_listener_forget(struct kcompat *kc, struct kcompat_lsn *ls)
+{
+}
+
+enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *ls, int fd)
+{
+	return KC_PEER_UNKNOWN;
+}
+
+#endif /* USMC_HAVE_BPF */
+
+int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	return ctx->kc != NULL;
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel-compat mode (docs/kernel-compat.md): a cgroup BPF sock_ops program
+ * (bpf/smc_synopt.bpf.c) puts the SMC TCP option on the SYN of usmc clients
+ * and on the SYN-ACK of usmc listeners, as Linux does, so that kernel SMC
+ * peers run CLC with usmc; and it tells usmc whether the peer's SYN or
+ * SYN-ACK had the option. Without it (not privileged, no BPF, disabled)
+ * usmc keeps the userspace-only rule: the listener probes the first bytes.
+ *
+ * Environment USMC_KERNEL_COMPAT (read by usmc_ctx_create):
+ *   auto (default)  use it if the program loads and attaches, else not
+ *   1               required: usmc_ctx_create() fails if it cannot load
+ *   0               never
+ * USMC_KERNEL_COMPAT_CGROUP: cgroup v2 directory to attach to (default:
+ * the process's own cgroup).
+ */
+#ifndef USMC_KCOMPAT_H
+#define USMC_KCOMPAT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "kcompat_abi.h"
+
+struct kcompat;
+struct usmc_conn;
+
+enum kc_mode {
+	KC_MODE_OFF = 0,
+	KC_MODE_ON = 1,	  /* required */
+	KC_MODE_AUTO = 2, /* if it loads */
+};
+
+/* What the TCP handshake said about the peer. */
+enum kc_peer {
+	KC_PEER_UNKNOWN = 0, /* not in kernel-compat mode for this socket */
+	KC_PEER_NOSMC,	     /* the peer's SYN / SYN-ACK had no SMC option */
+	KC_PEER_SMC,	     /* both SYN and SYN-ACK had it: the peer runs CLC */
+	KC_PEER_CONGESTED,   /* the SYN had it, our SYN-ACK not: listener congested */
+};
+
+/* Parse a USMC_KERNEL_COMPAT value (NULL = unset = auto); -EINVAL if bad. */
+int kcompat_mode_parse(const char *s, enum kc_mode *out);
+
+/*
+ * kcompat_open() - load and attach the program as USMC_KERNEL_COMPAT says.
+ * Returns 0 with *@out NULL when kernel-compat mode is off (disabled, or
+ * auto and it did not load), 0 with *@out set when on, or a negative errno
+ * when it is required and failed (or the environment value is bad).
+ */
+int kcompat_open(struct kcompat **out);
+void kcompat_close(struct kcompat *kc);
+
+/* ---- client --------------------------------------------------------- */
+
+/* Mark socket @fd (before connect()) so that its SYN carries the option. */
+void kcompat_mark_client(struct kcompat *kc, int fd);
+
+/* After the handshake: did the server's SYN-ACK carry the option? */
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd);
+
+/*
+ * The client will not propose: if the server expects CLC (@c->kc_peer is
+ * KC_PEER_SMC), tell it with a DECLINE of @reason, as a Linux client does,
+ * so that it falls back at once instead of waiting for a PROPOSAL.
+ */
+int kcompat_client_decline(struct usmc_conn *c, uint32_t reason);
+
+/* ---- listener ------------------------------------------------------- */
+
+/*
+ * kcompat_take_decline() - a client that signalled SMC (@c->kc_peer is
+ * KC_PEER_SMC) may answer with a DECLINE instead of a PROPOSAL, as a Linux
+ * client without a usable device does. Without blocking: if @c's first
+ * bytes are a complete DECLINE, consume it, set *@reason to its diagnosis
+ * and return 1; -EAGAIN while they may still become one; 0 if they are
+ * not one (or @c did not signal SMC); a WIRE_E_* code if malformed.
+ */
+int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason);
+
+struct kcompat_lsn {
+	bool active;	       /* the program runs for this listener */
+	atomic_bool congested; /* last value written to the map */
+	struct kc_listen_key key;
+};
+
+/* Between bind() and listen(): mark @fd and register its port. */
+void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls);
+
+/* After listen(): ls->active says whether the program saw the listener. */
+void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls);
+
+/* Congested listeners answer SMC SYNs without the option (SMC_LIMIT_HS). */
+void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, bool congested);
+
+/* The program's counters for this listener; -ENOENT if not registered. */
+int kcompat_listener_counters(struct kcompat *kc, const struct kcompat_lsn *ls,
+			      struct kc_listen_val *out);
+
+void kcompat_listener_forget(struct kcompat *kc, struct kcompat_lsn *ls);
+
+/* An accepted socket of an active listener: did the handshake signal SMC? */
+enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *ls, int fd);
+
+/* ---- pure helpers (unit-tested) ------------------------------------- */
+
+/* The listener key of a bound socket's address (port from @addr). */
+int kc_listen_key_make(uint64_t netns_cookie, const struct sockaddr *addr, struct kc_listen_key *k);
+
+/* What a socket's storage flags (or none: @found false) mean for its peer. */
+enum kc_peer kc_peer_from_flags(bool found, uint32_t flags);
+
+#endif

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the kernel-compat BPF program (bpf/smc_synopt.bpf.c) and libusmc
+ * (kcompat.c) share: the SMC TCP option, the map layouts and their flags.
+ * Included by both the BPF object (clang -target bpf) and the library, so
+ * only fixed-size kernel types are used.
+ */
+#ifndef USMC_KCOMPAT_ABI_H
+#define USMC_KCOMPAT_ABI_H
+
+#include <linux/types.h>
+
+/*
+ * The SMC capability option (smc-r-protocol.md §1.1): experimental kind 254,
+ * length 6, 4-byte magic "SMCR" in EBCDIC. Linux pads it with two NOPs in
+ * front; a BPF program can only write the option itself, so the kernel pads
+ * after it instead. Receivers skip NOPs anywhere, so both forms parse alike.
+ */
+#define KC_OPT_KIND  254
+#define KC_OPT_LEN   6
+#define KC_OPT_MAGIC 0xE2D4C3D9u
+
+/* Per-socket flags (BPF_MAP_TYPE_SK_STORAGE "usmc_socks"). */
+#define KC_SOCK_USMC	  (1u << 0) /* a usmc socket: set by libusmc before connect/listen */
+#define KC_SOCK_SEEN	  (1u << 1) /* the program ran for it (connect or listen) */
+#define KC_SOCK_PEER_SMC  (1u << 2) /* the peer signalled SMC and we did too */
+#define KC_SOCK_CONGESTED (1u << 3) /* the peer signalled SMC; we did not: congested */
+
+/* Values of usmc_flows: what our SYN-ACK said to an SMC SYN. */
+#define KC_FLOW_ECHOED	   1
+#define KC_FLOW_SUPPRESSED 2
+
+struct kc_sock {
+	__u32 flags;
+};
+
+/*
+ * A usmc listener, found from its SYN-ACKs: those run on a request socket,
+ * which has no socket storage of its own and no way to the listener's, so
+ * listeners are looked up by network namespace and local port instead.
+ */
+struct kc_listen_key {
+	__u64 netns_cookie;
+	__u32 port; /* host byte order */
+	__u32 pad;
+};
+
+struct kc_listen_val {
+	__u32 congested; /* written by libusmc: SYN-ACKs go out without the option */
+	__u32 pad;
+	__u64 echoed;	  /* SYN-ACKs that carried the option */
+	__u64 suppressed; /* SYNs with the option answered without it (congested) */
+	__u64 plain;	  /* SYNs without the option */
+};
+
+/*
+ * A connection between its SYN-ACK (with the option) and the ACK that
+ * creates the accepted socket. The client's ISN + 1 tells apart
+ * connections of one listener port without needing the addresses (which a
+ * request socket of an IPv6 listener does not hold for IPv4 clients).
+ */
+struct kc_flow_key {
+	__u64 netns_cookie;
+	__u32 ack_seq; /* client ISN + 1, network byte order */
+	__u16 lport;   /* network byte order */
+	__u16 rport;   /* network byte order */
+};
+
+/* The option as written on the wire (and as bpf_load_hdr_opt() searches
+ * it: kind, then a kind-length of 6 that means a 4-byte magic). */
+static inline void kc_opt_fill(__u8 opt[KC_OPT_LEN])
+{
+	opt[0] = KC_OPT_KIND;
+	opt[1] = KC_OPT_LEN;
+	opt[2] = (KC_OPT_MAGIC >> 24) & 0xff;
+	opt[3] = (KC_OPT_MAGIC >> 16) & 0xff;
+	opt[4] = (KC_OPT_MAGIC >> 8) & 0xff;
+	opt[5] = KC_OPT_MAGIC & 0xff;
+}
+
+/* Flow key from our SYN-ACK's TCP header (fields in network byte order). */
+static inline void kc_flow_from_synack(struct kc_flow_key *k, __u64 netns_cookie, __u16 source,
+				       __u16 dest, __u32 ack_seq)
+{
+	k->netns_cookie = netns_cookie;
+	k->ack_seq = ack_seq;
+	k->lport = source;
+	k->rport = dest;
+}
+
+/* The same key from the client's ACK that completes the handshake. */
+static inline void kc_flow_from_ack(struct kc_flow_key *k, __u64 netns_cookie, __u16 source,
+				    __u16 dest, __u32 seq)
+{
+	k->netns_cookie = netns_cookie;
+	k->ack_seq = seq;
+	k->lport = dest;
+	k->rport = source;
+}
+
+#define KC_MAX_LISTENERS 1024
+#define KC_MAX_PENDING	 65536 /* SYN-ACKs awaiting their ACK; LRU beyond */
+
+#endif

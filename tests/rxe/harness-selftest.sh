@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The harness's own acceptance, run by tools/test.sh before the rxe tests:
+#  - a failing command in the guest fails the run, exit code and output intact;
+#  - a hung command is stopped at the guest budget and reported (exit 124),
+#    and no qemu process is left behind.
+# usage: harness-selftest.sh <build-dir>
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: harness-selftest.sh <build-dir>}" && pwd)
+vm=("$here/vm-run.sh" --build-dir "$build" --setup none -q)
+
+out=$("${vm[@]}" -- sh -c 'echo visible-output; exit 3' 2>&1) && rc=0 || rc=$?
+[ "$rc" = 3 ] || { echo "selftest: failing command gave exit $rc, want 3"; exit 1; }
+grep -q visible-output <<<"$out" || { echo "selftest: guest output not shown: $out"; exit 1; }
+echo "selftest: a failing command fails the run (exit 3) with its output shown"
+
+start=$(date +%s)
+out=$("${vm[@]}" --timeout 30 -- sleep 1000 2>&1) && rc=0 || rc=$?
+took=$(($(date +%s) - start))
+[ "$rc" = 124 ] || { echo "selftest: hung guest gave exit $rc, want 124: $out"; exit 1; }
+grep -q 'timed out' <<<"$out" || { echo "selftest: timeout not reported: $out"; exit 1; }
+[ "$took" -le 40 ] || { echo "selftest: timeout took $took s for a 30 s budget"; exit 1; }
+if pgrep -f "qemu-system-x86_64.*$build/rxe-vm" >/dev/null; then
+	echo "selftest: a qemu process was left running"
+	exit 1
+fi
+echo "selftest: a hung guest is stopped at its budget ($took s for 30 s) and reported; no qemu left"

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Kernel-compat mode against the Linux kernel's own SMC (rxe guest with
+ * --smc --setup two; root): the BPF program's SMC TCP option makes kernel
+ * SMC peers run CLC with usmc, and only them. Every verdict about the
+ * kernel side comes from its smc_diag dump (smc_kctl diag).
+ *
+ *   usage: test_kcompat_rxe <smc_kctl>
+ *
+ * Host A (USMC_TEST_HOST_A) runs the clients, host B the servers.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <usmc/usmc.h>
+
+#include "ctx.h"
+#include "kcompat.h"
+#include "listen.h"
+
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+#define SMCPROTO_SMC 0
+#define UEID	     "USMC-KCOMPAT-TEST"
+#define BASE_PORT    18700
+#define PING	     "ping from the client"
+#define PONG	     "pong from the server"
+
+static const char *kctl;
+static const char *host_a, *host_b;
+static int next_port = BASE_PORT;
+
+struct diag {
+	char mode[16];
+	unsigned int fallback, peer_diagnosis;
+};
+
+static struct sockaddr_in addr_of(const char *ip, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+	assert_int_equal(inet_pton(AF_INET, ip, &a.sin_addr), 1);
+	return a;
+}
+
+static int local_port(int fd)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	return ntohs(a.sin_port);
+}
+
+/* The smc_diag line of the kernel socket local -> peer; fails if none. */
+static void kernel_diag(const char *local, int lport, const char *peer, int pport, struct diag *d)
+{
+	char cmd[512], line[1024], want[160];
+	FILE *f;
+	bool found = false;
+
+	snprintf(cmd, sizeof(cmd), "'%s' diag", kctl);
+	snprintf(want, sizeof(want), "local=%s:%d peer=%s:%d ", local, lport, peer, pport);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *m = strstr(line, "mode="), *fb = strstr(line, "fallback=");
+		const char *pd = strstr(line, "peer_diagnosis=");
+
+		if (!strstr(line, want) || !m || !fb || !pd)
+			continue;
+		sscanf(m, "mode=%15s", d->mode);
+		d->fallback = (unsigned int)strtoul(fb + 9, NULL, 16);
+		d->peer_diagnosis = (unsigned int)strtoul(pd + 15, NULL, 16);
+		print_message("  smc_diag: %s", line);
+		found = true;
+	}
+	pclose(f);
+	if (!found)
+		fail_msg("no smc_diag entry %s", want);
+}
+
+static int smc_connect(int port)
+{
+	struct sockaddr_in src = addr_of(host_a, 0), dst = addr_of(host_b, port);
+	int fd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	return fd;
+}
+
+static void read_exactly(int fd, const char *want)
+{
+	char buf[64] = {0};
+	size_t len = strlen(want), got = 0;
+
+	while (got < len) {
+		ssize_t n = recv(fd, buf + got, len - got, 0);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(buf, want, len);
+}
+
+static void usmc_read_exactly(struct usmc_conn *c, const char *want)
+{
+	char buf[64] = {0};
+	size_t len = strlen(want);
+
+	assert_int_equal(usmc_recv(c, buf, len, MSG_WAITALL), (ssize_t)len);
+	assert_memory_equal(buf, want, len);
+}
+
+/* A context whose kernel-compat mode is @mode ("1" must load, "0" off). */
+static struct usmc_ctx *ctx_with(const char *mode)
+{
+	struct usmc_ctx *ctx;
+
+	setenv("USMC_KERNEL_COMPAT", mode, 1);
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	unsetenv("USMC_KERNEL_COMPAT");
+	assert_int_equal(usmc_ctx_kernel_compat(ctx), strcmp(mode, "0") != 0);
+	return ctx;
+}
+
+static struct usmc_listener *listen_b(struct usmc_ctx *ctx, int port)
+{
+	struct sockaddr_in a = addr_of(host_b, port);
+	struct usmc_listener *l;
+
+	assert_int_equal(usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 16, 0, &l), 0);
+	return l;
+}
+
+/*
+ * A kernel AF_SMC client against a usmc listener; data both ways over TCP.
+ * Returns the kernel client's diag and the usmc server connection's info.
+ */
+static void kernel_client_run(struct usmc_listener *l, int port, struct diag *d,
+			      struct usmc_conn_info *si)
+{
+	struct usmc_conn *sc;
+	int fd = smc_connect(port);
+
+	assert_int_equal(send(fd, PING, strlen(PING), 0), (ssize_t)strlen(PING));
+	assert_int_equal(usmc_accept(l, 0, &sc), 0);
+	/* the first bytes the application sees are the client's, no CLC */
+	usmc_read_exactly(sc, PING);
+	assert_int_equal(usmc_send(sc, PONG, strlen(PONG), 0), (ssize_t)strlen(PONG));
+	read_exactly(fd, PONG);
+	assert_int_equal(usmc_conn_info(sc, si), 0);
+	kernel_diag(host_a, local_port(fd), host_b, port, d);
+	usmc_close(sc);
+	close(fd);
+}
+
+/* (a) The kernel client sees the SYN-ACK option and runs CLC: it falls
+ * back because usmc DECLINEd (PEERDECL + our diagnosis), not because the
+ * peer did not indicate SMC. SMC-R, once usmc has it, passes too. */
+static void test_kernel_client_kcompat(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("1");
+	int port = next_port++;
+	struct usmc_listener *l = listen_b(ctx, port);
+	struct kc_listen_val v;
+	struct usmc_conn_info si;
+	struct diag d;
+
+	assert_true(l->kc.active);
+	kernel_client_run(l, port, &d, &si);
+	if (strcmp(d.mode, "SMC-R")) {
+		assert_string_equal(d.mode, "fallback");
+		assert_int_equal(d.fallback, USMC_REASON_PEERDECL);
+		assert_int_equal(d.peer_diagnosis, si.reason); /* what usmc declined with */
+		assert_int_equal(si.mode, USMC_MODE_TCP);
+		assert_int_not_equal(si.reason, USMC_REASON_PEERNOSMC);
+	}
+	assert_int_equal(kcompat_listener_counters(ctx->kc, &l->kc, &v), 0);
+	assert_int_equal(v.echoed, 1);
+	assert_int_equal(v.suppressed, 0);
+	print_message("  usmc server: %s %s, SYN-ACKs with option %llu\n", usmc_mode_name(si.mode),
+		      usmc_reason_name(si.reason), (unsigned long long)v.echoed);
+	usmc_listener_close(l);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* The same client against the userspace-only rule: no SYN-ACK option, so
+ * the kernel falls back silently with PEERNOSMC. */
+static void test_kernel_client_userspace_rule(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("0");
+	int port = next_port++;
+	struct usmc_listener *l = listen_b(ctx, port);
+	struct usmc_conn_info si;
+	struct diag d;
+
+	kernel_client_run(l, port, &d, &si);
+	assert_string_equal(d.mode, "fallback");
+	assert_int_equal(d.fallback, USMC_REASON_PEERNOSMC);
+	assert_int_equal(si.mode, USMC_MODE_TCP);
+	usmc_listener_close(l);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* (b) A congested kcompat listener answers the SMC SYN without the option:
+ * plain TCP for both, no CLC byte (the application's first bytes are the
+ * client's data, which they would not be after a PROPOSAL). */
+static void test_kernel_client_congested(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("1");
+	int port = next_port++;
+	struct usmc_listener *l = listen_b(ctx, port);
+	struct usmc_listener_stats st;
+	struct kc_listen_val v;
+	struct usmc_conn_info si;
+	struct diag d;
+
+	kcompat_listener_set_congested(ctx->kc, &l->kc, true);
+	kernel_client_run(l, port, &d, &si);
+	assert_string_equal(d.mode, "fallback");
+	assert_int_equal(d.fallback, USMC_REASON_PEERNOSMC);
+	assert_int_equal(si.mode, USMC_MODE_TCP);
+	assert_int_equal(si.reason, USMC_REASON_HS_CONGESTED);
+	assert_int_equal(kcompat_listener_counters(ctx->kc, &l->kc, &v), 0);
+	assert_int_equal(v.suppressed, 1);
+	assert_int_equal(v.echoed, 0);
+	usmc_listener_stats(l, &st);
+	assert_int_equal(st.congestion_fallbacks, 1);
+
+	/* no longer congested: the next SMC SYN gets the option again */
+	kcompat_listener_set_congested(ctx->kc, &l->kc, false);
+	kernel_client_run(l, port, &d, &si);
+	assert_int_not_equal(d.fallback, USMC_REASON_PEERNOSMC);
+	usmc_listener_close(l);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* Does a saved SYN (IPv4 + TCP header) carry the SMC option? */
+static bool syn_has_smc_option(const uint8_t *syn, size_t len)
+{
+	uint8_t opt[KC_OPT_LEN];
+	size_t ihl = (size_t)(syn[0] & 0x0f) * 4, doff, i;
+
+	kc_opt_fill(opt);
+	assert_true(len >= ihl + 20);
+	doff = (size_t)(syn[ihl + 12] >> 4) * 4;
+	for (i = ihl + 20; i < ihl + doff && i < len;) {
+		if (syn[i] == 0 || syn[i] == 1) { /* EOL, NOP */
+			i++;
+			continue;
+		}
+		if (i + 1 >= len || syn[i + 1] < 2)
+			return false;
+		if (i + KC_OPT_LEN <= len && !memcmp(syn + i, opt, KC_OPT_LEN))
+			return true;
+		i += syn[i + 1];
+	}
+	return false;
+}
+
+/* (c) A kcompat usmc client against a plain TCP server: its SYN carries the
+ * option, the SYN-ACK does not, so it is TCP PEERNOSMC and sends no CLC. */
+static void test_usmc_client_plain_server(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("1");
+	int port = next_port++, one = 1, lfd, fd;
+	struct sockaddr_in b = addr_of(host_b, port);
+	struct usmc_conn_info ci;
+	struct usmc_conn *c;
+	uint8_t syn[256];
+	socklen_t len = sizeof(syn);
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	assert_int_equal(setsockopt(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one)), 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&b, sizeof(b)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(ci.mode, USMC_MODE_TCP);
+	assert_int_equal(ci.reason, USMC_REASON_PEERNOSMC);
+	assert_int_equal(usmc_send(c, PING, strlen(PING), 0), (ssize_t)strlen(PING));
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len), 0);
+	assert_true(syn_has_smc_option(syn, len)); /* the SYN on the wire */
+	read_exactly(fd, PING);			   /* and not a CLC byte before it */
+	usmc_close(c);
+	close(fd);
+	close(lfd);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* A kcompat usmc client against a kernel AF_SMC server: the kernel echoes
+ * the option and waits for CLC; usmc, which cannot propose yet, declines at
+ * once, so the kernel server falls back with PEERDECL + our diagnosis. */
+static void test_usmc_client_kernel_server(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("1");
+	int port = next_port++, one = 1, lfd, fd;
+	struct sockaddr_in b = addr_of(host_b, port);
+	struct usmc_conn_info ci;
+	struct usmc_conn *c;
+	struct diag d;
+
+	lfd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
+	assert_true(lfd >= 0);
+	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&b, sizeof(b)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(ci.mode, USMC_MODE_TCP);
+	if (ci.reason == USMC_REASON_PEERNOSMC)
+		fail_msg("the kernel server's SYN-ACK had no SMC option?");
+	assert_int_equal(usmc_send(c, PING, strlen(PING), 0), (ssize_t)strlen(PING));
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	read_exactly(fd, PING);
+	assert_int_equal(send(fd, PONG, strlen(PONG), 0), (ssize_t)strlen(PONG));
+	usmc_read_exactly(c, PONG);
+	kernel_diag(host_b, port, inet_ntoa(((struct sockaddr_in *)&ci.local)->sin_addr),
+		    ntohs(((struct sockaddr_in *)&ci.local)->sin_port), &d);
+	assert_string_equal(d.mode, "fallback");
+	assert_int_equal(d.fallback, USMC_REASON_PEERDECL);
+	assert_int_equal(d.peer_diagnosis, ci.reason);
+	usmc_close(c);
+	close(fd);
+	close(lfd);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* The same without kernel-compat mode: no SYN option, silent PEERNOSMC. */
+static void test_usmc_client_kernel_server_userspace_rule(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("0");
+	int port = next_port++, one = 1, lfd, fd;
+	struct sockaddr_in b = addr_of(host_b, port);
+	struct usmc_conn_info ci;
+	struct usmc_conn *c;
+	struct diag d;
+
+	lfd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
+	assert_true(lfd >= 0);
+	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&b, sizeof(b)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(usmc_send(c, PING, strlen(PING), 0), (ssize_t)strlen(PING));
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	read_exactly(fd, PING);
+	kernel_diag(host_b, port, inet_ntoa(((struct sockaddr_in *)&ci.local)->sin_addr),
+		    ntohs(((struct sockaddr_in *)&ci.local)->sin_port), &d);
+	assert_string_equal(d.mode, "fallback");
+	assert_int_equal(d.fallback, USMC_REASON_PEERNOSMC);
+	usmc_close(c);
+	close(fd);
+	close(lfd);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+static int setup(void **state)
+{
+	char cmd[512];
+
+	/* a kernel client proposes SMC-Rv2 on rxe only with a UEID */
+	snprintf(cmd, sizeof(cmd), "'%s' ueid flush && '%s' ueid add %s", kctl, kctl, UEID);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kernel_client_kcompat),
+		cmocka_unit_test(test_kernel_client_userspace_rule),
+		cmocka_unit_test(test_kernel_client_congested),
+		cmocka_unit_test(test_usmc_client_plain_server),
+		cmocka_unit_test(test_usmc_client_kernel_server),
+		cmocka_unit_test(test_usmc_client_kernel_server_userspace_rule),
+	};
+
+	kctl = argc > 1 ? argv[1] : NULL;
+	host_a = getenv("USMC_TEST_HOST_A");
+	host_b = getenv("USMC_TEST_HOST_B");
+	if (!kctl || !host_a || !host_b || !strcmp(host_a, host_b)) {
+		fprintf(stderr, "usage: test_kcompat_rxe <smc_kctl>, in the guest:\n"
+				"  tests/rxe/vm-run.sh --smc --setup two -- <this> <smc_kctl>\n");
+		return 1;
+	}
+	return cmocka_run_group_tests(tests, setup, NULL);
+}

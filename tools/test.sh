@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, then builds and tests every
+# flavour. A fresh Debian 12 machine needs nothing else.
+#
+#   tools/test.sh            everything (what CI runs through .ci/run)
+#   tools/test.sh STAGE...   only some: release asan tsan fuzz valgrind rxe
+#
+# Build trees: build/ (release), build-asan/, build-tsan/, build-fuzz/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(release asan tsan fuzz valgrind rxe)
+
+log() { printf '\n=== %s: %s\n' "$(date +%T)" "$*"; }
+
+configure_build() { # dir [cmake args...]
+	local dir=$1
+	shift
+	cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+	cmake --build "$dir" -j "$jobs"
+}
+
+stage_release() {
+	log "release build (-Werror): unit, tcp and bench tests"
+	configure_build build
+	ctest --test-dir build -LE 'rxe|fuzz|tsan' --output-on-failure
+}
+
+stage_asan() {
+	log "ASan + UBSan build: unit and tcp tests"
+	configure_build build-asan -DUSMC_SANITIZE=address,undefined
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --test-dir build-asan -LE 'rxe|fuzz|tsan|bench' --output-on-failure
+}
+
+stage_tsan() {
+	log "ThreadSanitizer build: concurrency tests"
+	configure_build build-tsan -DUSMC_SANITIZE=thread
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -L tsan --output-on-failure
+}
+
+stage_fuzz() {
+	log "libFuzzer targets (clang, ASan+UBSan), 1,000,000 runs each"
+	CC=clang configure_build build-fuzz -DUSMC_FUZZ=ON
+	ctest --test-dir build-fuzz -L fuzz --output-on-failure -V | grep -E 'Done [0-9]+ runs|DONE|INITED|Test +#|tests passed'
+}
+
+# The unit and TCP tests under valgrind: no leak, no invalid access.
+stage_valgrind() {
+	log "valgrind: leaks and invalid accesses"
+	[ -d build ] || configure_build build
+	local vg=(valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible
+		--error-exitcode=99 --track-fds=no)
+	for t in test_api test_clc test_llc test_cdc test_cdc_cursor test_wire_err \
+		test_bufpool test_tcp_interop; do
+		echo "valgrind $t"
+		"${vg[@]}" "build/tests/$t" >/dev/null
+	done
+	echo "valgrind test_tcp_echo 20 connections x 4 MiB"
+	"${vg[@]}" build/tests/test_tcp_echo 20 4
+	echo "valgrind: 9 passed, 0 failed"
+}
+
+stage_rxe() {
+	log "soft-RoCE: rxe tests inside the qemu guest"
+	[ -d build ] || configure_build build
+	tests/rxe/harness-selftest.sh build
+	tests/rxe/run-rxe-tests.sh build
+}
+
+tools/install-deps.sh
+for s in "${stages[@]}"; do
+	"stage_$s"
+done
+log "all stages passed: ${stages[*]}"
