@@ -22,6 +22,7 @@ struct usmc_conn {
 	bool nonblock;
 	bool counted_open;    /* counted in ctx->open_conns */
 	bool decline_at_once; /* listener congested: decline in the accept thread */
+	uint64_t t_accept_ns; /* listener: when the accept thread took it (CLOCK_MONOTONIC) */
 	struct usmc_opts opts;
 	atomic_uint_least64_t bytes_sent, bytes_received;
 	struct usmc_conn *next; /* accept queue link (listener) */

@@ -1,6 +1,23 @@
 // SPDX-License-Identifier: MIT
+/*
+ * The accept thread (docs/listener.md has the whole design):
+ *
+ * One thread runs one epoll loop. Its set holds the wake eventfd, every
+ * connection being probed, and the source of new connections: either
+ * the listen socket itself (accept4 mode, level-triggered) or the eventfd
+ * an io_uring signals on completions (io_uring mode: one multishot accept
+ * on the listen socket posts one completion per accepted socket). The ring
+ * is created and every request on it submitted by the accept thread, so
+ * its completion work runs on that thread and never interrupts the
+ * application's own system calls.
+ *
+ * The thread never waits on a handshake: SMC clients go to the handshake
+ * pool (hs.c), plain clients straight to the accept queue.
+ */
 #include <errno.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,25 +33,34 @@
 #include "listen.h"
 #include "srv_clc.h"
 
-#define LISTEN_BACKLOG_MAX 65535
-#define ACCEPT_EVENTS	   64
+#define LISTEN_BACKLOG_MAX  65535
+#define ACCEPT_EVENTS	    64
+#define PROBE_PEEK_LEN	    8  /* a CLC header: all probe_classify() needs */
+#define ACCEPT_RING_ENTRIES 64 /* SQ size; the CQ gets twice as many */
+#define RING_UD_ACCEPT	    1  /* user_data of the multishot accept */
+#define RING_UD_CANCEL	    2  /* user_data of its cancellation */
+#define STASH_INITIAL	    16
+#define RING_STOP_WAIT_MS   100
+#define NSEC_PER_USEC	    1000ULL
+#define NSEC_PER_MSEC	    1000000ULL
+#define NSEC_PER_SEC	    1000000000ULL
 
 /* A connection whose first bytes the accept thread is waiting for. */
 struct probing {
 	struct usmc_conn *c;
-	long deadline_ms;
+	uint64_t deadline_ns;
 	struct probing *prev, *next;
 };
 
-/* epoll data for the two non-connection descriptors */
-static char lfd_tag, wake_tag;
+/* epoll data for the non-connection descriptors */
+static char lfd_tag, wake_tag, ring_tag;
 
-static long now_ms(void)
+static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
 static void wake_accept_thread(struct usmc_listener *l)
@@ -46,9 +72,62 @@ static void wake_accept_thread(struct usmc_listener *l)
 	}
 }
 
-static unsigned int backlog_used(struct usmc_listener *l)
+/* ---- pure decisions ------------------------------------------------------ */
+
+unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued,
+				 unsigned int stashed, unsigned int backlog)
 {
-	return atomic_load(&l->in_handshake) + atomic_load(&l->queued);
+	unsigned long used = (unsigned long)probing_or_hs + queued + stashed;
+
+	return used >= backlog ? 0 : (unsigned int)(backlog - used);
+}
+
+bool listen_hs_congested(unsigned int depth, long threshold)
+{
+	/* threshold 0 cannot come from opts_hs_congestion(); treat it as
+	 * "never idle enough", i.e. congested, rather than divide hairs */
+	return threshold <= 0 || depth >= (unsigned long)threshold;
+}
+
+bool listen_decline_at_once(bool auto_fallback, unsigned int depth, long threshold)
+{
+	return auto_fallback && listen_hs_congested(depth, threshold);
+}
+
+unsigned int listen_hist_bucket(uint64_t us)
+{
+	unsigned int b = 0;
+
+	while (us > 1 && b < USMC_HS_HIST_BUCKETS - 1) {
+		us >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* ---- accounting ---------------------------------------------------------- */
+
+/* Accept thread: connections the listener holds, including the stash. */
+static unsigned int backlog_room(struct usmc_listener *l)
+{
+	return listen_backlog_room(atomic_load(&l->in_handshake), atomic_load(&l->queued),
+				   l->ar.nstash, (unsigned int)l->backlog);
+}
+
+/* Accept thread only writes it, so a plain compare-and-store suffices. */
+static void note_backlog_high(struct usmc_listener *l)
+{
+	unsigned int used = atomic_load(&l->in_handshake) + atomic_load(&l->queued) + l->ar.nstash;
+
+	if (used > atomic_load(&l->backlog_high))
+		atomic_store(&l->backlog_high, used);
+}
+
+static void record_hs_time(struct usmc_listener *l, const struct usmc_conn *c)
+{
+	uint64_t us = (now_ns() - c->t_accept_ns) / NSEC_PER_USEC;
+
+	atomic_fetch_add_explicit(&l->hs_hist[listen_hist_bucket(us)], 1, memory_order_relaxed);
 }
 
 /* ---- accept queue ------------------------------------------------------ */
@@ -57,7 +136,12 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 {
 	uint64_t one = 1;
 
-	atomic_fetch_add(c->mode == USMC_MODE_SMCR ? &l->smcr : &l->fallbacks, 1);
+	if (c->mode == USMC_MODE_SMCR) {
+		atomic_fetch_add(&l->smcr, 1);
+	} else {
+		atomic_fetch_add(&l->fallbacks, 1);
+		atomic_fetch_add(&l->fallback_by_reason[usmc_reason_slot(c->reason)], 1);
+	}
 	c->next = NULL;
 	pthread_mutex_lock(&l->qlock);
 	if (l->qtail)
@@ -105,8 +189,11 @@ static struct usmc_conn *queue_pop(struct usmc_listener *l)
 
 /* ---- probing (accept thread) ------------------------------------------- */
 
-static void probe_unlink(struct usmc_listener *l, struct probing *p)
+/* Forget a probe entry (NULL: the connection was never in the epoll set). */
+static void probe_forget(struct usmc_listener *l, struct probing *p)
 {
+	if (!p)
+		return;
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -116,6 +203,7 @@ static void probe_unlink(struct usmc_listener *l, struct probing *p)
 	else
 		l->probes_tail = p->prev;
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
+	free(p);
 }
 
 /* The connection is TCP: give it to the application. */
@@ -131,97 +219,99 @@ static uint32_t plain_client_reason(struct usmc_listener *l)
 	return ctx_has_smcr_device(l->ctx) ? USMC_REASON_PEERNOSMC : USMC_REASON_NOSMCRDEV;
 }
 
-static void probe_end(struct usmc_listener *l, struct probing *p, bool smc)
+/* What the client's first bytes say so far. EOF or a socket error mean
+ * TCP: the application will see them. */
+static enum probe_verdict peek_verdict(int fd)
 {
-	struct usmc_conn *c = p->c;
+	uint8_t buf[PROBE_PEEK_LEN];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 
-	probe_unlink(l, p);
-	free(p);
-	if (smc) {
-		hs_pool_submit(&l->hs, c); /* stays counted in in_handshake */
-		return;
-	}
-	finish_tcp(l, c, plain_client_reason(l));
-	atomic_fetch_sub(&l->in_handshake, 1);
-}
-
-/* The probe ended with the connection unusable: drop it. */
-static void probe_drop(struct usmc_listener *l, struct probing *p)
-{
-	struct usmc_conn *c = p->c;
-
-	probe_unlink(l, p);
-	free(p);
-	listener_drop(l, c);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return PROBE_NEED_MORE;
+	if (n <= 0)
+		return PROBE_TCP;
+	return probe_classify(buf, (size_t)n);
 }
 
 /*
- * Auto-fallback of an SMC client while congested: answer its PROPOSAL with
- * a DECLINE right here, without the pool. Returns false while the PROPOSAL
- * is still incomplete.
+ * Auto-fallback: decided when the client shows it is an SMC client, from
+ * the pool's state at that moment (the moment we would queue it). Sticky:
+ * a PROPOSAL that arrives in pieces is declined once it is complete.
  */
-static bool decline_congested(struct usmc_listener *l, struct probing *p)
+static bool should_decline(struct usmc_listener *l, struct usmc_conn *c)
 {
-	struct usmc_conn *c = p->c;
+	if (!c->decline_at_once)
+		c->decline_at_once =
+			listen_decline_at_once(c->opts.v[USMC_OPT_AUTO_FALLBACK],
+					       hs_pool_depth(&l->hs), opts_hs_congestion(&c->opts));
+	return c->decline_at_once;
+}
+
+/* Answer an SMC client's PROPOSAL with a DECLINE right here, without the
+ * pool. Returns false while the PROPOSAL is still incomplete. */
+static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
+{
 	int rc = srv_clc_decline_now(c, USMC_DECL_SERVER_BUSY);
 
 	if (rc == -EAGAIN)
 		return false;
-	probe_unlink(l, p);
-	free(p);
+	probe_forget(l, p);
 	if (rc) {
 		listener_drop(l, c);
 		return true;
 	}
+	record_hs_time(l, c);
 	atomic_fetch_add(&l->congestion_fallbacks, 1);
 	finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	return true;
 }
 
+/*
+ * Act on a final verdict (PROBE_SMC or PROBE_TCP) for @c, probed through
+ * @p (or NULL). Returns false if @c must keep waiting for bytes.
+ */
+static bool probe_settle(struct usmc_listener *l, struct usmc_conn *c, enum probe_verdict v,
+			 struct probing *p)
+{
+	if (v == PROBE_SMC && should_decline(l, c))
+		return decline_congested(l, c, p);
+	probe_forget(l, p); /* before the hand-off: a worker may close the fd */
+	if (v == PROBE_SMC) {
+		hs_pool_submit(&l->hs, c); /* stays counted in in_handshake */
+		return true;
+	}
+	finish_tcp(l, c, plain_client_reason(l));
+	atomic_fetch_sub(&l->in_handshake, 1);
+	return true;
+}
+
 static void probe_event(struct usmc_listener *l, struct probing *p)
 {
-	uint8_t buf[8];
-	ssize_t n = recv(p->c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	enum probe_verdict v = peek_verdict(p->c->fd);
 
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	/* EOF or a socket error also mean TCP: the application sees them */
-	if (n <= 0) {
-		probe_end(l, p, false);
-		return;
-	}
-	switch (probe_classify(buf, (size_t)n)) {
-	case PROBE_NEED_MORE:
-		return; /* edge-triggered: the next segment wakes us */
-	case PROBE_SMC:
-		if (p->c->decline_at_once)
-			decline_congested(l, p);
-		else
-			probe_end(l, p, true);
-		return;
-	case PROBE_TCP:
-		probe_end(l, p, false);
-		return;
-	}
+	/* a prefix of a header: edge-triggered, the next segment wakes us */
+	if (v != PROBE_NEED_MORE)
+		probe_settle(l, p->c, v, p);
 }
 
 static void probes_expire(struct usmc_listener *l)
 {
-	long now = now_ms();
+	uint64_t now = now_ns();
 
 	/* same timeout for all: the list is in deadline order */
-	while (l->probes && l->probes->deadline_ms <= now) {
+	while (l->probes && l->probes->deadline_ns <= now) {
 		struct probing *p = l->probes;
-		uint8_t b[8];
-		ssize_t n = recv(p->c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+		struct usmc_conn *c = p->c;
 
 		/* a PROPOSAL that began but never completed is a failed
 		 * handshake; silence or anything else is a plain client */
-		if (n > 0 && probe_classify(b, (size_t)n) == PROBE_SMC)
-			probe_drop(l, p);
-		else
-			probe_end(l, p, false);
+		if (peek_verdict(c->fd) == PROBE_SMC) {
+			probe_forget(l, p);
+			listener_drop(l, c);
+		} else {
+			probe_settle(l, c, PROBE_TCP, p);
+		}
 	}
 }
 
@@ -233,7 +323,7 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_
 	if (!p)
 		return -ENOMEM;
 	p->c = c;
-	p->deadline_ms = now_ms() + probe_ms;
+	p->deadline_ns = now_ns() + (uint64_t)probe_ms * NSEC_PER_MSEC;
 	ev.data.ptr = p;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &ev)) {
 		free(p);
@@ -245,22 +335,18 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_
 	else
 		l->probes = p;
 	l->probes_tail = p;
-	/* the client may have spoken already: edge-triggered epoll reports
-	 * data present at ADD time too */
+	/* bytes that arrive between the caller's peek and the ADD are
+	 * reported too: edge-triggered epoll reports data present at ADD */
 	return 0;
 }
 
 /* ---- accepting (accept thread) ----------------------------------------- */
 
-static bool hs_congested(struct usmc_listener *l, const struct usmc_opts *o)
-{
-	return hs_pool_depth(&l->hs) >= (unsigned int)opts_hs_congestion(o);
-}
-
 static void accept_one(struct usmc_listener *l, int fd)
 {
 	struct usmc_opts o;
 	struct usmc_conn *c;
+	enum probe_verdict v;
 
 	pthread_mutex_lock(&l->opts_lock);
 	o = l->opts;
@@ -272,18 +358,19 @@ static void accept_one(struct usmc_listener *l, int fd)
 		atomic_fetch_add(&l->hs_failed, 1);
 		return;
 	}
+	c->t_accept_ns = now_ns();
 	if (!o.v[USMC_OPT_SMC]) {
 		finish_tcp(l, c, USMC_REASON_DISABLED);
+		note_backlog_high(l);
 		return;
 	}
-	/*
-	 * Auto-fallback: decided here, before any handshake work is queued.
-	 * The connection still needs its probe: an SMC client's PROPOSAL must
-	 * be answered with a DECLINE (the accept thread does that itself).
-	 */
-	if (o.v[USMC_OPT_AUTO_FALLBACK] && hs_congested(l, &o))
-		c->decline_at_once = true;
 	atomic_fetch_add(&l->in_handshake, 1);
+	note_backlog_high(l);
+	/* Under load the client's first segment is often here already:
+	 * classify it now and skip the epoll round trip. */
+	v = peek_verdict(fd);
+	if (v != PROBE_NEED_MORE && probe_settle(l, c, v, NULL))
+		return;
 	if (probe_start(l, c, o.v[USMC_OPT_PROBE_MS])) {
 		/* out of memory: let the application have it as TCP */
 		atomic_fetch_sub(&l->in_handshake, 1);
@@ -291,17 +378,10 @@ static void accept_one(struct usmc_listener *l, int fd)
 	}
 }
 
-static void set_lfd_armed(struct usmc_listener *l, bool armed)
-{
-	struct epoll_event ev = {.events = armed ? EPOLLIN : 0, .data.ptr = &lfd_tag};
-
-	epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev);
-	atomic_store(&l->paused, !armed);
-}
-
+/* accept4 mode: take connections while the backlog has room. */
 static void accept_burst(struct usmc_listener *l)
 {
-	while (backlog_used(l) < (unsigned int)l->backlog) {
+	while (backlog_room(l) > 0) {
 		int fd = accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -311,10 +391,256 @@ static void accept_burst(struct usmc_listener *l)
 		}
 		accept_one(l, fd);
 	}
-	/* At the cap: leave the rest in the kernel's queue (which overflows
-	 * into listen drops, as TCP does) until usmc_accept() makes room. */
-	atomic_fetch_add(&l->backlog_full, 1);
-	set_lfd_armed(l, false);
+}
+
+/* ---- io_uring multishot accept (accept thread) ----------------------------- */
+
+static int ring_submit_one(struct usmc_listener *l, bool cancel)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ar.ring);
+	int rc;
+
+	if (!sqe)
+		return -EBUSY; /* cannot happen: at most two requests in flight */
+	if (cancel) {
+		io_uring_prep_cancel64(sqe, RING_UD_ACCEPT, 0);
+		io_uring_sqe_set_data64(sqe, RING_UD_CANCEL);
+	} else {
+		io_uring_prep_multishot_accept(sqe, l->lfd, NULL, NULL,
+					       SOCK_NONBLOCK | SOCK_CLOEXEC);
+		io_uring_sqe_set_data64(sqe, RING_UD_ACCEPT);
+	}
+	rc = io_uring_submit(&l->ar.ring);
+	return rc < 0 ? rc : 0;
+}
+
+static void ring_arm(struct usmc_listener *l)
+{
+	if (!l->ar.armed && !ring_submit_one(l, false))
+		l->ar.armed = true;
+}
+
+static void ring_cancel(struct usmc_listener *l)
+{
+	/* armed stays true until the request's last completion */
+	if (l->ar.armed)
+		(void)ring_submit_one(l, true);
+}
+
+/* A socket the ring accepted while the listener is at its cap (or behind
+ * older stashed ones): keep it for later, in order. */
+static void stash_push(struct usmc_listener *l, int fd)
+{
+	struct accept_ring *ar = &l->ar;
+
+	if (ar->nstash == ar->stash_cap) {
+		unsigned int cap = ar->stash_cap ? 2 * ar->stash_cap : STASH_INITIAL;
+		int *s = realloc(ar->stash, cap * sizeof(*s));
+
+		if (!s) {
+			close(fd); /* out of memory: the client sees a reset */
+			atomic_fetch_add(&l->hs_failed, 1);
+			return;
+		}
+		ar->stash = s;
+		ar->stash_cap = cap;
+	}
+	ar->stash[ar->nstash++] = fd;
+}
+
+static void stash_serve(struct usmc_listener *l)
+{
+	struct accept_ring *ar = &l->ar;
+
+	/* a stashed socket counts in the backlog already: moving it into
+	 * the listener proper leaves the sum as it is */
+	while (ar->nstash &&
+	       listen_backlog_room(atomic_load(&l->in_handshake), atomic_load(&l->queued), 0,
+				   (unsigned int)l->backlog)) {
+		int fd = ar->stash[0];
+
+		memmove(ar->stash, ar->stash + 1, --ar->nstash * sizeof(*ar->stash));
+		accept_one(l, fd);
+	}
+}
+
+static void flow_control(struct usmc_listener *l);
+
+static void ring_take(struct usmc_listener *l, int fd)
+{
+	if (l->ar.nstash || !backlog_room(l)) {
+		stash_push(l, fd);
+		return;
+	}
+	accept_one(l, fd);
+	if (!backlog_room(l))
+		flow_control(l); /* cancel now, not after the whole batch */
+}
+
+/* The kernel cannot do multishot accept: use accept4 from now on. */
+static void ring_give_up(struct usmc_listener *l)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &lfd_tag};
+
+	l->ar.on = false;
+	atomic_store(&l->uring_on, false);
+	epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev);
+}
+
+static void ring_event(struct usmc_listener *l)
+{
+	struct io_uring_cqe *cqe;
+	uint64_t v;
+
+	if (read(l->ar.evfd, &v, sizeof(v)) < 0) {
+		/* spurious: drain anyway */
+	}
+	while (l->ar.on && !io_uring_peek_cqe(&l->ar.ring, &cqe)) {
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		int res = cqe->res;
+		bool more = cqe->flags & IORING_CQE_F_MORE;
+
+		io_uring_cqe_seen(&l->ar.ring, cqe);
+		if (ud != RING_UD_ACCEPT)
+			continue;
+		if (!more)
+			l->ar.armed = false; /* flow_control() re-arms if wanted */
+		if (res >= 0)
+			ring_take(l, res);
+		else if (res == -EINVAL || res == -EOPNOTSUPP)
+			ring_give_up(l);
+	}
+}
+
+/*
+ * Create the ring and arm the multishot accept; false if this kernel (or
+ * its policy, e.g. kernel.io_uring_disabled) does not allow it. A kernel
+ * without multishot accept fails the request at once with -EINVAL.
+ */
+static bool ring_setup(struct usmc_listener *l)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ring_tag};
+	struct accept_ring *ar = &l->ar;
+	struct io_uring_cqe *cqe;
+
+	if (io_uring_queue_init(ACCEPT_RING_ENTRIES, &ar->ring, 0))
+		return false;
+	ar->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ar->evfd < 0 || io_uring_register_eventfd(&ar->ring, ar->evfd) ||
+	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, ar->evfd, &ev))
+		goto fail;
+	ring_arm(l);
+	if (!ar->armed)
+		goto fail;
+	if (!io_uring_peek_cqe(&ar->ring, &cqe) && cqe->res == -EINVAL &&
+	    !(cqe->flags & IORING_CQE_F_MORE)) {
+		io_uring_cqe_seen(&ar->ring, cqe);
+		ar->armed = false;
+		goto fail;
+	}
+	ar->on = true;
+	return true;
+fail:
+	io_uring_queue_exit(&ar->ring);
+	if (ar->evfd >= 0) {
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, ar->evfd, NULL);
+		close(ar->evfd);
+	}
+	ar->evfd = -1;
+	return false;
+}
+
+/* A completion seen at teardown: close what nobody will take. */
+static void ring_reap(struct accept_ring *ar, struct io_uring_cqe *cqe)
+{
+	if (io_uring_cqe_get_data64(cqe) == RING_UD_ACCEPT) {
+		if (cqe->res >= 0)
+			close(cqe->res);
+		if (!(cqe->flags & IORING_CQE_F_MORE))
+			ar->armed = false;
+	}
+	io_uring_cqe_seen(&ar->ring, cqe);
+}
+
+/* Cancel the accept and close what it accepted that nobody took. */
+static void ring_teardown(struct usmc_listener *l)
+{
+	struct accept_ring *ar = &l->ar;
+	struct io_uring_cqe *cqe;
+
+	if (ar->evfd < 0)
+		return;
+	ring_cancel(l);
+	while (ar->armed) {
+		struct __kernel_timespec ts = {.tv_nsec = RING_STOP_WAIT_MS * NSEC_PER_MSEC};
+
+		if (io_uring_wait_cqe_timeout(&ar->ring, &cqe, &ts))
+			break; /* io_uring_queue_exit() cancels it anyway */
+		ring_reap(ar, cqe);
+	}
+	while (!io_uring_peek_cqe(&ar->ring, &cqe))
+		ring_reap(ar, cqe);
+	for (unsigned int i = 0; i < ar->nstash; i++)
+		close(ar->stash[i]);
+	free(ar->stash);
+	io_uring_queue_exit(&ar->ring);
+	close(ar->evfd);
+}
+
+/* ---- flow control at the backlog cap (accept thread) ------------------- */
+
+static void set_taking(struct usmc_listener *l, bool on)
+{
+	struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.ptr = &lfd_tag};
+
+	if (l->ar.on) {
+		if (on)
+			ring_arm(l);
+		else
+			ring_cancel(l);
+		return;
+	}
+	epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev);
+}
+
+/*
+ * Stop taking connections at the cap (the kernel's queue holds them, then
+ * overflows into listen drops, as for any TCP server) and resume when
+ * there is room. paused is set BEFORE the last look at the counts, and
+ * the threads that free room decrement a count before they look at
+ * paused: one of the two always sees the other, so no wake-up is lost.
+ */
+static void flow_control(struct usmc_listener *l)
+{
+	stash_serve(l);
+	if (!backlog_room(l)) {
+		bool was = atomic_exchange(&l->paused, true);
+
+		if (!backlog_room(l)) {
+			if (!was) {
+				atomic_fetch_add(&l->backlog_full, 1);
+				set_taking(l, false);
+			}
+			return;
+		}
+	}
+	if (atomic_exchange(&l->paused, false))
+		set_taking(l, true);
+	else if (l->ar.on && !l->ar.armed)
+		ring_arm(l); /* the request ended (error, CQ overflow): renew it */
+}
+
+static int next_timeout(struct usmc_listener *l)
+{
+	uint64_t now;
+
+	if (!l->probes)
+		return -1;
+	now = now_ns();
+	if (l->probes->deadline_ns <= now)
+		return 0;
+	/* round up: waking a little late is fine, spinning early is not */
+	return (int)((l->probes->deadline_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
 }
 
 static void wake_event(struct usmc_listener *l)
@@ -324,20 +650,6 @@ static void wake_event(struct usmc_listener *l)
 	if (read(l->wakefd, &v, sizeof(v)) < 0) {
 		/* spurious: nothing to do */
 	}
-	if (atomic_load(&l->paused) && backlog_used(l) < (unsigned int)l->backlog) {
-		set_lfd_armed(l, true);
-		accept_burst(l);
-	}
-}
-
-static int next_timeout(struct usmc_listener *l)
-{
-	long left;
-
-	if (!l->probes)
-		return -1;
-	left = l->probes->deadline_ms - now_ms();
-	return left < 0 ? 0 : (int)left;
 }
 
 static void *accept_thread_main(void *arg)
@@ -345,19 +657,38 @@ static void *accept_thread_main(void *arg)
 	struct usmc_listener *l = arg;
 	struct epoll_event evs[ACCEPT_EVENTS];
 
+	long want_ring;
+
+	pthread_mutex_lock(&l->opts_lock);
+	want_ring = l->opts.v[USMC_OPT_ACCEPT_URING];
+	pthread_mutex_unlock(&l->opts_lock);
+	/* The ring belongs to this thread (see the top of the file). */
+	if (want_ring && ring_setup(l))
+		atomic_store(&l->uring_on, true);
+	else
+		ring_give_up(l);
+	pthread_mutex_lock(&l->start_lock);
+	l->started = true;
+	pthread_cond_signal(&l->start_cond);
+	pthread_mutex_unlock(&l->start_lock);
+
 	while (!atomic_load(&l->stopping)) {
 		int n = epoll_wait(l->epfd, evs, ACCEPT_EVENTS, next_timeout(l));
 
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.ptr == &lfd_tag)
 				accept_burst(l);
+			else if (evs[i].data.ptr == &ring_tag)
+				ring_event(l);
 			else if (evs[i].data.ptr == &wake_tag)
 				wake_event(l);
 			else
 				probe_event(l, evs[i].data.ptr);
 		}
 		probes_expire(l);
+		flow_control(l);
 	}
+	ring_teardown(l);
 	return NULL;
 }
 
@@ -374,6 +705,7 @@ static void handshake(void *arg, struct usmc_conn *c)
 		listener_drop(l, c);
 		return;
 	}
+	record_hs_time(l, c);
 	listener_enqueue(l, c);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	if (atomic_load(&l->paused))
@@ -410,9 +742,8 @@ static int listener_setup_fds(struct usmc_listener *l)
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->qfd < 0 || l->wakefd < 0 || l->epfd < 0)
 		return -errno;
-	ev.data.ptr = &lfd_tag;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev))
-		return -errno;
+	/* the listen socket (or the ring's eventfd) is added by the accept
+	 * thread once it knows which one it uses */
 	ev.data.ptr = &wake_tag;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev))
 		return -errno;
@@ -434,8 +765,10 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	l->ctx = ctx;
 	l->flags = flags;
 	l->backlog = backlog;
-	l->lfd = l->qfd = l->wakefd = l->epfd = -1;
+	l->lfd = l->qfd = l->wakefd = l->epfd = l->ar.evfd = -1;
 	pthread_mutex_init(&l->opts_lock, NULL);
+	pthread_mutex_init(&l->start_lock, NULL);
+	pthread_cond_init(&l->start_cond, NULL);
 	pthread_mutex_init(&l->qlock, NULL);
 	ctx_copy_opts(ctx, &l->opts);
 	if (flags & USMC_LISTEN_AUTO_FALLBACK)
@@ -480,11 +813,18 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 		(void)hs_pool_stop(&l->hs);
 		goto err;
 	}
+	/* return only once the accept thread chose io_uring or accept4 */
+	pthread_mutex_lock(&l->start_lock);
+	while (!l->started)
+		pthread_cond_wait(&l->start_cond, &l->start_lock);
+	pthread_mutex_unlock(&l->start_lock);
 	atomic_fetch_add(&ctx->open_listeners, 1);
 	*out = l;
 	return 0;
 err:
 	listener_free_fds(l);
+	pthread_cond_destroy(&l->start_cond);
+	pthread_mutex_destroy(&l->start_lock);
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);
 	free(l);
@@ -570,6 +910,29 @@ int usmc_listener_getopt(const struct usmc_listener *l, enum usmc_opt opt, long 
 	return rc;
 }
 
+/*
+ * What the kernel knows of this listen socket: TCP_INFO of a listener gives
+ * its accept queue length in tcpi_unacked, and every connection it drops
+ * for a full queue (SYN or third ACK; ListenOverflows/ListenDrops in
+ * /proc/net/netstat, which are per host) also counts in the socket's own
+ * sk_drops, which SO_MEMINFO reports: so the drops here are this listener's.
+ */
+static void kernel_listen_stats(int lfd, struct usmc_listener_stats *st)
+{
+	uint32_t mem[SK_MEMINFO_VARS];
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	st->kernel_queue = 0;
+	st->listen_drops = 0;
+	if (!getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		st->kernel_queue = ti.tcpi_unacked;
+	len = sizeof(mem);
+	if (!getsockopt(lfd, SOL_SOCKET, SO_MEMINFO, mem, &len) &&
+	    len >= sizeof(uint32_t) * (SK_MEMINFO_DROPS + 1))
+		st->listen_drops = mem[SK_MEMINFO_DROPS];
+}
+
 void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st)
 {
 	struct usmc_listener *ml = (struct usmc_listener *)l;
@@ -586,6 +949,22 @@ void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_sta
 	st->queued = atomic_load(&ml->queued);
 	st->hs_queue_depth = hs_pool_depth(&ml->hs);
 	st->hs_queue_high = hs_pool_high(&ml->hs);
+	st->backlog_high = atomic_load(&ml->backlog_high);
+	for (int i = 0; i < USMC_HS_HIST_BUCKETS; i++)
+		st->hs_time_hist[i] = atomic_load_explicit(&ml->hs_hist[i], memory_order_relaxed);
+	st->accept_uring = atomic_load(&ml->uring_on);
+	kernel_listen_stats(ml->lfd, st);
+}
+
+uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t reason)
+{
+	struct usmc_listener *ml = (struct usmc_listener *)l;
+	unsigned int slot = usmc_reason_slot(reason);
+
+	/* Unknown codes share a slot: report them only when asked for one. */
+	if (!l || (slot == USMC_REASON_SLOTS - 1 && usmc_reason_lookup(reason)))
+		return 0;
+	return atomic_load(&ml->fallback_by_reason[slot]);
 }
 
 static void free_conn_list(struct usmc_conn *c)
@@ -618,6 +997,8 @@ int usmc_listener_close(struct usmc_listener *l)
 	while ((c = queue_pop(l)))
 		conn_destroy(c);
 	listener_free_fds(l);
+	pthread_cond_destroy(&l->start_cond);
+	pthread_mutex_destroy(&l->start_lock);
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);
 	atomic_fetch_sub(&l->ctx->open_listeners, 1);
