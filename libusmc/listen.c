@@ -40,6 +40,7 @@
 #define RING_UD_ACCEPT	    1  /* user_data of the multishot accept */
 #define RING_UD_CANCEL	    2  /* user_data of its cancellation */
 #define STASH_INITIAL	    16
+#define RING_ROOM_DIVISOR   2 /* multishot while room > backlog / this */
 #define RING_STOP_WAIT_MS   100
 #define NSEC_PER_USEC	    1000ULL
 #define NSEC_PER_MSEC	    1000000ULL
@@ -75,9 +76,9 @@ static void wake_accept_thread(struct usmc_listener *l)
 /* ---- pure decisions ------------------------------------------------------ */
 
 unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued,
-				 unsigned int stashed, unsigned int backlog)
+				 unsigned int backlog)
 {
-	unsigned long used = (unsigned long)probing_or_hs + queued + stashed;
+	unsigned long used = (unsigned long)probing_or_hs + queued;
 
 	return used >= backlog ? 0 : (unsigned int)(backlog - used);
 }
@@ -107,17 +108,18 @@ unsigned int listen_hist_bucket(uint64_t us)
 
 /* ---- accounting ---------------------------------------------------------- */
 
-/* Accept thread: connections the listener holds, including the stash. */
+/* Accept thread: room for connections in the listener proper (the stash
+ * of io_uring mode is not in it: docs/listener.md, "Backlog"). */
 static unsigned int backlog_room(struct usmc_listener *l)
 {
 	return listen_backlog_room(atomic_load(&l->in_handshake), atomic_load(&l->queued),
-				   l->ar.nstash, (unsigned int)l->backlog);
+				   (unsigned int)l->backlog);
 }
 
 /* Accept thread only writes it, so a plain compare-and-store suffices. */
 static void note_backlog_high(struct usmc_listener *l)
 {
-	unsigned int used = atomic_load(&l->in_handshake) + atomic_load(&l->queued) + l->ar.nstash;
+	unsigned int used = atomic_load(&l->in_handshake) + atomic_load(&l->queued);
 
 	if (used > atomic_load(&l->backlog_high))
 		atomic_store(&l->backlog_high, used);
@@ -423,8 +425,8 @@ static void ring_arm(struct usmc_listener *l)
 static void ring_cancel(struct usmc_listener *l)
 {
 	/* armed stays true until the request's last completion */
-	if (l->ar.armed)
-		(void)ring_submit_one(l, true);
+	if (l->ar.armed && !l->ar.cancelling && !ring_submit_one(l, true))
+		l->ar.cancelling = true;
 }
 
 /* A socket the ring accepted while the listener is at its cap (or behind
@@ -446,17 +448,15 @@ static void stash_push(struct usmc_listener *l, int fd)
 		ar->stash_cap = cap;
 	}
 	ar->stash[ar->nstash++] = fd;
+	if (ar->nstash > atomic_load(&l->stash_high))
+		atomic_store(&l->stash_high, ar->nstash);
 }
 
 static void stash_serve(struct usmc_listener *l)
 {
 	struct accept_ring *ar = &l->ar;
 
-	/* a stashed socket counts in the backlog already: moving it into
-	 * the listener proper leaves the sum as it is */
-	while (ar->nstash &&
-	       listen_backlog_room(atomic_load(&l->in_handshake), atomic_load(&l->queued), 0,
-				   (unsigned int)l->backlog)) {
+	while (ar->nstash && backlog_room(l)) {
 		int fd = ar->stash[0];
 
 		memmove(ar->stash, ar->stash + 1, --ar->nstash * sizeof(*ar->stash));
@@ -466,6 +466,18 @@ static void stash_serve(struct usmc_listener *l)
 
 static void flow_control(struct usmc_listener *l);
 
+/*
+ * A multishot accept cannot stop at a count: once armed it takes whatever
+ * the kernel queue holds and whatever arrives until its cancellation is
+ * processed. So it runs only while the listener has more room than this;
+ * the last part up to the cap is taken with accept4(), one at a time,
+ * which stops exactly at the cap.
+ */
+static unsigned int ring_min_room(const struct usmc_listener *l)
+{
+	return (unsigned int)l->backlog / RING_ROOM_DIVISOR;
+}
+
 static void ring_take(struct usmc_listener *l, int fd)
 {
 	if (l->ar.nstash || !backlog_room(l)) {
@@ -473,18 +485,15 @@ static void ring_take(struct usmc_listener *l, int fd)
 		return;
 	}
 	accept_one(l, fd);
-	if (!backlog_room(l))
+	if (backlog_room(l) <= ring_min_room(l))
 		flow_control(l); /* cancel now, not after the whole batch */
 }
 
 /* The kernel cannot do multishot accept: use accept4 from now on. */
 static void ring_give_up(struct usmc_listener *l)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &lfd_tag};
-
 	l->ar.on = false;
 	atomic_store(&l->uring_on, false);
-	epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev);
 }
 
 static void ring_event(struct usmc_listener *l)
@@ -504,7 +513,7 @@ static void ring_event(struct usmc_listener *l)
 		if (ud != RING_UD_ACCEPT)
 			continue;
 		if (!more)
-			l->ar.armed = false; /* flow_control() re-arms if wanted */
+			l->ar.armed = l->ar.cancelling = false; /* flow_control() re-arms */
 		if (res >= 0)
 			ring_take(l, res);
 		else if (res == -EINVAL || res == -EOPNOTSUPP)
@@ -589,18 +598,27 @@ static void ring_teardown(struct usmc_listener *l)
 
 /* ---- flow control at the backlog cap (accept thread) ------------------- */
 
-static void set_taking(struct usmc_listener *l, bool on)
-{
-	struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.ptr = &lfd_tag};
+enum take_mode {
+	TAKE_NONE,  /* at the cap: the kernel's queue holds new connections */
+	TAKE_EXACT, /* accept4() from epoll, checked one by one */
+	TAKE_RING,  /* io_uring multishot accept */
+};
 
-	if (l->ar.on) {
-		if (on)
-			ring_arm(l);
-		else
-			ring_cancel(l);
-		return;
-	}
-	epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev);
+static void set_lfd_events(struct usmc_listener *l, bool in)
+{
+	struct epoll_event ev = {.events = in ? EPOLLIN : 0, .data.ptr = &lfd_tag};
+
+	if (l->lfd_in != in && !epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev))
+		l->lfd_in = in;
+}
+
+static void set_take_mode(struct usmc_listener *l, enum take_mode m)
+{
+	if (m == TAKE_RING)
+		ring_arm(l);
+	else
+		ring_cancel(l);
+	set_lfd_events(l, m == TAKE_EXACT);
 }
 
 /*
@@ -612,22 +630,23 @@ static void set_taking(struct usmc_listener *l, bool on)
  */
 static void flow_control(struct usmc_listener *l)
 {
+	unsigned int room;
+
 	stash_serve(l);
-	if (!backlog_room(l)) {
+	room = backlog_room(l);
+	if (!room) {
 		bool was = atomic_exchange(&l->paused, true);
 
-		if (!backlog_room(l)) {
-			if (!was) {
+		room = backlog_room(l);
+		if (!room) {
+			if (!was)
 				atomic_fetch_add(&l->backlog_full, 1);
-				set_taking(l, false);
-			}
+			set_take_mode(l, TAKE_NONE);
 			return;
 		}
 	}
-	if (atomic_exchange(&l->paused, false))
-		set_taking(l, true);
-	else if (l->ar.on && !l->ar.armed)
-		ring_arm(l); /* the request ended (error, CQ overflow): renew it */
+	atomic_store(&l->paused, false);
+	set_take_mode(l, l->ar.on && room > ring_min_room(l) ? TAKE_RING : TAKE_EXACT);
 }
 
 static int next_timeout(struct usmc_listener *l)
@@ -665,8 +684,7 @@ static void *accept_thread_main(void *arg)
 	/* The ring belongs to this thread (see the top of the file). */
 	if (want_ring && ring_setup(l))
 		atomic_store(&l->uring_on, true);
-	else
-		ring_give_up(l);
+	flow_control(l);
 	pthread_mutex_lock(&l->start_lock);
 	l->started = true;
 	pthread_cond_signal(&l->start_cond);
@@ -742,8 +760,12 @@ static int listener_setup_fds(struct usmc_listener *l)
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->qfd < 0 || l->wakefd < 0 || l->epfd < 0)
 		return -errno;
-	/* the listen socket (or the ring's eventfd) is added by the accept
-	 * thread once it knows which one it uses */
+	/* polled for nothing until the accept thread's flow_control() says */
+	ev.events = 0;
+	ev.data.ptr = &lfd_tag;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev))
+		return -errno;
+	ev.events = EPOLLIN;
 	ev.data.ptr = &wake_tag;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev))
 		return -errno;
@@ -950,6 +972,7 @@ void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_sta
 	st->hs_queue_depth = hs_pool_depth(&ml->hs);
 	st->hs_queue_high = hs_pool_high(&ml->hs);
 	st->backlog_high = atomic_load(&ml->backlog_high);
+	st->accept_stash_high = atomic_load(&ml->stash_high);
 	for (int i = 0; i < USMC_HS_HIST_BUCKETS; i++)
 		st->hs_time_hist[i] = atomic_load_explicit(&ml->hs_hist[i], memory_order_relaxed);
 	st->accept_uring = atomic_load(&ml->uring_on);

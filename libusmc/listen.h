@@ -25,12 +25,15 @@ struct probing;
 
 /* io_uring multishot accept state (accept thread only, after setup). */
 struct accept_ring {
-	bool on;    /* the listener takes connections through the ring */
-	bool armed; /* a multishot accept is outstanding */
-	int evfd;   /* signalled by the ring on completions; in the epoll set */
+	bool on;	 /* the listener takes connections through the ring */
+	bool armed;	 /* a multishot accept is outstanding */
+	bool cancelling; /* and its cancellation was submitted */
+	int evfd;	 /* signalled by the ring on completions; in the epoll set */
 	struct io_uring ring;
-	/* sockets the ring accepted after the backlog cap was reached (in
-	 * flight when the cancel was issued); first served on resume */
+	/* sockets the ring accepted while the listener was at its cap: a
+	 * multishot accept drains the kernel's whole accept queue at once,
+	 * and completions in flight when the cancel goes out still come.
+	 * Served first, in order, when there is room. */
 	int *stash;
 	unsigned int nstash, stash_cap;
 };
@@ -48,6 +51,7 @@ struct usmc_listener {
 	atomic_bool stopping;
 	atomic_bool paused; /* accept thread stopped taking connections */
 	struct accept_ring ar;
+	bool lfd_in;	      /* accept thread: the listen socket is polled for EPOLLIN */
 	atomic_bool uring_on; /* for stats: ar.on, readable by any thread */
 
 	/* usmc_listen() waits until the accept thread chose how it accepts */
@@ -71,6 +75,7 @@ struct usmc_listener {
 	atomic_uint in_handshake;
 	atomic_uint queued;
 	atomic_uint backlog_high;
+	atomic_uint stash_high;
 
 	atomic_uint_least64_t accepted, smcr, fallbacks, hs_failed, congestion_fallbacks,
 		backlog_full;
@@ -87,9 +92,10 @@ void listener_drop(struct usmc_listener *l, struct usmc_conn *c);
 /* ---- pure decisions (unit-tested in tests/test_listen_policy.c) --------- */
 
 /* How many more connections the accept thread may take now: the backlog
- * cap counts every connection the listener holds, whatever its stage. */
+ * cap counts every connection being probed, in the handshake, or queued
+ * for usmc_accept(). */
 unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued,
-				 unsigned int stashed, unsigned int backlog);
+				 unsigned int backlog);
 
 /* Is the handshake pool congested? @depth handshakes wait for a worker;
  * @threshold is the effective USMC_OPT_HS_CONGESTION (opts_hs_congestion). */

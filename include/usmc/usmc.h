@@ -249,7 +249,8 @@ struct usmc_listener_stats {
 	uint32_t queued;	       /* now: waiting for usmc_accept() */
 	uint32_t hs_queue_depth;       /* now: handshakes waiting for a worker */
 	uint32_t hs_queue_high;	       /* high-water mark of hs_queue_depth */
-	uint32_t backlog_high;	       /* high-water mark of the backlog use */
+	uint32_t backlog_high;	       /* high-water mark of in_handshake + queued */
+	uint32_t accept_stash_high;    /* io_uring: most sockets accepted past the cap */
 	uint32_t kernel_queue;	       /* now: connections in the kernel's accept queue */
 	uint64_t listen_drops;	       /* kernel: connections this listen socket dropped */
 	uint64_t hs_time_hist[USMC_HS_HIST_BUCKETS]; /* CLC handshakes by duration */
