@@ -306,14 +306,20 @@ static void probes_expire(struct usmc_listener *l)
 		struct probing *p = l->probes;
 		struct usmc_conn *c = p->c;
 
-		/* a PROPOSAL that began but never completed is a failed
-		 * handshake; silence or anything else is a plain client */
-		if (peek_verdict(c->fd) == PROBE_SMC) {
-			probe_forget(l, p);
-			listener_drop(l, c);
-		} else {
+		/* silence, a partial header or anything else: a plain client */
+		if (peek_verdict(c->fd) != PROBE_SMC) {
 			probe_settle(l, c, PROBE_TCP, p);
+			continue;
 		}
+		/* a PROPOSAL header whose event we have not handled yet, or
+		 * whose body is late: an SMC client all the same */
+		if (probe_settle(l, c, PROBE_SMC, p))
+			continue;
+		/* declining at once needs the whole PROPOSAL, which is late:
+		 * let a worker wait for it with the CLC timeout */
+		c->decline_at_once = false;
+		probe_forget(l, p);
+		hs_pool_submit(&l->hs, c);
 	}
 }
 
