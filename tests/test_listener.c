@@ -49,6 +49,19 @@
 #define FLOOD_SECONDS	   8
 #define FLOOD_RSS_BOUND_KB 2048
 
+/* Sanitizer runtimes grow their own memory (shadow, quarantine, history)
+ * with every operation: RSS says nothing about the listener there. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef RSS_MEANINGFUL
+#define RSS_MEANINGFUL 1
+#endif
+
 /* The SMC-Rv2 PROPOSAL of a Linux client (as in test_tcp_interop.c). */
 static const uint8_t proposal[156] = {
 	0xE2,	       0xD4,	      0xC3,	     0xD9,	    0x01,	   0x00,
@@ -544,8 +557,10 @@ static void test_flood_memory(void **state)
 		      atomic_load(&d.accepted) - 64, (unsigned long long)st.listen_drops, before,
 		      peak, after, st.backlog_high);
 	assert_true(st.backlog_high <= FLOOD_BACKLOG);
-	assert_true(peak - before < FLOOD_RSS_BOUND_KB);
-	assert_true(after - before < FLOOD_RSS_BOUND_KB);
+	if (RSS_MEANINGFUL) {
+		assert_true(peak - before < FLOOD_RSS_BOUND_KB);
+		assert_true(after - before < FLOOD_RSS_BOUND_KB);
+	}
 	env_close(&e);
 }
 
