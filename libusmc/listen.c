@@ -40,18 +40,33 @@
 #define RING_UD_ACCEPT	    1  /* user_data of the multishot accept */
 #define RING_UD_CANCEL	    2  /* user_data of its cancellation */
 #define STASH_INITIAL	    16
-#define RING_ROOM_DIVISOR   2 /* multishot while room > backlog / this */
-#define RING_STOP_WAIT_MS   100
-#define NSEC_PER_USEC	    1000ULL
-#define NSEC_PER_MSEC	    1000000ULL
-#define NSEC_PER_SEC	    1000000000ULL
+/*
+ * Accepted sockets stay blocking, as connections use them (conn.c): every
+ * read the listener does on them is MSG_DONTWAIT, and its one write, a
+ * DECLINE, always fits a new socket's send buffer. That saves the two
+ * fcntl() calls per connection that O_NONBLOCK would cost to undo.
+ */
+#define ACCEPT_FLAGS	  SOCK_CLOEXEC
+#define RING_ROOM_DIVISOR 2 /* multishot while room > backlog / this */
+#define RING_STOP_WAIT_MS 100
+#define NSEC_PER_USEC	  1000ULL
+#define NSEC_PER_MSEC	  1000000ULL
+#define NSEC_PER_SEC	  1000000000ULL
 
 /* A connection whose first bytes the accept thread is waiting for. */
 struct probing {
 	struct usmc_conn *c;
 	uint64_t deadline_ns;
+	bool armed; /* its one-shot epoll entry has not fired yet */
 	struct probing *prev, *next;
 };
+
+/*
+ * One-shot: after its event the entry is disabled, so a connection that is
+ * settled by its event needs no EPOLL_CTL_DEL (a system call per connection
+ * saved); the disabled entry goes away by itself when the socket is closed.
+ */
+#define PROBE_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT)
 
 /* epoll data for the non-connection descriptors */
 static char lfd_tag, wake_tag, ring_tag;
@@ -204,14 +219,14 @@ static void probe_forget(struct usmc_listener *l, struct probing *p)
 		p->next->prev = p->prev;
 	else
 		l->probes_tail = p->prev;
-	epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
+	if (p->armed)
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
 	free(p);
 }
 
 /* The connection is TCP: give it to the application. */
 static void finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason)
 {
-	conn_make_blocking(c);
 	conn_set_mode(c, USMC_MODE_TCP, reason, false);
 	listener_enqueue(l, c);
 }
@@ -288,13 +303,24 @@ static bool probe_settle(struct usmc_listener *l, struct usmc_conn *c, enum prob
 	return true;
 }
 
+static void probe_arm(struct usmc_listener *l, struct probing *p, int op)
+{
+	struct epoll_event ev = {.events = PROBE_EVENTS, .data.ptr = p};
+
+	p->armed = !epoll_ctl(l->epfd, op, p->c->fd, &ev);
+}
+
 static void probe_event(struct usmc_listener *l, struct probing *p)
 {
 	enum probe_verdict v = peek_verdict(p->c->fd);
 
-	/* a prefix of a header: edge-triggered, the next segment wakes us */
-	if (v != PROBE_NEED_MORE)
-		probe_settle(l, p->c, v, p);
+	p->armed = false;
+	if (v != PROBE_NEED_MORE && probe_settle(l, p->c, v, p))
+		return;
+	/* a prefix of a header, or a PROPOSAL to decline that is not
+	 * complete: the next segment wakes us (if re-arming fails, the
+	 * probe deadline still settles it) */
+	probe_arm(l, p, EPOLL_CTL_MOD);
 }
 
 static void probes_expire(struct usmc_listener *l)
@@ -326,14 +352,13 @@ static void probes_expire(struct usmc_listener *l)
 static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_ms)
 {
 	struct probing *p = calloc(1, sizeof(*p));
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET};
 
 	if (!p)
 		return -ENOMEM;
 	p->c = c;
 	p->deadline_ns = now_ns() + (uint64_t)probe_ms * NSEC_PER_MSEC;
-	ev.data.ptr = p;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &ev)) {
+	probe_arm(l, p, EPOLL_CTL_ADD);
+	if (!p->armed) {
 		free(p);
 		return -errno;
 	}
@@ -390,7 +415,7 @@ static void accept_one(struct usmc_listener *l, int fd)
 static void accept_burst(struct usmc_listener *l)
 {
 	while (backlog_room(l) > 0) {
-		int fd = accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(l->lfd, NULL, NULL, ACCEPT_FLAGS);
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -414,8 +439,7 @@ static int ring_submit_one(struct usmc_listener *l, bool cancel)
 		io_uring_prep_cancel64(sqe, RING_UD_ACCEPT, 0);
 		io_uring_sqe_set_data64(sqe, RING_UD_CANCEL);
 	} else {
-		io_uring_prep_multishot_accept(sqe, l->lfd, NULL, NULL,
-					       SOCK_NONBLOCK | SOCK_CLOEXEC);
+		io_uring_prep_multishot_accept(sqe, l->lfd, NULL, NULL, ACCEPT_FLAGS);
 		io_uring_sqe_set_data64(sqe, RING_UD_ACCEPT);
 	}
 	rc = io_uring_submit(&l->ar.ring);
@@ -721,10 +745,8 @@ static void *accept_thread_main(void *arg)
 static void handshake(void *arg, struct usmc_conn *c)
 {
 	struct usmc_listener *l = arg;
-	int rc = conn_make_blocking(c);
+	int rc = srv_clc_handshake(c); /* the socket is blocking (ACCEPT_FLAGS) */
 
-	if (!rc)
-		rc = srv_clc_handshake(c);
 	if (rc) {
 		listener_drop(l, c);
 		return;
