@@ -149,10 +149,8 @@ static void record_hs_time(struct usmc_listener *l, const struct usmc_conn *c)
 
 /* ---- accept queue ------------------------------------------------------ */
 
-void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
+static void queue_push(struct usmc_listener *l, struct usmc_conn *c)
 {
-	uint64_t one = 1;
-
 	if (c->mode == USMC_MODE_SMCR) {
 		atomic_fetch_add(&l->smcr, 1);
 	} else {
@@ -170,10 +168,37 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 	 * below the truth and the cap is never overshot */
 	atomic_fetch_add(&l->queued, 1);
 	pthread_mutex_unlock(&l->qlock);
-	/* one semaphore count per queued connection: the fd is readable
-	 * exactly while the queue is not empty */
-	if (write(l->qfd, &one, sizeof(one)) < 0) {
+}
+
+/* One semaphore count per queued connection: the fd is readable exactly
+ * while the queue is not empty (a count may trail its connection, never
+ * precede it). */
+static void queue_tokens(struct usmc_listener *l, uint64_t n)
+{
+	if (write(l->qfd, &n, sizeof(n)) < 0) {
 		/* cannot happen below 2^64 - 1 queued connections */
+	}
+}
+
+void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
+{
+	queue_push(l, c);
+	queue_tokens(l, 1);
+}
+
+/* Accept thread: queue now, post the count with the others of this round
+ * of events (one eventfd write per round instead of one per connection). */
+static void enqueue_batched(struct usmc_listener *l, struct usmc_conn *c)
+{
+	queue_push(l, c);
+	l->tokens_pending++;
+}
+
+static void flush_tokens(struct usmc_listener *l)
+{
+	if (l->tokens_pending) {
+		queue_tokens(l, l->tokens_pending);
+		l->tokens_pending = 0;
 	}
 }
 
@@ -228,7 +253,7 @@ static void probe_forget(struct usmc_listener *l, struct probing *p)
 static void finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason)
 {
 	conn_set_mode(c, USMC_MODE_TCP, reason, false);
-	listener_enqueue(l, c);
+	enqueue_batched(l, c);
 }
 
 static uint32_t plain_client_reason(struct usmc_listener *l)
@@ -735,6 +760,7 @@ static void *accept_thread_main(void *arg)
 		}
 		probes_expire(l);
 		flow_control(l);
+		flush_tokens(l);
 	}
 	ring_teardown(l);
 	return NULL;

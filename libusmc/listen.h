@@ -51,8 +51,9 @@ struct usmc_listener {
 	atomic_bool stopping;
 	atomic_bool paused; /* accept thread stopped taking connections */
 	struct accept_ring ar;
-	bool lfd_in;	      /* accept thread: the listen socket is polled for EPOLLIN */
-	atomic_bool uring_on; /* for stats: ar.on, readable by any thread */
+	bool lfd_in;		 /* accept thread: the listen socket is polled for EPOLLIN */
+	uint64_t tokens_pending; /* accept thread: queued, count not posted yet */
+	atomic_bool uring_on;	 /* for stats: ar.on, readable by any thread */
 
 	/* usmc_listen() waits until the accept thread chose how it accepts */
 	pthread_mutex_t start_lock;
