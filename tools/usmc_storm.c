@@ -85,7 +85,11 @@ static struct {
 	 .threads = DEFAULT_THREADS,
 	 .backlog = DEFAULT_BACKLOG};
 
-static struct usmc_ctx *ctx;
+/* Separate contexts so that each side's counters are its own: the modes
+ * come from the context and listener counters, not from usmc_conn_info()
+ * per connection (two system calls each, which plain sockets would not
+ * pay). */
+static struct usmc_ctx *sctx, *cctx;
 static atomic_bool stop_clients, stop_server;
 
 static uint64_t now_us(void)
@@ -114,7 +118,7 @@ struct sconn {
 
 static struct usmc_listener *ulst;
 static int plain_lfd = -1;
-static uint64_t srv_smcr, srv_tcp, srv_congested, srv_errors;
+static uint64_t srv_errors;
 
 static ssize_t s_recv(struct sconn *s, void *b, size_t n)
 {
@@ -149,7 +153,6 @@ static void s_close(int ep, struct sconn *s)
 static struct sconn *s_accept(void)
 {
 	struct sconn *s = calloc(1, sizeof(*s));
-	struct usmc_conn_info info;
 
 	if (!s)
 		return NULL;
@@ -159,13 +162,6 @@ static struct sconn *s_accept(void)
 			return s;
 	} else if (!usmc_accept(ulst, USMC_NONBLOCK, &s->uc)) {
 		s->fd = usmc_conn_fd(s->uc);
-		usmc_conn_info(s->uc, &info);
-		if (info.mode == USMC_MODE_SMCR)
-			srv_smcr++;
-		else
-			srv_tcp++;
-		if (info.reason == USMC_REASON_HS_CONGESTED)
-			srv_congested++;
 		return s;
 	}
 	free(s);
@@ -224,7 +220,7 @@ static int server_open(void)
 	socklen_t len = sizeof(ss);
 
 	if (cfg.server == K_USMC) {
-		rc = usmc_listen(ctx, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr), cfg.backlog,
+		rc = usmc_listen(sctx, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr), cfg.backlog,
 				 flags, &ulst);
 		if (rc)
 			die("usmc_listen", rc);
@@ -288,7 +284,7 @@ struct cslot {
 struct cthread {
 	pthread_t t;
 	int nslots;
-	uint64_t reqs, errors, smcr, tcp, declined_busy;
+	uint64_t reqs, errors, declined_busy;
 	uint32_t *lat; /* connect times, us */
 	size_t nlat, cap;
 };
@@ -336,7 +332,7 @@ static bool c_start(int ep, struct cslot *s)
 	s->st = C_CONNECTING;
 	s->got = 0;
 	if (cfg.client == K_USMC) {
-		rc = usmc_connect(ctx, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr),
+		rc = usmc_connect(cctx, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr),
 				  USMC_NONBLOCK, &s->uc);
 		if (rc)
 			return false;
@@ -379,17 +375,8 @@ static ssize_t c_recv(struct cslot *s, void *b, size_t n)
 static bool c_established(int ep, struct cthread *ct, struct cslot *s)
 {
 	uint8_t req[MSG_SIZE];
-	struct usmc_conn_info info;
 
 	lat_add(ct, now_us() - s->t0);
-	if (s->uc && !usmc_conn_info(s->uc, &info)) {
-		if (info.mode == USMC_MODE_SMCR)
-			ct->smcr++;
-		else
-			ct->tcp++;
-	} else {
-		ct->tcp++;
-	}
 	memset(req, 'q', sizeof(req));
 	if (c_send(s, req, sizeof(req)) != MSG_SIZE)
 		return false;
@@ -589,7 +576,8 @@ static void sleep_s(int s)
 
 static void report(struct cthread *ct, uint64_t elapsed_us)
 {
-	uint64_t reqs = 0, errors = 0, smcr = 0, tcp = 0, busy = 0;
+	uint64_t reqs = 0, errors = 0, busy = 0;
+	struct usmc_ctx_stats cs;
 	size_t nlat = 0, k = 0;
 	uint32_t *lat;
 	struct usmc_listener_stats st = {0};
@@ -597,8 +585,6 @@ static void report(struct cthread *ct, uint64_t elapsed_us)
 	for (int i = 0; i < cfg.threads; i++) {
 		reqs += ct[i].reqs;
 		errors += ct[i].errors;
-		smcr += ct[i].smcr;
-		tcp += ct[i].tcp;
 		busy += ct[i].declined_busy;
 		nlat += ct[i].nlat;
 	}
@@ -610,6 +596,7 @@ static void report(struct cthread *ct, uint64_t elapsed_us)
 	qsort(lat, nlat, sizeof(*lat), cmp_u32);
 	if (ulst)
 		usmc_listener_stats(ulst, &st);
+	usmc_ctx_stats(cctx, &cs); /* usmc clients only */
 	printf("server=%s%s client=%s clients=%d secs=%d reqs=%llu req_per_s=%.0f errors=%llu "
 	       "connect_p50_us=%u connect_p99_us=%u client_smcr=%llu client_tcp=%llu "
 	       "declined_busy=%llu srv_smcr=%llu srv_tcp=%llu srv_congested=%llu "
@@ -618,9 +605,10 @@ static void report(struct cthread *ct, uint64_t elapsed_us)
 	       kind_names[cfg.server], cfg.auto_fallback ? "-af" : "", kind_names[cfg.client],
 	       cfg.clients, cfg.seconds, (unsigned long long)reqs, reqs * 1e6 / (double)elapsed_us,
 	       (unsigned long long)errors, nlat ? lat[nlat / 2] : 0,
-	       nlat ? lat[nlat * 99 / 100] : 0, (unsigned long long)smcr, (unsigned long long)tcp,
-	       (unsigned long long)busy, (unsigned long long)srv_smcr, (unsigned long long)srv_tcp,
-	       (unsigned long long)srv_congested, (unsigned long long)srv_errors,
+	       nlat ? lat[nlat * 99 / 100] : 0, (unsigned long long)cs.smcr,
+	       (unsigned long long)cs.fallbacks, (unsigned long long)busy,
+	       (unsigned long long)st.smcr, (unsigned long long)st.fallbacks,
+	       (unsigned long long)st.congestion_fallbacks, (unsigned long long)srv_errors,
 	       (unsigned long long)st.hs_failed, st.hs_queue_high,
 	       (unsigned long long)st.backlog_full, (unsigned long long)st.listen_drops,
 	       st.accept_uring);
@@ -637,7 +625,9 @@ int main(int argc, char **argv)
 	parse_args(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
-	rc = usmc_ctx_create(&ctx);
+	rc = usmc_ctx_create(&sctx);
+	if (!rc)
+		rc = usmc_ctx_create(&cctx);
 	if (rc)
 		die("usmc_ctx_create", rc);
 	if (cfg.server != K_NONE) {
