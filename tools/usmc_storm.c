@@ -114,7 +114,10 @@ struct sconn {
 	uint8_t buf[MSG_SIZE];
 	size_t got;
 	bool answered;
+	struct sconn *prev, *next; /* open connections, closed at the end */
 };
+
+static struct sconn *sconns;
 
 static struct usmc_listener *ulst;
 static int plain_lfd = -1;
@@ -142,6 +145,12 @@ static ssize_t s_send(struct sconn *s, const void *b, size_t n)
 
 static void s_close(int ep, struct sconn *s)
 {
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		sconns = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
 	epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
 	if (s->uc)
 		usmc_close(s->uc);
@@ -261,10 +270,16 @@ static void *server_main(void *arg)
 
 				setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 				epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &cev);
+				s->next = sconns;
+				if (sconns)
+					sconns->prev = s;
+				sconns = s;
 			}
 		}
 	}
-	close(ep); /* connections still open at the end are left to exit() */
+	while (sconns)
+		s_close(ep, sconns);
+	close(ep);
 	return NULL;
 }
 
@@ -615,6 +630,24 @@ static void report(struct cthread *ct, uint64_t elapsed_us)
 	free(lat);
 }
 
+/* Close everything, so that leak checkers see a clean exit. */
+static int shutdown_all(void)
+{
+	int rc = 0;
+
+	if (ulst)
+		rc = usmc_listener_close(ulst);
+	if (plain_lfd >= 0)
+		close(plain_lfd);
+	if (!rc)
+		rc = usmc_ctx_destroy(sctx);
+	if (!rc)
+		rc = usmc_ctx_destroy(cctx);
+	if (rc)
+		fprintf(stderr, "usmc_storm: shutdown: %s\n", usmc_strerror(rc));
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cthread *ct;
@@ -638,7 +671,7 @@ int main(int argc, char **argv)
 		sleep_s(cfg.seconds);
 		atomic_store(&stop_server, true);
 		pthread_join(srv, NULL);
-		return 0;
+		return shutdown_all();
 	}
 	ct = calloc((size_t)cfg.threads, sizeof(*ct));
 	t0 = now_us();
@@ -659,5 +692,8 @@ int main(int argc, char **argv)
 		pthread_join(srv, NULL);
 	}
 	report(ct, elapsed);
-	return 0;
+	for (int i = 0; i < cfg.threads; i++)
+		free(ct[i].lat);
+	free(ct);
+	return shutdown_all();
 }
