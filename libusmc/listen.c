@@ -787,7 +787,7 @@ static void handshake(void *arg, struct usmc_conn *c)
 /* ---- API ---------------------------------------------------------------- */
 
 static int open_tcp_listener(const struct sockaddr *addr, socklen_t addrlen, int backlog,
-			     unsigned int flags)
+			     unsigned int flags, int defer_s)
 {
 	int one = 1, fd, rc;
 
@@ -797,6 +797,7 @@ static int open_tcp_listener(const struct sockaddr *addr, socklen_t addrlen, int
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    ((flags & USMC_LISTEN_REUSEPORT) &&
 	     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
+	    (defer_s && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s))) ||
 	    bind(fd, addr, addrlen) || listen(fd, backlog)) {
 		rc = -errno;
 		close(fd);
@@ -874,7 +875,9 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 	if (!l)
 		return -ENOMEM;
 	listener_init(l, ctx, backlog, flags);
-	rc = open_tcp_listener(addr, addrlen, backlog, flags);
+	/* deferring only helps the probe: a TCP-only listener has none */
+	rc = open_tcp_listener(addr, addrlen, backlog, flags,
+			       l->opts.v[USMC_OPT_SMC] ? (int)l->opts.v[USMC_OPT_DEFER_ACCEPT] : 0);
 	if (rc < 0)
 		goto err;
 	l->lfd = rc;

@@ -27,6 +27,7 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_LINGER_MS] = {"USMC_LINGER_MS", 2000, 0, 600000},
 	[USMC_OPT_BUSY_POLL] = {"USMC_BUSY_POLL", 0, 0, 1},
 	[USMC_OPT_ACCEPT_URING] = {"USMC_ACCEPT_URING", 1, 0, 1},
+	[USMC_OPT_DEFER_ACCEPT] = {"USMC_DEFER_ACCEPT", 0, 0, 3600},
 };
 
 static int parse_long(const char *s, long *out)

@@ -356,6 +356,42 @@ static void test_flag_sets_option(void **state)
 	env_close(&e);
 }
 
+/* TCP_DEFER_ACCEPT: a client that speaks first is accepted and classified
+ * at once; one that waits for the server still gets in, later. */
+static void test_defer_accept(void **state)
+{
+	struct usmc_listener_stats st;
+	struct env e;
+	int speaker, silent;
+	long t0;
+
+	env_open(&e, 8, 0, 2, 0);
+	usmc_listener_close(e.l);
+	assert_int_equal(usmc_ctx_setopt(e.ctx, USMC_OPT_DEFER_ACCEPT, 1), 0);
+	{
+		struct sockaddr_in a = {.sin_family = AF_INET};
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_int_equal(usmc_listen(e.ctx, (struct sockaddr *)&a, sizeof(a), 8, 0, &e.l),
+				 0);
+		assert_int_equal(usmc_listener_addr(e.l, &e.addr, &e.alen), 0);
+	}
+	silent = client_connect(&e);
+	speaker = client_connect(&e);
+	t0 = now_ms();
+	send_all(speaker, "GET / HTTP/1.0\r\n\r\n", 18);
+	accept_check(&e, USMC_REASON_NOSMCRDEV, speaker);
+	print_message("defer: speaker accepted after %ld ms\n", now_ms() - t0);
+	assert_true(now_ms() - t0 < AT_ONCE_MS);
+	stats(&e, &st);
+	assert_int_equal(st.accepted, 1); /* the silent one is still the kernel's */
+	accept_check(&e, USMC_REASON_NOSMCRDEV, silent);
+	print_message("defer: silent client accepted after %ld ms\n", now_ms() - t0);
+	close(speaker);
+	close(silent);
+	env_close(&e);
+}
+
 /* ---- backlog overflow ---------------------------------------------------- */
 
 /* Clients connect without blocking and send their 4-byte id once
@@ -570,6 +606,7 @@ int main(void)
 		cmocka_unit_test(test_congestion_fallback),
 		cmocka_unit_test(test_no_fallback_waits),
 		cmocka_unit_test(test_flag_sets_option),
+		cmocka_unit_test(test_defer_accept),
 		cmocka_unit_test(test_backlog_overflow),
 		cmocka_unit_test(test_flood_memory),
 	};

@@ -129,6 +129,13 @@ enum usmc_opt {
 	 * multishot accept where the kernel supports it (0/1; 0 = accept4()
 	 * from epoll). Read by usmc_listen(). Env USMC_ACCEPT_URING, default 1. */
 	USMC_OPT_ACCEPT_URING,
+	/* Listener: seconds the kernel holds a new connection until its
+	 * first bytes arrive (TCP_DEFER_ACCEPT), so that the probe finds them
+	 * at once: fewer wake-ups per connection under a storm, but a client
+	 * that waits for the server to speak first is accepted only after
+	 * about this long. 0 = off. Read by usmc_listen(); not with
+	 * USMC_LISTEN_TCP_ONLY. Env USMC_DEFER_ACCEPT, default 0, range 0..3600. */
+	USMC_OPT_DEFER_ACCEPT,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
