@@ -3,6 +3,7 @@
 #   (a) plain sockets, server and clients         (the baseline)
 #   (b) usmc listener, auto-fallback off
 #   (c) usmc listener, auto-fallback on
+#   (d) as (c) with USMC_DEFER_ACCEPT=1 (TCP_DEFER_ACCEPT, opt-in)
 # at 64 and 256 clients, each with plain TCP clients (what the listener
 # sees from a usmc client without an RDMA device, too) and with simulated
 # SMC clients ("clc": every connection sends a Linux v2 PROPOSAL and gets a
@@ -41,15 +42,19 @@ declare -A args=(
 	[a]="--server plain --client plain"
 	[b]="--server usmc --client CL"
 	[c]="--server usmc --client CL -f"
+	[d]="--server usmc --client CL -f"
 )
-declare -A names=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off" [c]="(c) usmc, auto-fallback on")
+declare -A names=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
+	[c]="(c) usmc, auto-fallback on" [d]="(d) (c) + defer accept 1 s")
 for c in $clients; do
 	for cl in $kinds; do
 		declare -A rps=() errs=() p50=() p99=() busy=()
 		for _ in $(seq "$rounds"); do
-			for k in a b c; do
+			for k in a b c d; do
+				defer=0
+				[ "$k" != d ] || defer=1
 				# shellcheck disable=SC2086 # word splitting wanted
-				out=$("$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl})
+				out=$(USMC_DEFER_ACCEPT=$defer "$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl})
 				echo "$c $cl $k: $out" >&2
 				rps[$k]="${rps[$k]:-} $(field req_per_s "$out")"
 				errs[$k]=$((${errs[$k]:-0} + $(field errors "$out")))
@@ -59,7 +64,7 @@ for c in $clients; do
 			done
 		done
 		base=$(median <<<"${rps[a]}")
-		for k in a b c; do
+		for k in a b c d; do
 			m=$(median <<<"${rps[$k]}")
 			printf '%-7s %-6s %-28s %9s %7s %8s %8s %9s %6s\n' "$c" "$cl" "${names[$k]}" "$m" \
 				"${errs[$k]}" "$(median <<<"${p50[$k]}")" "$(median <<<"${p99[$k]}")" \
@@ -91,8 +96,13 @@ wrk_rps() { # httpd flags...; prints req/s, or "errors" on socket errors
 }
 declare -A w=()
 for _ in $(seq "$rounds"); do
-	for k in P U F; do
-		case $k in P) r=$(wrk_rps -P) ;; U) r=$(wrk_rps) ;; F) r=$(wrk_rps -f) ;; esac
+	for k in P U F D; do
+		case $k in
+		P) r=$(wrk_rps -P) ;;
+		U) r=$(wrk_rps) ;;
+		F) r=$(wrk_rps -f) ;;
+		D) r=$(USMC_DEFER_ACCEPT=1 wrk_rps) ;;
+		esac
 		echo "httpd $k: $r" >&2
 		[ "$r" != errors ] || { fail=1; r=0; }
 		w[$k]="${w[$k]:-} $r"
@@ -101,9 +111,11 @@ done
 plain=$(median <<<"${w[P]}")
 usmc=$(median <<<"${w[U]}")
 usmc_af=$(median <<<"${w[F]}")
+usmc_d=$(median <<<"${w[D]}")
 echo
 echo "wrk -t 2 -c 64 -H 'Connection: close' against examples/httpd (median of $rounds):"
 printf '  httpd -P (plain sockets)      %10s req/s\n' "$plain"
 printf '  httpd (libusmc)               %10s req/s  ratio %s\n' "$usmc" "$(ratio "$usmc" "$plain")"
 printf '  httpd -f (libusmc, auto-fb)   %10s req/s  ratio %s\n' "$usmc_af" "$(ratio "$usmc_af" "$plain")"
+printf '  httpd, USMC_DEFER_ACCEPT=1    %10s req/s  ratio %s\n' "$usmc_d" "$(ratio "$usmc_d" "$plain")"
 exit $fail
