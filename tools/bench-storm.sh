@@ -54,7 +54,8 @@ for c in $clients; do
 				defer=0
 				[ "$k" != d ] || defer=1
 				# shellcheck disable=SC2086 # word splitting wanted
-				out=$(USMC_DEFER_ACCEPT=$defer "$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl})
+				out=$(USMC_DEFER_ACCEPT=$defer "$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl}) ||
+					[ $? = 3 ] # errors: counted below
 				echo "$c $cl $k: $out" >&2
 				rps[$k]="${rps[$k]:-} $(field req_per_s "$out")"
 				errs[$k]=$((${errs[$k]:-0} + $(field errors "$out")))

@@ -21,6 +21,7 @@
  *                   [-t CLIENT_THREADS] [-b BACKLOG] [-f]
  *                   [--server KIND] [--client KIND]
  * Output: one line of key=value pairs (tools/bench-storm.sh parses it).
+ * Exit status: 0, 1 on a setup failure, 3 if any connection failed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -589,7 +590,8 @@ static void sleep_s(int s)
 		;
 }
 
-static void report(struct cthread *ct, uint64_t elapsed_us)
+/* Prints the result line; returns the number of errors on both sides. */
+static uint64_t report(struct cthread *ct, uint64_t elapsed_us)
 {
 	uint64_t reqs = 0, errors = 0, busy = 0;
 	struct usmc_ctx_stats cs;
@@ -628,6 +630,7 @@ static void report(struct cthread *ct, uint64_t elapsed_us)
 	       (unsigned long long)st.backlog_full, (unsigned long long)st.listen_drops,
 	       st.accept_uring);
 	free(lat);
+	return errors + srv_errors;
 }
 
 /* Close everything, so that leak checkers see a clean exit. */
@@ -652,7 +655,7 @@ int main(int argc, char **argv)
 {
 	struct cthread *ct;
 	pthread_t srv;
-	uint64_t t0, elapsed;
+	uint64_t t0, elapsed, errors;
 	int lfd, rc;
 
 	parse_args(argc, argv);
@@ -691,9 +694,10 @@ int main(int argc, char **argv)
 		atomic_store(&stop_server, true);
 		pthread_join(srv, NULL);
 	}
-	report(ct, elapsed);
+	errors = report(ct, elapsed);
 	for (int i = 0; i < cfg.threads; i++)
 		free(ct[i].lat);
 	free(ct);
-	return shutdown_all();
+	rc = shutdown_all();
+	return rc ? rc : errors ? 3 : 0; /* 3: the storm saw errors */
 }
