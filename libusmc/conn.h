@@ -24,6 +24,7 @@ struct usmc_conn {
 	bool counted_open;    /* counted in ctx->open_conns */
 	bool decline_at_once; /* listener congested: decline in the accept thread */
 	int kc_peer;	      /* enum kc_peer: SMC option seen in the handshake */
+	uint64_t t_accept_ns; /* listener: when the accept thread took it (CLOCK_MONOTONIC) */
 	struct usmc_opts opts;
 	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
 	atomic_uint_least64_t bytes_sent, bytes_received;

@@ -1,6 +1,23 @@
 // SPDX-License-Identifier: MIT
+/*
+ * The accept thread (docs/listener.md has the whole design):
+ *
+ * One thread runs one epoll loop. Its set holds the wake eventfd, every
+ * connection being probed, and the source of new connections: either
+ * the listen socket itself (accept4 mode, level-triggered) or the eventfd
+ * an io_uring signals on completions (io_uring mode: one multishot accept
+ * on the listen socket posts one completion per accepted socket). The ring
+ * is created and every request on it submitted by the accept thread, so
+ * its completion work runs on that thread and never interrupts the
+ * application's own system calls.
+ *
+ * The thread never waits on a handshake: SMC clients go to the handshake
+ * pool (hs.c), plain clients straight to the accept queue.
+ */
 #include <errno.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,25 +27,57 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "conn.h"
 #include "ctx.h"
 #include "probe.h"
 #include "listen.h"
 #include "srv_clc.h"
 
-#define LISTEN_BACKLOG_MAX 65535
-#define ACCEPT_EVENTS	   64
+#define LISTEN_BACKLOG_MAX  65535
+#define ACCEPT_EVENTS	    64
+#define PROBE_PEEK_LEN	    8  /* a CLC header: all probe_classify() needs */
+#define ACCEPT_RING_ENTRIES 64 /* SQ size; the CQ gets twice as many */
+#define RING_UD_ACCEPT	    1  /* user_data of the multishot accept */
+#define RING_UD_CANCEL	    2  /* user_data of its cancellation */
+#define STASH_INITIAL	    16
+/*
+ * Accepted sockets stay blocking, as connections use them (conn.c): every
+ * read the listener does on them is MSG_DONTWAIT, and its one write, a
+ * DECLINE, always fits a new socket's send buffer. That saves the two
+ * fcntl() calls per connection that O_NONBLOCK would cost to undo.
+ */
+#define ACCEPT_FLAGS	  SOCK_CLOEXEC
+#define RING_ROOM_DIVISOR 2 /* multishot while room > backlog / this */
+#define RING_STOP_WAIT_MS 100
+#define NSEC_PER_USEC	  1000ULL
+#define NSEC_PER_MSEC	  1000000ULL
+#define NSEC_PER_SEC	  1000000000ULL
 
 /* A connection whose first bytes the accept thread is waiting for. */
 struct probing {
 	struct usmc_conn *c;
-	long deadline_ms;
+	uint64_t deadline_ns;
+	bool armed; /* its one-shot epoll entry has not fired yet */
 	struct probing *prev, *next;
 };
 
-/* epoll data for the two non-connection descriptors */
-static char lfd_tag, wake_tag;
+/*
+ * One-shot: after its event the entry is disabled, so a connection that is
+ * settled by its event needs no EPOLL_CTL_DEL (a system call per connection
+ * saved); the disabled entry goes away by itself when the socket is closed.
+ */
+#define PROBE_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT)
+
+/* epoll data for the non-connection descriptors */
+static char lfd_tag, wake_tag, ring_tag;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
 
 static void wake_accept_thread(struct usmc_listener *l)
 {
@@ -39,18 +88,75 @@ static void wake_accept_thread(struct usmc_listener *l)
 	}
 }
 
-static unsigned int backlog_used(struct usmc_listener *l)
+/* ---- pure decisions ------------------------------------------------------ */
+
+unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued,
+				 unsigned int backlog)
 {
-	return atomic_load(&l->in_handshake) + atomic_load(&l->queued);
+	unsigned long used = (unsigned long)probing_or_hs + queued;
+
+	return used >= backlog ? 0 : (unsigned int)(backlog - used);
+}
+
+bool listen_hs_congested(unsigned int depth, long threshold)
+{
+	/* threshold 0 cannot come from opts_hs_congestion(); treat it as
+	 * "never idle enough", i.e. congested, rather than divide hairs */
+	return threshold <= 0 || depth >= (unsigned long)threshold;
+}
+
+bool listen_decline_at_once(bool auto_fallback, unsigned int depth, long threshold)
+{
+	return auto_fallback && listen_hs_congested(depth, threshold);
+}
+
+unsigned int listen_hist_bucket(uint64_t us)
+{
+	unsigned int b = 0;
+
+	while (us > 1 && b < USMC_HS_HIST_BUCKETS - 1) {
+		us >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* ---- accounting ---------------------------------------------------------- */
+
+/* Accept thread: room for connections in the listener proper (the stash
+ * of io_uring mode is not in it: docs/listener.md, "Backlog"). */
+static unsigned int backlog_room(struct usmc_listener *l)
+{
+	return listen_backlog_room(atomic_load(&l->in_handshake), atomic_load(&l->queued),
+				   (unsigned int)l->backlog);
+}
+
+/* Accept thread only writes it, so a plain compare-and-store suffices. */
+static void note_backlog_high(struct usmc_listener *l)
+{
+	unsigned int used = atomic_load(&l->in_handshake) + atomic_load(&l->queued);
+
+	if (used > atomic_load(&l->backlog_high))
+		atomic_store(&l->backlog_high, used);
+}
+
+static void record_hs_time(struct usmc_listener *l, const struct usmc_conn *c)
+{
+	uint64_t us = (now_ns() - c->t_accept_ns) / NSEC_PER_USEC;
+
+	atomic_fetch_add_explicit(&l->hs_hist[listen_hist_bucket(us)], 1, memory_order_relaxed);
 }
 
 /* ---- accept queue ------------------------------------------------------ */
 
-void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
+static void queue_push(struct usmc_listener *l, struct usmc_conn *c)
 {
-	uint64_t one = 1;
-
-	atomic_fetch_add(c->mode == USMC_MODE_SMCR ? &l->smcr : &l->fallbacks, 1);
+	if (c->mode == USMC_MODE_SMCR) {
+		atomic_fetch_add(&l->smcr, 1);
+	} else {
+		atomic_fetch_add(&l->fallbacks, 1);
+		atomic_fetch_add(&l->fallback_by_reason[usmc_reason_slot(c->reason)], 1);
+	}
 	c->next = NULL;
 	pthread_mutex_lock(&l->qlock);
 	if (l->qtail)
@@ -62,10 +168,37 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 	 * below the truth and the cap is never overshot */
 	atomic_fetch_add(&l->queued, 1);
 	pthread_mutex_unlock(&l->qlock);
-	/* one semaphore count per queued connection: the fd is readable
-	 * exactly while the queue is not empty */
-	if (write(l->qfd, &one, sizeof(one)) < 0) {
+}
+
+/* One semaphore count per queued connection: the fd is readable exactly
+ * while the queue is not empty (a count may trail its connection, never
+ * precede it). */
+static void queue_tokens(struct usmc_listener *l, uint64_t n)
+{
+	if (write(l->qfd, &n, sizeof(n)) < 0) {
 		/* cannot happen below 2^64 - 1 queued connections */
+	}
+}
+
+void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
+{
+	queue_push(l, c);
+	queue_tokens(l, 1);
+}
+
+/* Accept thread: queue now, post the count with the others of this round
+ * of events (one eventfd write per round instead of one per connection). */
+static void enqueue_batched(struct usmc_listener *l, struct usmc_conn *c)
+{
+	queue_push(l, c);
+	l->tokens_pending++;
+}
+
+static void flush_tokens(struct usmc_listener *l)
+{
+	if (l->tokens_pending) {
+		queue_tokens(l, l->tokens_pending);
+		l->tokens_pending = 0;
 	}
 }
 
@@ -98,8 +231,11 @@ static struct usmc_conn *queue_pop(struct usmc_listener *l)
 
 /* ---- probing (accept thread) ------------------------------------------- */
 
-static void probe_unlink(struct usmc_listener *l, struct probing *p)
+/* Forget a probe entry (NULL: the connection was never in the epoll set). */
+static void probe_forget(struct usmc_listener *l, struct probing *p)
 {
+	if (!p)
+		return;
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -108,15 +244,16 @@ static void probe_unlink(struct usmc_listener *l, struct probing *p)
 		p->next->prev = p->prev;
 	else
 		l->probes_tail = p->prev;
-	epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
+	if (p->armed)
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
+	free(p);
 }
 
 /* The connection is TCP: give it to the application. */
 static void finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason)
 {
-	conn_make_blocking(c);
 	conn_set_mode(c, USMC_MODE_TCP, reason, false);
-	listener_enqueue(l, c);
+	enqueue_batched(l, c);
 }
 
 static uint32_t plain_client_reason(struct usmc_listener *l)
@@ -124,186 +261,107 @@ static uint32_t plain_client_reason(struct usmc_listener *l)
 	return ctx_has_smcr_device(l->ctx) ? USMC_REASON_PEERNOSMC : USMC_REASON_NOSMCRDEV;
 }
 
-static void kcompat_update_congestion(struct usmc_listener *l, const struct usmc_opts *o);
-
-static void probe_end(struct usmc_listener *l, struct probing *p, bool smc)
+/* What the client's first bytes say so far. EOF or a socket error mean
+ * TCP: the application will see them. */
+static enum probe_verdict peek_verdict(int fd)
 {
-	struct usmc_conn *c = p->c;
+	uint8_t buf[PROBE_PEEK_LEN];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 
-	probe_unlink(l, p);
-	free(p);
-	if (smc) {
-		struct usmc_opts o = c->opts; /* @c belongs to the pool once queued */
-
-		hs_pool_submit(&l->hs, c); /* stays counted in in_handshake */
-		kcompat_update_congestion(l, &o); /* kernel-compat: the queue grew */
-		return;
-	}
-	finish_tcp(l, c, plain_client_reason(l));
-	atomic_fetch_sub(&l->in_handshake, 1);
-}
-
-/* The probe ended with the connection unusable: drop it. */
-static void probe_drop(struct usmc_listener *l, struct probing *p)
-{
-	struct usmc_conn *c = p->c;
-
-	probe_unlink(l, p);
-	free(p);
-	listener_drop(l, c);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return PROBE_NEED_MORE;
+	if (n <= 0)
+		return PROBE_TCP;
+	return probe_classify(buf, (size_t)n);
 }
 
 /*
- * Auto-fallback of an SMC client while congested: answer its PROPOSAL with
- * a DECLINE right here, without the pool. Returns false while the PROPOSAL
- * is still incomplete.
+ * Auto-fallback: decided when the client shows it is an SMC client, from
+ * the pool's state at that moment (the moment we would queue it). Sticky:
+ * a PROPOSAL that arrives in pieces is declined once it is complete.
  */
-static bool decline_congested(struct usmc_listener *l, struct probing *p)
+static bool should_decline(struct usmc_listener *l, struct usmc_conn *c)
 {
-	struct usmc_conn *c = p->c;
+	if (!c->decline_at_once)
+		c->decline_at_once =
+			listen_decline_at_once(c->opts.v[USMC_OPT_AUTO_FALLBACK],
+					       hs_pool_depth(&l->hs), opts_hs_congestion(&c->opts));
+	return c->decline_at_once;
+}
+
+/* Answer an SMC client's PROPOSAL with a DECLINE right here, without the
+ * pool. Returns false while the PROPOSAL is still incomplete. */
+static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
+{
 	int rc = srv_clc_decline_now(c, USMC_DECL_SERVER_BUSY);
 
 	if (rc == -EAGAIN)
 		return false;
-	probe_unlink(l, p);
-	free(p);
+	probe_forget(l, p);
 	if (rc) {
 		listener_drop(l, c);
 		return true;
 	}
+	record_hs_time(l, c);
 	atomic_fetch_add(&l->congestion_fallbacks, 1);
 	finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	return true;
 }
 
+/* Kernel-compat: SYN-ACKs go out without the option while congested. */
+static void kcompat_update_congestion(struct usmc_listener *l, const struct usmc_opts *o)
+{
+	if (o->v[USMC_OPT_AUTO_FALLBACK])
+		kcompat_listener_set_congested(
+			l->ctx->kc, &l->kc,
+			listen_hs_congested(hs_pool_depth(&l->hs), opts_hs_congestion(o)));
+}
+
+/* Queue @c for a handshake worker. */
+static void hs_submit(struct usmc_listener *l, struct usmc_conn *c)
+{
+	struct usmc_opts o = c->opts; /* @c belongs to the pool once queued */
+
+	hs_pool_submit(&l->hs, c);	  /* stays counted in in_handshake */
+	kcompat_update_congestion(l, &o); /* kernel-compat: the queue grew */
+}
+
+enum kc_decline {
+	KC_DECLINE_NONE,    /* no DECLINE from the client: probe as usual */
+	KC_DECLINE_WAIT,    /* part of a DECLINE: wait for the rest */
+	KC_DECLINE_SETTLED, /* @c was decided (and @p freed) */
+};
+
 /*
  * Kernel-compat: a client that signalled SMC in its SYN may decline at once
  * (a Linux client without a usable device does): TCP with its reason.
- * Returns true when the event was handled here.
+ * @p may be NULL before the probe started.
  */
-static bool kcompat_probe_decline(struct usmc_listener *l, struct probing *p, bool expired)
+static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usmc_conn *c,
+					     struct probing *p, bool expired)
 {
-	struct usmc_conn *c = p->c;
 	uint32_t reason;
 	int rc = kcompat_take_decline(c, &reason);
 
 	if (rc == 0)
-		return false;
+		return KC_DECLINE_NONE;
 	if (rc == -EAGAIN && !expired)
-		return true; /* part of a DECLINE: the next segment wakes us */
-	if (rc < 0) {	     /* malformed, or never completed: a failed handshake */
-		probe_drop(l, p);
-		return true;
+		return KC_DECLINE_WAIT; /* the next segment wakes us */
+	probe_forget(l, p);
+	if (rc < 0) { /* malformed, or never completed: a failed handshake */
+		listener_drop(l, c);
+		return KC_DECLINE_SETTLED;
 	}
-	probe_unlink(l, p);
-	free(p);
-	conn_make_blocking(c);
 	conn_set_mode(c, USMC_MODE_TCP, reason, true);
-	listener_enqueue(l, c);
+	enqueue_batched(l, c);
 	atomic_fetch_sub(&l->in_handshake, 1);
-	return true;
-}
-
-static void probe_event(struct usmc_listener *l, struct probing *p)
-{
-	uint8_t buf[8];
-	ssize_t n;
-
-	if (kcompat_probe_decline(l, p, false)) /* kernel-compat */
-		return;
-	n = recv(p->c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	/* EOF or a socket error also mean TCP: the application sees them */
-	if (n <= 0) {
-		probe_end(l, p, false);
-		return;
-	}
-	switch (probe_classify(buf, (size_t)n)) {
-	case PROBE_NEED_MORE:
-		return; /* edge-triggered: the next segment wakes us */
-	case PROBE_SMC:
-		if (p->c->decline_at_once)
-			decline_congested(l, p);
-		else
-			probe_end(l, p, true);
-		return;
-	case PROBE_TCP:
-		probe_end(l, p, false);
-		return;
-	}
-}
-
-static void probes_expire(struct usmc_listener *l)
-{
-	long now = clock_now_ms();
-
-	/* the list is in deadline order (see probe_start) */
-	while (l->probes && l->probes->deadline_ms <= now) {
-		struct probing *p = l->probes;
-		uint8_t b[8];
-		ssize_t n;
-
-		if (kcompat_probe_decline(l, p, true)) /* kernel-compat */
-			continue;
-		n = recv(p->c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-		/* a PROPOSAL that began but never completed is a failed
-		 * handshake; silence or anything else is a plain client */
-		if (n > 0 && probe_classify(b, (size_t)n) == PROBE_SMC)
-			probe_drop(l, p);
-		else
-			probe_end(l, p, false);
-	}
-}
-
-static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_ms)
-{
-	struct probing *p = calloc(1, sizeof(*p)), *at;
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET};
-
-	if (!p)
-		return -ENOMEM;
-	p->c = c;
-	p->deadline_ms = clock_now_ms() + probe_ms;
-	ev.data.ptr = p;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &ev)) {
-		free(p);
-		return -errno;
-	}
-	/* Keep the list in deadline order. Plain probes all have the same
-	 * timeout and append; only kernel-compat SMC peers, which wait for CLC
-	 * longer, are passed over. */
-	at = l->probes_tail;
-	while (at && at->deadline_ms > p->deadline_ms)
-		at = at->prev;
-	p->prev = at;
-	p->next = at ? at->next : l->probes;
-	if (p->next)
-		p->next->prev = p;
-	else
-		l->probes_tail = p;
-	if (at)
-		at->next = p;
-	else
-		l->probes = p;
-	/* the client may have spoken already: edge-triggered epoll reports
-	 * data present at ADD time too */
-	return 0;
-}
-
-/* ---- accepting (accept thread) ----------------------------------------- */
-
-static bool hs_congested(struct usmc_listener *l, const struct usmc_opts *o)
-{
-	return hs_pool_depth(&l->hs) >= (unsigned int)opts_hs_congestion(o);
+	return KC_DECLINE_SETTLED;
 }
 
 /*
  * Kernel-compat mode (kcompat.h): the TCP handshake already said whether
- * the client runs CLC, so a plain client is TCP at once, without a probe.
- * Returns true when @c was decided here.
+ * the client runs CLC. Returns true when @c was decided here.
  */
 static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 {
@@ -320,17 +378,125 @@ static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 	return false;
 }
 
-/* Kernel-compat: SYN-ACKs go out without the option while congested. */
-static void kcompat_update_congestion(struct usmc_listener *l, const struct usmc_opts *o)
+/*
+ * Act on a final verdict (PROBE_SMC or PROBE_TCP) for @c, probed through
+ * @p (or NULL). Returns false if @c must keep waiting for bytes.
+ */
+static bool probe_settle(struct usmc_listener *l, struct usmc_conn *c, enum probe_verdict v,
+			 struct probing *p)
 {
-	if (o->v[USMC_OPT_AUTO_FALLBACK])
-		kcompat_listener_set_congested(l->ctx->kc, &l->kc, hs_congested(l, o));
+	if (v == PROBE_SMC && should_decline(l, c))
+		return decline_congested(l, c, p);
+	probe_forget(l, p); /* before the hand-off: a worker may close the fd */
+	if (v == PROBE_SMC) {
+		hs_submit(l, c);
+		return true;
+	}
+	finish_tcp(l, c, plain_client_reason(l));
+	atomic_fetch_sub(&l->in_handshake, 1);
+	return true;
 }
+
+static void probe_arm(struct usmc_listener *l, struct probing *p, int op)
+{
+	struct epoll_event ev = {.events = PROBE_EVENTS, .data.ptr = p};
+
+	p->armed = !epoll_ctl(l->epfd, op, p->c->fd, &ev);
+}
+
+static void probe_event(struct usmc_listener *l, struct probing *p)
+{
+	enum probe_verdict v;
+
+	p->armed = false;
+	switch (kcompat_probe_decline(l, p->c, p, false)) { /* kernel-compat */
+	case KC_DECLINE_SETTLED:
+		return;
+	case KC_DECLINE_WAIT:
+		probe_arm(l, p, EPOLL_CTL_MOD);
+		return;
+	case KC_DECLINE_NONE:
+		break;
+	}
+	v = peek_verdict(p->c->fd);
+	if (v != PROBE_NEED_MORE && probe_settle(l, p->c, v, p))
+		return;
+	/* a prefix of a header, or a PROPOSAL to decline that is not
+	 * complete: the next segment wakes us (if re-arming fails, the
+	 * probe deadline still settles it) */
+	probe_arm(l, p, EPOLL_CTL_MOD);
+}
+
+static void probes_expire(struct usmc_listener *l)
+{
+	uint64_t now = now_ns();
+
+	/* the list is in deadline order (see probe_start) */
+	while (l->probes && l->probes->deadline_ns <= now) {
+		struct probing *p = l->probes;
+		struct usmc_conn *c = p->c;
+
+		if (kcompat_probe_decline(l, c, p, true) == KC_DECLINE_SETTLED) /* kernel-compat */
+			continue;
+		/* silence, a partial header or anything else: a plain client */
+		if (peek_verdict(c->fd) != PROBE_SMC) {
+			probe_settle(l, c, PROBE_TCP, p);
+			continue;
+		}
+		/* a PROPOSAL header whose event we have not handled yet, or
+		 * whose body is late: an SMC client all the same */
+		if (probe_settle(l, c, PROBE_SMC, p))
+			continue;
+		/* declining at once needs the whole PROPOSAL, which is late:
+		 * let a worker wait for it with the CLC timeout */
+		c->decline_at_once = false;
+		probe_forget(l, p);
+		hs_submit(l, c);
+	}
+}
+
+static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_ms)
+{
+	struct probing *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->c = c;
+	p->deadline_ns = now_ns() + (uint64_t)probe_ms * NSEC_PER_MSEC;
+	probe_arm(l, p, EPOLL_CTL_ADD);
+	if (!p->armed) {
+		free(p);
+		return -errno;
+	}
+	/* Keep the list in deadline order. Plain probes all have the same
+	 * timeout and append; only kernel-compat SMC peers, which wait for CLC
+	 * longer, are passed over. */
+	struct probing *at = l->probes_tail;
+
+	while (at && at->deadline_ns > p->deadline_ns)
+		at = at->prev;
+	p->prev = at;
+	p->next = at ? at->next : l->probes;
+	if (p->next)
+		p->next->prev = p;
+	else
+		l->probes_tail = p;
+	if (at)
+		at->next = p;
+	else
+		l->probes = p;
+	/* bytes that arrive between the caller's peek and the ADD are
+	 * reported too: edge-triggered epoll reports data present at ADD */
+	return 0;
+}
+
+/* ---- accepting (accept thread) ----------------------------------------- */
 
 static void accept_one(struct usmc_listener *l, int fd)
 {
 	struct usmc_opts o;
 	struct usmc_conn *c;
+	enum probe_verdict v;
 
 	pthread_mutex_lock(&l->opts_lock);
 	o = l->opts;
@@ -342,21 +508,32 @@ static void accept_one(struct usmc_listener *l, int fd)
 		atomic_fetch_add(&l->hs_failed, 1);
 		return;
 	}
+	c->t_accept_ns = now_ns();
 	if (!o.v[USMC_OPT_SMC]) {
 		finish_tcp(l, c, USMC_REASON_DISABLED);
+		note_backlog_high(l);
 		return;
 	}
 	kcompat_update_congestion(l, &o); /* kernel-compat */
-	if (kcompat_accept(l, c))	  /* kernel-compat */
+	if (kcompat_accept(l, c)) {	  /* kernel-compat */
+		note_backlog_high(l);
 		return;
-	/*
-	 * Auto-fallback: decided here, before any handshake work is queued.
-	 * The connection still needs its probe: an SMC client's PROPOSAL must
-	 * be answered with a DECLINE (the accept thread does that itself).
-	 */
-	if (o.v[USMC_OPT_AUTO_FALLBACK] && hs_congested(l, &o))
-		c->decline_at_once = true;
+	}
 	atomic_fetch_add(&l->in_handshake, 1);
+	note_backlog_high(l);
+	switch (kcompat_probe_decline(l, c, NULL, false)) { /* kernel-compat */
+	case KC_DECLINE_SETTLED:
+		return;
+	case KC_DECLINE_WAIT:
+		break; /* the probe waits for the rest */
+	case KC_DECLINE_NONE:
+		/* Under load the client's first segment is often here already:
+		 * classify it now and skip the epoll round trip. */
+		v = peek_verdict(fd);
+		if (v != PROBE_NEED_MORE && probe_settle(l, c, v, NULL))
+			return;
+		break;
+	}
 	/* kernel-compat: a client that signalled SMC owes us CLC: wait for it
 	 * as for any CLC message, not just the probe time */
 	if (probe_start(
@@ -368,18 +545,11 @@ static void accept_one(struct usmc_listener *l, int fd)
 	}
 }
 
-static void set_lfd_armed(struct usmc_listener *l, bool armed)
-{
-	struct epoll_event ev = {.events = armed ? EPOLLIN : 0, .data.ptr = &lfd_tag};
-
-	epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev);
-	atomic_store(&l->paused, !armed);
-}
-
+/* accept4 mode: take connections while the backlog has room. */
 static void accept_burst(struct usmc_listener *l)
 {
-	while (backlog_used(l) < (unsigned int)l->backlog) {
-		int fd = accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	while (backlog_room(l) > 0) {
+		int fd = accept4(l->lfd, NULL, NULL, ACCEPT_FLAGS);
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -388,10 +558,272 @@ static void accept_burst(struct usmc_listener *l)
 		}
 		accept_one(l, fd);
 	}
-	/* At the cap: leave the rest in the kernel's queue (which overflows
-	 * into listen drops, as TCP does) until usmc_accept() makes room. */
-	atomic_fetch_add(&l->backlog_full, 1);
-	set_lfd_armed(l, false);
+}
+
+/* ---- io_uring multishot accept (accept thread) ----------------------------- */
+
+static int ring_submit_one(struct usmc_listener *l, bool cancel)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ar.ring);
+	int rc;
+
+	if (!sqe)
+		return -EBUSY; /* cannot happen: at most two requests in flight */
+	if (cancel) {
+		io_uring_prep_cancel64(sqe, RING_UD_ACCEPT, 0);
+		io_uring_sqe_set_data64(sqe, RING_UD_CANCEL);
+	} else {
+		io_uring_prep_multishot_accept(sqe, l->lfd, NULL, NULL, ACCEPT_FLAGS);
+		io_uring_sqe_set_data64(sqe, RING_UD_ACCEPT);
+	}
+	rc = io_uring_submit(&l->ar.ring);
+	return rc < 0 ? rc : 0;
+}
+
+static void ring_arm(struct usmc_listener *l)
+{
+	if (!l->ar.armed && !ring_submit_one(l, false))
+		l->ar.armed = true;
+}
+
+static void ring_cancel(struct usmc_listener *l)
+{
+	/* armed stays true until the request's last completion */
+	if (l->ar.armed && !l->ar.cancelling && !ring_submit_one(l, true))
+		l->ar.cancelling = true;
+}
+
+/* A socket the ring accepted while the listener is at its cap (or behind
+ * older stashed ones): keep it for later, in order. */
+static void stash_push(struct usmc_listener *l, int fd)
+{
+	struct accept_ring *ar = &l->ar;
+
+	if (ar->nstash == ar->stash_cap) {
+		unsigned int cap = ar->stash_cap ? 2 * ar->stash_cap : STASH_INITIAL;
+		int *s = realloc(ar->stash, cap * sizeof(*s));
+
+		if (!s) {
+			close(fd); /* out of memory: the client sees a reset */
+			atomic_fetch_add(&l->hs_failed, 1);
+			return;
+		}
+		ar->stash = s;
+		ar->stash_cap = cap;
+	}
+	ar->stash[ar->nstash++] = fd;
+	if (ar->nstash > atomic_load(&l->stash_high))
+		atomic_store(&l->stash_high, ar->nstash);
+}
+
+static void stash_serve(struct usmc_listener *l)
+{
+	struct accept_ring *ar = &l->ar;
+
+	while (ar->nstash && backlog_room(l)) {
+		int fd = ar->stash[0];
+
+		memmove(ar->stash, ar->stash + 1, --ar->nstash * sizeof(*ar->stash));
+		accept_one(l, fd);
+	}
+}
+
+static void flow_control(struct usmc_listener *l);
+
+/*
+ * A multishot accept cannot stop at a count: once armed it takes whatever
+ * the kernel queue holds and whatever arrives until its cancellation is
+ * processed. So it runs only while the listener has more room than this;
+ * the last part up to the cap is taken with accept4(), one at a time,
+ * which stops exactly at the cap.
+ */
+static unsigned int ring_min_room(const struct usmc_listener *l)
+{
+	return (unsigned int)l->backlog / RING_ROOM_DIVISOR;
+}
+
+static void ring_take(struct usmc_listener *l, int fd)
+{
+	if (l->ar.nstash || !backlog_room(l)) {
+		stash_push(l, fd);
+		return;
+	}
+	accept_one(l, fd);
+	if (backlog_room(l) <= ring_min_room(l))
+		flow_control(l); /* cancel now, not after the whole batch */
+}
+
+/* The kernel cannot do multishot accept: use accept4 from now on. */
+static void ring_give_up(struct usmc_listener *l)
+{
+	l->ar.on = false;
+	atomic_store(&l->uring_on, false);
+}
+
+static void ring_event(struct usmc_listener *l)
+{
+	struct io_uring_cqe *cqe;
+	uint64_t v;
+
+	if (read(l->ar.evfd, &v, sizeof(v)) < 0) {
+		/* spurious: drain anyway */
+	}
+	while (l->ar.on && !io_uring_peek_cqe(&l->ar.ring, &cqe)) {
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		int res = cqe->res;
+		bool more = cqe->flags & IORING_CQE_F_MORE;
+
+		io_uring_cqe_seen(&l->ar.ring, cqe);
+		if (ud != RING_UD_ACCEPT)
+			continue;
+		if (!more)
+			l->ar.armed = l->ar.cancelling = false; /* flow_control() re-arms */
+		if (res >= 0)
+			ring_take(l, res);
+		else if (res == -EINVAL || res == -EOPNOTSUPP)
+			ring_give_up(l);
+	}
+}
+
+/*
+ * Create the ring and arm the multishot accept; false if this kernel (or
+ * its policy, e.g. kernel.io_uring_disabled) does not allow it. A kernel
+ * without multishot accept fails the request at once with -EINVAL.
+ */
+static bool ring_setup(struct usmc_listener *l)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ring_tag};
+	struct accept_ring *ar = &l->ar;
+	struct io_uring_cqe *cqe;
+
+	if (io_uring_queue_init(ACCEPT_RING_ENTRIES, &ar->ring, 0))
+		return false;
+	ar->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ar->evfd < 0 || io_uring_register_eventfd(&ar->ring, ar->evfd) ||
+	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, ar->evfd, &ev))
+		goto fail;
+	ring_arm(l);
+	if (!ar->armed)
+		goto fail;
+	if (!io_uring_peek_cqe(&ar->ring, &cqe) && cqe->res == -EINVAL &&
+	    !(cqe->flags & IORING_CQE_F_MORE)) {
+		io_uring_cqe_seen(&ar->ring, cqe);
+		ar->armed = false;
+		goto fail;
+	}
+	ar->on = true;
+	return true;
+fail:
+	io_uring_queue_exit(&ar->ring);
+	if (ar->evfd >= 0) {
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, ar->evfd, NULL);
+		close(ar->evfd);
+	}
+	ar->evfd = -1;
+	return false;
+}
+
+/* A completion seen at teardown: close what nobody will take. */
+static void ring_reap(struct accept_ring *ar, struct io_uring_cqe *cqe)
+{
+	if (io_uring_cqe_get_data64(cqe) == RING_UD_ACCEPT) {
+		if (cqe->res >= 0)
+			close(cqe->res);
+		if (!(cqe->flags & IORING_CQE_F_MORE))
+			ar->armed = false;
+	}
+	io_uring_cqe_seen(&ar->ring, cqe);
+}
+
+/* Cancel the accept and close what it accepted that nobody took. */
+static void ring_teardown(struct usmc_listener *l)
+{
+	struct accept_ring *ar = &l->ar;
+	struct io_uring_cqe *cqe;
+
+	if (ar->evfd < 0)
+		return;
+	ring_cancel(l);
+	while (ar->armed) {
+		struct __kernel_timespec ts = {.tv_nsec = RING_STOP_WAIT_MS * NSEC_PER_MSEC};
+
+		if (io_uring_wait_cqe_timeout(&ar->ring, &cqe, &ts))
+			break; /* io_uring_queue_exit() cancels it anyway */
+		ring_reap(ar, cqe);
+	}
+	while (!io_uring_peek_cqe(&ar->ring, &cqe))
+		ring_reap(ar, cqe);
+	for (unsigned int i = 0; i < ar->nstash; i++)
+		close(ar->stash[i]);
+	free(ar->stash);
+	io_uring_queue_exit(&ar->ring);
+	close(ar->evfd);
+}
+
+/* ---- flow control at the backlog cap (accept thread) ------------------- */
+
+enum take_mode {
+	TAKE_NONE,  /* at the cap: the kernel's queue holds new connections */
+	TAKE_EXACT, /* accept4() from epoll, checked one by one */
+	TAKE_RING,  /* io_uring multishot accept */
+};
+
+static void set_lfd_events(struct usmc_listener *l, bool in)
+{
+	struct epoll_event ev = {.events = in ? EPOLLIN : 0, .data.ptr = &lfd_tag};
+
+	if (l->lfd_in != in && !epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev))
+		l->lfd_in = in;
+}
+
+static void set_take_mode(struct usmc_listener *l, enum take_mode m)
+{
+	if (m == TAKE_RING)
+		ring_arm(l);
+	else
+		ring_cancel(l);
+	set_lfd_events(l, m == TAKE_EXACT);
+}
+
+/*
+ * Stop taking connections at the cap (the kernel's queue holds them, then
+ * overflows into listen drops, as for any TCP server) and resume when
+ * there is room. paused is set BEFORE the last look at the counts, and
+ * the threads that free room decrement a count before they look at
+ * paused: one of the two always sees the other, so no wake-up is lost.
+ */
+static void flow_control(struct usmc_listener *l)
+{
+	unsigned int room;
+
+	stash_serve(l);
+	room = backlog_room(l);
+	if (!room) {
+		bool was = atomic_exchange(&l->paused, true);
+
+		room = backlog_room(l);
+		if (!room) {
+			if (!was)
+				atomic_fetch_add(&l->backlog_full, 1);
+			set_take_mode(l, TAKE_NONE);
+			return;
+		}
+	}
+	atomic_store(&l->paused, false);
+	set_take_mode(l, l->ar.on && room > ring_min_room(l) ? TAKE_RING : TAKE_EXACT);
+}
+
+static int next_timeout(struct usmc_listener *l)
+{
+	uint64_t now;
+
+	if (!l->probes)
+		return -1;
+	now = now_ns();
+	if (l->probes->deadline_ns <= now)
+		return 0;
+	/* round up: waking a little late is fine, spinning early is not */
+	return (int)((l->probes->deadline_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
 }
 
 static void wake_event(struct usmc_listener *l)
@@ -401,20 +833,6 @@ static void wake_event(struct usmc_listener *l)
 	if (read(l->wakefd, &v, sizeof(v)) < 0) {
 		/* spurious: nothing to do */
 	}
-	if (atomic_load(&l->paused) && backlog_used(l) < (unsigned int)l->backlog) {
-		set_lfd_armed(l, true);
-		accept_burst(l);
-	}
-}
-
-static int next_timeout(struct usmc_listener *l)
-{
-	long left;
-
-	if (!l->probes)
-		return -1;
-	left = l->probes->deadline_ms - clock_now_ms();
-	return left < 0 ? 0 : (int)left;
 }
 
 static void *accept_thread_main(void *arg)
@@ -422,19 +840,38 @@ static void *accept_thread_main(void *arg)
 	struct usmc_listener *l = arg;
 	struct epoll_event evs[ACCEPT_EVENTS];
 
+	long want_ring;
+
+	pthread_mutex_lock(&l->opts_lock);
+	want_ring = l->opts.v[USMC_OPT_ACCEPT_URING];
+	pthread_mutex_unlock(&l->opts_lock);
+	/* The ring belongs to this thread (see the top of the file). */
+	if (want_ring && ring_setup(l))
+		atomic_store(&l->uring_on, true);
+	flow_control(l);
+	pthread_mutex_lock(&l->start_lock);
+	l->started = true;
+	pthread_cond_signal(&l->start_cond);
+	pthread_mutex_unlock(&l->start_lock);
+
 	while (!atomic_load(&l->stopping)) {
 		int n = epoll_wait(l->epfd, evs, ACCEPT_EVENTS, next_timeout(l));
 
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.ptr == &lfd_tag)
 				accept_burst(l);
+			else if (evs[i].data.ptr == &ring_tag)
+				ring_event(l);
 			else if (evs[i].data.ptr == &wake_tag)
 				wake_event(l);
 			else
 				probe_event(l, evs[i].data.ptr);
 		}
 		probes_expire(l);
+		flow_control(l);
+		flush_tokens(l);
 	}
+	ring_teardown(l);
 	return NULL;
 }
 
@@ -443,15 +880,16 @@ static void *accept_thread_main(void *arg)
 static void handshake(void *arg, struct usmc_conn *c)
 {
 	struct usmc_listener *l = arg;
-	int rc = conn_make_blocking(c);
+	int rc;
 
 	kcompat_update_congestion(l, &c->opts); /* kernel-compat: the queue shrank */
-	if (!rc)
-		rc = srv_clc_handshake(c);
+	rc = srv_clc_handshake(c);		/* the socket is blocking (ACCEPT_FLAGS) */
+
 	if (rc) {
 		listener_drop(l, c);
 		return;
 	}
+	record_hs_time(l, c);
 	listener_enqueue(l, c);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	if (atomic_load(&l->paused))
@@ -461,7 +899,7 @@ static void handshake(void *arg, struct usmc_conn *c)
 /* ---- API ---------------------------------------------------------------- */
 
 static int open_tcp_listener(struct usmc_listener *l, const struct sockaddr *addr,
-			     socklen_t addrlen, int backlog, unsigned int flags)
+			     socklen_t addrlen, int backlog, unsigned int flags, int defer_s)
 {
 	int one = 1, fd, rc;
 
@@ -471,6 +909,7 @@ static int open_tcp_listener(struct usmc_listener *l, const struct sockaddr *add
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    ((flags & USMC_LISTEN_REUSEPORT) &&
 	     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
+	    (defer_s && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s))) ||
 	    bind(fd, addr, addrlen))
 		goto err;
 	/* kernel-compat: SYN-ACKs of an SMC listener carry the option */
@@ -496,9 +935,12 @@ static int listener_setup_fds(struct usmc_listener *l)
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->qfd < 0 || l->wakefd < 0 || l->epfd < 0)
 		return -errno;
+	/* polled for nothing until the accept thread's flow_control() says */
+	ev.events = 0;
 	ev.data.ptr = &lfd_tag;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev))
 		return -errno;
+	ev.events = EPOLLIN;
 	ev.data.ptr = &wake_tag;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev))
 		return -errno;
@@ -520,8 +962,10 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	l->ctx = ctx;
 	l->flags = flags;
 	l->backlog = backlog;
-	l->lfd = l->qfd = l->wakefd = l->epfd = -1;
+	l->lfd = l->qfd = l->wakefd = l->epfd = l->ar.evfd = -1;
 	pthread_mutex_init(&l->opts_lock, NULL);
+	pthread_mutex_init(&l->start_lock, NULL);
+	pthread_cond_init(&l->start_cond, NULL);
 	pthread_mutex_init(&l->qlock, NULL);
 	ctx_copy_opts(ctx, &l->opts);
 	if (flags & USMC_LISTEN_AUTO_FALLBACK)
@@ -551,7 +995,9 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 	if (!l)
 		return -ENOMEM;
 	listener_init(l, ctx, backlog, flags);
-	rc = open_tcp_listener(l, addr, addrlen, backlog, flags);
+	/* deferring only helps the probe: a TCP-only listener has none */
+	rc = open_tcp_listener(l, addr, addrlen, backlog, flags,
+			       l->opts.v[USMC_OPT_SMC] ? (int)l->opts.v[USMC_OPT_DEFER_ACCEPT] : 0);
 	if (rc < 0)
 		goto err;
 	l->lfd = rc;
@@ -566,12 +1012,19 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 		(void)hs_pool_stop(&l->hs);
 		goto err;
 	}
+	/* return only once the accept thread chose io_uring or accept4 */
+	pthread_mutex_lock(&l->start_lock);
+	while (!l->started)
+		pthread_cond_wait(&l->start_cond, &l->start_lock);
+	pthread_mutex_unlock(&l->start_lock);
 	atomic_fetch_add(&ctx->open_listeners, 1);
 	*out = l;
 	return 0;
 err:
 	kcompat_listener_forget(ctx->kc, &l->kc);
 	listener_free_fds(l);
+	pthread_cond_destroy(&l->start_cond);
+	pthread_mutex_destroy(&l->start_lock);
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);
 	free(l);
@@ -657,6 +1110,29 @@ int usmc_listener_getopt(const struct usmc_listener *l, enum usmc_opt opt, long 
 	return rc;
 }
 
+/*
+ * What the kernel knows of this listen socket: TCP_INFO of a listener gives
+ * its accept queue length in tcpi_unacked, and every connection it drops
+ * for a full queue (SYN or third ACK; ListenOverflows/ListenDrops in
+ * /proc/net/netstat, which are per host) also counts in the socket's own
+ * sk_drops, which SO_MEMINFO reports: so the drops here are this listener's.
+ */
+static void kernel_listen_stats(int lfd, struct usmc_listener_stats *st)
+{
+	uint32_t mem[SK_MEMINFO_VARS];
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	st->kernel_queue = 0;
+	st->listen_drops = 0;
+	if (!getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		st->kernel_queue = ti.tcpi_unacked;
+	len = sizeof(mem);
+	if (!getsockopt(lfd, SOL_SOCKET, SO_MEMINFO, mem, &len) &&
+	    len >= sizeof(uint32_t) * (SK_MEMINFO_DROPS + 1))
+		st->listen_drops = mem[SK_MEMINFO_DROPS];
+}
+
 void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st)
 {
 	struct usmc_listener *ml = (struct usmc_listener *)l;
@@ -673,6 +1149,23 @@ void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_sta
 	st->queued = atomic_load(&ml->queued);
 	st->hs_queue_depth = hs_pool_depth(&ml->hs);
 	st->hs_queue_high = hs_pool_high(&ml->hs);
+	st->backlog_high = atomic_load(&ml->backlog_high);
+	st->accept_stash_high = atomic_load(&ml->stash_high);
+	for (int i = 0; i < USMC_HS_HIST_BUCKETS; i++)
+		st->hs_time_hist[i] = atomic_load_explicit(&ml->hs_hist[i], memory_order_relaxed);
+	st->accept_uring = atomic_load(&ml->uring_on);
+	kernel_listen_stats(ml->lfd, st);
+}
+
+uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t reason)
+{
+	struct usmc_listener *ml = (struct usmc_listener *)l;
+	unsigned int slot = usmc_reason_slot(reason);
+
+	/* Unknown codes share a slot: report them only when asked for one. */
+	if (!l || (slot == USMC_REASON_SLOTS - 1 && usmc_reason_lookup(reason)))
+		return 0;
+	return atomic_load(&ml->fallback_by_reason[slot]);
 }
 
 static void free_conn_list(struct usmc_conn *c)
@@ -706,6 +1199,8 @@ int usmc_listener_close(struct usmc_listener *l)
 		conn_destroy(c);
 	kcompat_listener_forget(l->ctx->kc, &l->kc);
 	listener_free_fds(l);
+	pthread_cond_destroy(&l->start_cond);
+	pthread_mutex_destroy(&l->start_lock);
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);
 	atomic_fetch_sub(&l->ctx->open_listeners, 1);

@@ -28,6 +28,8 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_BUSY_POLL] = {"USMC_BUSY_POLL", 0, 0, 1},
 	[USMC_OPT_TESTLINK_MS] = {"USMC_TESTLINK_MS", 30000, 0, 3600000},
 	[USMC_OPT_LGR_IDLE_MS] = {"USMC_LGR_IDLE_MS", 600000, 100, 86400000},
+	[USMC_OPT_ACCEPT_URING] = {"USMC_ACCEPT_URING", 1, 0, 1},
+	[USMC_OPT_DEFER_ACCEPT] = {"USMC_DEFER_ACCEPT", 0, 0, 3600},
 };
 
 static int parse_long(const char *s, long *out)

@@ -134,6 +134,17 @@ enum usmc_opt {
 	 * kept for reuse before it is freed (DELETE_LINK). Env USMC_LGR_IDLE_MS,
 	 * default 600000 (Linux SMC_LGR_FREE_DELAY_SERV), range 100..86400000. */
 	USMC_OPT_LGR_IDLE_MS,
+	/* Listener: take connections from the kernel with an io_uring
+	 * multishot accept where the kernel supports it (0/1; 0 = accept4()
+	 * from epoll). Read by usmc_listen(). Env USMC_ACCEPT_URING, default 1. */
+	USMC_OPT_ACCEPT_URING,
+	/* Listener: seconds the kernel holds a new connection until its
+	 * first bytes arrive (TCP_DEFER_ACCEPT), so that the probe finds them
+	 * at once: fewer wake-ups per connection under a storm, but a client
+	 * that waits for the server to speak first is accepted only after
+	 * about this long. 0 = off. Read by usmc_listen(); not with
+	 * USMC_LISTEN_TCP_ONLY. Env USMC_DEFER_ACCEPT, default 0, range 0..3600. */
+	USMC_OPT_DEFER_ACCEPT,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
@@ -265,20 +276,45 @@ int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *a
  */
 int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **out);
 
+/* Buckets of the handshake time histogram: bucket 0 counts handshakes
+ * under 2 us, bucket i (1..N-2) those in [2^i, 2^(i+1)) us, the last one
+ * those of 2^(N-1) us (about 8.4 s) and more. */
+#define USMC_HS_HIST_BUCKETS 24
+
+/*
+ * Listener counters (docs/listener.md says exactly what each counts).
+ * "Handshake" below means the server side of the CLC exchange: from the
+ * moment the accept thread took the TCP connection from the kernel to the
+ * moment the connection's mode was decided and answered.
+ */
 struct usmc_listener_stats {
 	uint64_t accepted;	       /* TCP connections taken from the kernel */
 	uint64_t smcr;		       /* of those, handed out running SMC-R */
 	uint64_t fallbacks;	       /* of those, handed out running TCP */
 	uint64_t hs_failed;	       /* handshakes that failed; connection dropped */
-	uint64_t congestion_fallbacks; /* decided TCP at accept time (auto-fallback) */
+	uint64_t congestion_fallbacks; /* SMC clients declined at once (auto-fallback) */
 	uint64_t backlog_full;	       /* times the accept thread paused at the backlog cap */
 	uint32_t in_handshake;	       /* now: being probed or in the CLC handshake */
 	uint32_t queued;	       /* now: waiting for usmc_accept() */
 	uint32_t hs_queue_depth;       /* now: handshakes waiting for a worker */
 	uint32_t hs_queue_high;	       /* high-water mark of hs_queue_depth */
+	uint32_t backlog_high;	       /* high-water mark of in_handshake + queued */
+	uint32_t accept_stash_high;    /* io_uring: most sockets accepted past the cap */
+	uint32_t kernel_queue;	       /* now: connections in the kernel's accept queue */
+	uint64_t listen_drops;	       /* kernel: connections this listen socket dropped */
+	uint64_t hs_time_hist[USMC_HS_HIST_BUCKETS]; /* CLC handshakes by duration */
+	int accept_uring;			     /* 1: io_uring multishot accept; 0: accept4 */
 };
 
+/** usmc_listener_stats() - a snapshot of the listener's counters. */
 void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st);
+
+/**
+ * usmc_listener_fallback_count() - connections this listener handed out
+ * running TCP because of @reason (a USMC_REASON_* / SMC_CLC_DECL_* value),
+ * e.g. USMC_REASON_HS_CONGESTED for auto-fallback.
+ */
+uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t reason);
 
 /**
  * usmc_listener_close() - stop listening: the accept thread and handshake

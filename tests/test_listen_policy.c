@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The listener's decisions as pure functions: backlog room, the congestion
+ * test behind auto-fallback, the handshake-time histogram buckets, and the
+ * handshake pool's depth and high-water accounting.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "conn.h"
+#include "hs.h"
+#include "listen.h"
+#include "opts.h"
+
+static void test_backlog_room(void **state)
+{
+	assert_int_equal(listen_backlog_room(0, 0, 4), 4);
+	/* both stages count: probing/handshaking and queued */
+	assert_int_equal(listen_backlog_room(1, 2, 4), 1);
+	assert_int_equal(listen_backlog_room(3, 0, 4), 1);
+	assert_int_equal(listen_backlog_room(4, 0, 4), 0);
+	assert_int_equal(listen_backlog_room(0, 4, 4), 0);
+	assert_int_equal(listen_backlog_room(2, 2, 4), 0);
+	/* over the cap is no room, never a wrap-around */
+	assert_int_equal(listen_backlog_room(4, 1, 4), 0);
+	assert_int_equal(listen_backlog_room(0xffffffffu, 1, 65535), 0);
+	assert_int_equal(listen_backlog_room(0, 0, 65535), 65535);
+}
+
+static void test_congested(void **state)
+{
+	/* congested = at least @threshold handshakes wait for a worker */
+	assert_false(listen_hs_congested(0, 4));
+	assert_false(listen_hs_congested(3, 4));
+	assert_true(listen_hs_congested(4, 4));
+	assert_true(listen_hs_congested(100, 4));
+	assert_false(listen_hs_congested(0, 1));
+	assert_true(listen_hs_congested(1, 1));
+	assert_true(listen_hs_congested(0, 0));
+}
+
+static void test_decline_at_once(void **state)
+{
+	assert_false(listen_decline_at_once(false, 1000, 1));
+	assert_false(listen_decline_at_once(true, 3, 4));
+	assert_true(listen_decline_at_once(true, 4, 4));
+}
+
+static void test_threshold_default(void **state)
+{
+	struct usmc_opts o;
+
+	assert_int_equal(opts_init_from_env(&o), 0);
+	assert_int_equal(opts_set(&o, USMC_OPT_HS_THREADS, 3), 0);
+	assert_int_equal(opts_set(&o, USMC_OPT_HS_CONGESTION, 0), 0);
+	assert_int_equal(opts_hs_congestion(&o), 6); /* 0 = 2 x threads */
+	assert_false(listen_hs_congested(5, opts_hs_congestion(&o)));
+	assert_true(listen_hs_congested(6, opts_hs_congestion(&o)));
+	assert_int_equal(opts_set(&o, USMC_OPT_HS_CONGESTION, 1), 0);
+	assert_int_equal(opts_hs_congestion(&o), 1);
+}
+
+static void test_hist_bucket(void **state)
+{
+	assert_int_equal(listen_hist_bucket(0), 0);
+	assert_int_equal(listen_hist_bucket(1), 0);
+	assert_int_equal(listen_hist_bucket(2), 1);
+	assert_int_equal(listen_hist_bucket(3), 1);
+	assert_int_equal(listen_hist_bucket(4), 2);
+	assert_int_equal(listen_hist_bucket(1023), 9);
+	assert_int_equal(listen_hist_bucket(1024), 10);
+	assert_int_equal(listen_hist_bucket(1ULL << (USMC_HS_HIST_BUCKETS - 2)),
+			 USMC_HS_HIST_BUCKETS - 2);
+	assert_int_equal(listen_hist_bucket(1ULL << (USMC_HS_HIST_BUCKETS - 1)),
+			 USMC_HS_HIST_BUCKETS - 1);
+	assert_int_equal(listen_hist_bucket(UINT64_MAX), USMC_HS_HIST_BUCKETS - 1);
+}
+
+/* ---- the pool: a worker that blocks until released, to hold the queue */
+
+struct gate {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int running, released, done;
+};
+
+static void gated(void *arg, struct usmc_conn *c)
+{
+	struct gate *g = arg;
+
+	pthread_mutex_lock(&g->m);
+	g->running++;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->released)
+		pthread_cond_wait(&g->cv, &g->m);
+	g->done++;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->m);
+	free(c);
+}
+
+static void wait_count(struct gate *g, int *field, int n)
+{
+	pthread_mutex_lock(&g->m);
+	while (*field < n)
+		pthread_cond_wait(&g->cv, &g->m);
+	pthread_mutex_unlock(&g->m);
+}
+
+static void test_pool_depth(void **state)
+{
+	struct gate g = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	struct hs_pool p;
+	const int threads = 2, extra = 5;
+
+	assert_int_equal(hs_pool_start(&p, threads, gated, &g), 0);
+	for (int i = 0; i < threads; i++)
+		hs_pool_submit(&p, calloc(1, sizeof(struct usmc_conn)));
+	wait_count(&g, &g.running, threads); /* both workers busy */
+	assert_int_equal(hs_pool_depth(&p), 0);
+	for (int i = 0; i < extra; i++)
+		hs_pool_submit(&p, calloc(1, sizeof(struct usmc_conn)));
+	/* depth counts only handshakes waiting for a worker */
+	assert_int_equal(hs_pool_depth(&p), extra);
+	assert_true(hs_pool_high(&p) >= (unsigned int)extra);
+	assert_true(listen_hs_congested(hs_pool_depth(&p), 2 * threads));
+	pthread_mutex_lock(&g.m);
+	g.released = 1;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.m);
+	wait_count(&g, &g.done, threads + extra);
+	assert_int_equal(hs_pool_depth(&p), 0);
+	assert_int_equal(hs_pool_high(&p), extra);
+	assert_null(hs_pool_stop(&p));
+}
+
+/* Stopping returns what is still queued, for the caller to free. */
+static void test_pool_stop_returns_queued(void **state)
+{
+	struct gate g = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	struct hs_pool p;
+	struct usmc_conn *left;
+	int n = 0;
+
+	assert_int_equal(hs_pool_start(&p, 1, gated, &g), 0);
+	hs_pool_submit(&p, calloc(1, sizeof(struct usmc_conn)));
+	wait_count(&g, &g.running, 1);
+	for (int i = 0; i < 3; i++)
+		hs_pool_submit(&p, calloc(1, sizeof(struct usmc_conn)));
+	pthread_mutex_lock(&g.m);
+	g.released = 1; /* the running one finishes; stop before others run? */
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.m);
+	left = hs_pool_stop(&p);
+	while (left) {
+		struct usmc_conn *next = left->next;
+
+		free(left);
+		left = next;
+		n++;
+	}
+	/* every submitted connection was either run or handed back */
+	assert_int_equal(g.done + n, 4);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_backlog_room),
+		cmocka_unit_test(test_congested),
+		cmocka_unit_test(test_decline_at_once),
+		cmocka_unit_test(test_threshold_default),
+		cmocka_unit_test(test_hist_bucket),
+		cmocka_unit_test(test_pool_depth),
+		cmocka_unit_test(test_pool_stop_returns_queued),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
