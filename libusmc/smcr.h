@@ -208,6 +208,8 @@ struct smcr_ctx {
 int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev);
 
 int smcr_ctx_init(struct smcr_ctx *s);
+/* smcr_ctx_ueid() - a copy of the context's UEID (blank padded). */
+void smcr_ctx_ueid(struct usmc_ctx *ctx, uint8_t out[SMCR_UEID_LEN]);
 void smcr_ctx_fini(struct smcr_ctx *s);
 /* smcr_ueid_pad() - validate and blank-pad a UEID (A-Z 0-9 . -). */
 int smcr_ueid_pad(const char *in, uint8_t out[SMCR_UEID_LEN]);

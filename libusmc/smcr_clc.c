@@ -187,7 +187,7 @@ static void build_proposal(struct usmc_ctx *ctx, const struct smcr_dev *dev, str
 	p->has_smcd_info = true;
 	p->has_v2_ext = true;
 	p->eid_count = 1;
-	memcpy(p->eid[0], ctx->rdma.ueid, CLC_EID_LEN);
+	smcr_ctx_ueid(ctx, p->eid[0]);
 	p->release = SMCR_RELEASE;
 	memcpy(p->roce_gid, dev->gid, CLC_GID_LEN);
 	p->max_conns = SMCR_MAX_CONNS;
@@ -368,9 +368,10 @@ int smcr_clc_connect(struct usmc_conn *c)
 /* ==== server ==== */
 
 /* §8.1 server checks before any device work: 0 or the decline reason. */
-static uint32_t serve_check(const struct usmc_ctx *ctx, const struct clc_proposal *p,
-			    uint8_t *eid_idx)
+static uint32_t serve_check(struct usmc_ctx *ctx, const struct clc_proposal *p, uint8_t *eid_idx)
 {
+	uint8_t ueid[SMCR_UEID_LEN];
+
 	if (p->version < CLC_V2 || !p->has_v2_ext ||
 	    (p->typev2 != CLC_TYPE_R && p->typev2 != CLC_TYPE_B))
 		return SMC_CLC_DECL_NOSMCRDEV; /* v1 only: not offered by libusmc */
@@ -382,8 +383,9 @@ static uint32_t serve_check(const struct usmc_ctx *ctx, const struct clc_proposa
 		if (p->max_links < 1)
 			return SMC_CLC_DECL_MAXLINKERR;
 	}
+	smcr_ctx_ueid(ctx, ueid);
 	for (uint8_t i = 0; i < p->eid_count; i++)
-		if (!memcmp(p->eid[i], ctx->rdma.ueid, CLC_EID_LEN)) {
+		if (!memcmp(p->eid[i], ueid, CLC_EID_LEN)) {
 			*eid_idx = i;
 			return 0;
 		}

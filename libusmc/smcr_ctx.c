@@ -97,3 +97,11 @@ int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)
 	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
+
+void smcr_ctx_ueid(struct usmc_ctx *ctx, uint8_t out[SMCR_UEID_LEN])
+{
+	/* usmc_ctx_set_ueid() may run concurrently with handshakes */
+	pthread_mutex_lock(&ctx->lock);
+	memcpy(out, ctx->rdma.ueid, SMCR_UEID_LEN);
+	pthread_mutex_unlock(&ctx->lock);
+}
