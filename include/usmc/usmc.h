@@ -350,13 +350,20 @@ int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_
  * usmc_connect_finish() - complete a non-blocking connect: 0 when the
  * connection is established, -EINPROGRESS if not yet (poll again), or the
  * negative errno of the failed connect (the connection must then be closed).
+ * Once the TCP connect is done this call runs the CLC handshake, which
+ * blocks (bounded by USMC_OPT_CLC_TIMEOUT_MS per message) when SMC-R is
+ * attempted.
  */
 int usmc_connect_finish(struct usmc_conn *c);
 
 /**
  * usmc_conn_fd() - the descriptor to poll: readable when usmc_recv() would
- * not block, writable when usmc_send() would not block; stable for the
- * connection's life. Do not read, write or close it yourself.
+ * not block (data, EOF or an error), writable when usmc_send() would not
+ * block. In TCP mode it is the TCP socket; in SMC-R mode a descriptor the
+ * library keeps exactly in step with the connection (docs/smcr.md). It is
+ * stable from the moment the connection is established: after a
+ * non-blocking connect, take it again once usmc_connect_finish() returned 0.
+ * Do not read, write or close it yourself.
  */
 int usmc_conn_fd(const struct usmc_conn *c);
 
