@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "ctx.h"
 #include "kcompat.h"
+#include "smcr.h"
 
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
 #define CONN_IOV_MAX 1024
@@ -52,6 +53,8 @@ int conn_make_blocking(struct usmc_conn *c)
 
 void conn_destroy(struct usmc_conn *c)
 {
+	if (c->smcr)
+		smcr_close(c, true);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->counted_open)
@@ -79,8 +82,6 @@ static int check_sockaddr(const struct sockaddr *addr, socklen_t len)
  */
 static int connect_decide_mode(struct usmc_conn *c)
 {
-	int rc;
-
 	if (!c->opts.v[USMC_OPT_SMC]) {
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
 		return 0;
@@ -91,13 +92,7 @@ static int connect_decide_mode(struct usmc_conn *c)
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
 		return 0;
 	}
-	/* The client side of SMC-R over verbs is not in this build yet: a
-	 * device alone does not make SMC-R possible. */
-	rc = kcompat_client_decline(c, USMC_REASON_NOSMCRDEV); /* kernel-compat */
-	if (rc)
-		return rc;
-	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
-	return 0;
+	return smcr_clc_connect(c);
 }
 
 int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
@@ -252,6 +247,8 @@ ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	rc = conn_ready(c);
 	if (rc)
 		return rc;
+	if (c->smcr)
+		return smcr_sendv(c, iov, iovcnt, flags);
 	n = sendmsg(c->fd, &msg, io_flags(c, flags));
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
@@ -271,6 +268,8 @@ ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	rc = conn_ready(c);
 	if (rc)
 		return rc;
+	if (c->smcr)
+		return smcr_recvv(c, iov, iovcnt, flags);
 	do {
 		n = recvmsg(c->fd, &msg, io_flags(c, flags));
 	} while (n < 0 && errno == EINTR);
@@ -287,6 +286,8 @@ int usmc_shutdown(struct usmc_conn *c, int how)
 		return -EINVAL;
 	if (c->fd < 0)
 		return -ENOTCONN;
+	if (c->smcr)
+		return smcr_shutdown(c, how);
 	return shutdown(c->fd, how) ? -errno : 0;
 }
 
@@ -295,6 +296,11 @@ int usmc_close(struct usmc_conn *c)
 	if (!c)
 		return -EINVAL;
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
+	if (c->smcr) {
+		smcr_close(c, false);
+		/* as Linux: the active closer shuts the TCP socket down */
+		shutdown(c->fd, SHUT_RDWR);
+	}
 	conn_destroy(c);
 	return 0;
 }
@@ -312,7 +318,9 @@ int usmc_abort(struct usmc_conn *c)
 
 int usmc_conn_fd(const struct usmc_conn *c)
 {
-	return c ? c->fd : -EINVAL;
+	if (!c)
+		return -EINVAL;
+	return c->smcr ? c->smcr->ev[0] : c->fd;
 }
 
 int usmc_conn_setopt(struct usmc_conn *c, enum usmc_opt opt, long value)
@@ -340,6 +348,10 @@ int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
 	getsockname(c->fd, (struct sockaddr *)&info->local, &len);
 	len = sizeof(info->peer);
 	getpeername(c->fd, (struct sockaddr *)&info->peer, &len);
+	if (c->smcr) {
+		info->lgr_id = c->smcr->lgr->id;
+		info->smc_version = CLC_V2;
+	}
 	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
 	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
 	return 0;

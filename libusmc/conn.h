@@ -11,6 +11,7 @@
 #include "opts.h"
 
 struct usmc_ctx;
+struct smcr_conn;
 
 struct usmc_conn {
 	struct usmc_ctx *ctx;
@@ -24,6 +25,7 @@ struct usmc_conn {
 	bool decline_at_once; /* listener congested: decline in the accept thread */
 	int kc_peer;	      /* enum kc_peer: SMC option seen in the handshake */
 	struct usmc_opts opts;
+	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
 	atomic_uint_least64_t bytes_sent, bytes_received;
 	struct usmc_conn *next; /* accept queue link (listener) */
 };

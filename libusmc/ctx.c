@@ -20,6 +20,9 @@ int usmc_ctx_create(struct usmc_ctx **out)
 	rc = opts_init_from_env(&ctx->opts);
 	if (rc)
 		goto err;
+	rc = smcr_ctx_init(&ctx->rdma);
+	if (rc)
+		goto err;
 	rc = ib_discover(&ctx->devs, &ctx->ndevs);
 	if (rc)
 		goto err;
@@ -42,6 +45,8 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 		return -EINVAL;
 	if (atomic_load(&ctx->open_conns) || atomic_load(&ctx->open_listeners))
 		return -EBUSY;
+	lgr_destroy_all(ctx);
+	smcr_ctx_fini(&ctx->rdma);
 	pthread_mutex_destroy(&ctx->lock);
 	kcompat_close(ctx->kc);
 	free(ctx->devs);
@@ -115,6 +120,8 @@ void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
 	st->fallbacks = atomic_load(&ctx->fallbacks);
 	st->hs_errors = atomic_load(&ctx->hs_errors);
 	st->open_conns = (uint64_t)atomic_load(&ctx->open_conns);
+	st->lgrs_created = atomic_load(&ctx->rdma.lgrs_created);
+	st->lgrs_open = (uint64_t)atomic_load(&ctx->rdma.lgrs_open);
 }
 
 uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)

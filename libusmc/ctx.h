@@ -11,6 +11,7 @@
 
 #include "opts.h"
 #include "reason.h"
+#include "smcr.h"
 
 struct usmc_ctx {
 	pthread_mutex_t lock; /* guards opts against concurrent setopt */
@@ -24,6 +25,7 @@ struct usmc_ctx {
 	atomic_int open_conns, open_listeners;
 
 	struct kcompat *kc; /* kernel-compat mode (kcompat.c); NULL when off */
+	struct smcr_ctx rdma; /* SMC-R: system id, UEID, link groups */
 };
 
 /* A copy of the context's options, for a new listener or connection. */

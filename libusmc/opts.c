@@ -26,6 +26,8 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_SNDBUF_SIZE] = {"USMC_SNDBUF_SIZE", 64 * KiB, 16 * KiB, 512 * MiB},
 	[USMC_OPT_LINGER_MS] = {"USMC_LINGER_MS", 2000, 0, 600000},
 	[USMC_OPT_BUSY_POLL] = {"USMC_BUSY_POLL", 0, 0, 1},
+	[USMC_OPT_TESTLINK_MS] = {"USMC_TESTLINK_MS", 30000, 0, 3600000},
+	[USMC_OPT_LGR_IDLE_MS] = {"USMC_LGR_IDLE_MS", 600000, 100, 86400000},
 };
 
 static int parse_long(const char *s, long *out)

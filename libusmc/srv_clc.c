@@ -6,6 +6,7 @@
 #include "clc_io.h"
 #include "conn.h"
 #include "ctx.h"
+#include "smcr.h"
 #include "srv_clc.h"
 
 int srv_clc_handshake(struct usmc_conn *c)
@@ -23,10 +24,10 @@ int srv_clc_handshake(struct usmc_conn *c)
 	rc = clc_proposal_decode(buf, (size_t)len, &prop);
 	if (rc)
 		return rc;
-	/*
-	 * SMC-R over verbs is not in this build: every proposal is declined
-	 * with the version it came in, and both ends continue over TCP.
-	 */
+	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2)
+		return smcr_clc_serve(c, &prop);
+	/* SMC-R v1 (RoCE v1 GIDs) is not offered: decline in the proposal's
+	 * version, both ends continue over TCP */
 	rc = clc_io_send_decline(c->fd, prop.version, NULL, SMC_CLC_DECL_NOSMCRDEV);
 	if (rc)
 		return rc;

@@ -125,6 +125,15 @@ enum usmc_opt {
 	/* Poll completion queues instead of sleeping on them (0/1): lower
 	 * latency, one core busy. Env USMC_BUSY_POLL, default 0. */
 	USMC_OPT_BUSY_POLL,
+	/* Context: milliseconds without receiving anything on an SMC-R link
+	 * before it sends an LLC TEST_LINK (unanswered within 2 s: the link
+	 * group and its connections end). 0 = never. Env USMC_TESTLINK_MS,
+	 * default 30000 (Linux net.smc.smcr_testlink_time), range 0..3600000. */
+	USMC_OPT_TESTLINK_MS,
+	/* Context: milliseconds an SMC-R link group without connections is
+	 * kept for reuse before it is freed (DELETE_LINK). Env USMC_LGR_IDLE_MS,
+	 * default 600000 (Linux SMC_LGR_FREE_DELAY_SERV), range 100..86400000. */
+	USMC_OPT_LGR_IDLE_MS,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
@@ -164,13 +173,24 @@ struct usmc_device_info {
 int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max);
 
 struct usmc_ctx_stats {
-	uint64_t connects;   /* usmc_connect() that established a connection */
-	uint64_t accepts;    /* connections returned by usmc_accept() */
-	uint64_t smcr;	     /* connections that run SMC-R */
-	uint64_t fallbacks;  /* connections that run TCP */
-	uint64_t hs_errors;  /* handshakes that failed (no fallback possible) */
-	uint64_t open_conns; /* connections not yet closed */
+	uint64_t connects;     /* usmc_connect() that established a connection */
+	uint64_t accepts;      /* connections returned by usmc_accept() */
+	uint64_t smcr;	       /* connections that run SMC-R */
+	uint64_t fallbacks;    /* connections that run TCP */
+	uint64_t hs_errors;    /* handshakes that failed (no fallback possible) */
+	uint64_t open_conns;   /* connections not yet closed */
+	uint64_t lgrs_created; /* SMC-R link groups ever created */
+	uint64_t lgrs_open;    /* SMC-R link groups that exist now (idle ones too) */
 };
+
+/**
+ * usmc_ctx_set_ueid() - the SMC-Rv2 User EID this context offers and
+ * accepts (1-32 characters A-Z, 0-9, '.', '-', the first alphanumeric;
+ * blank padded on the wire). Both ends need the same one. Default: env
+ * USMC_UEID, else "LIBUSMC", so two libusmc processes meet unconfigured.
+ * Returns 0 or -EINVAL. Applies to handshakes started afterwards.
+ */
+int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid);
 
 /** usmc_ctx_stats() - a snapshot of the context's counters. */
 void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);

@@ -1,0 +1,706 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SMC-R connection data path (smc-r-protocol.md §4): the send buffer ring is
+ * RDMA-written into the peer's RMB (split at both rings' wraps) followed by a
+ * CDC SEND on the same QP; received CDCs move the cursors. Cursors are kept
+ * as 64-bit byte totals of the stream and converted to (wrap, count) on the
+ * wire, so every comparison is plain arithmetic; every cursor a peer sends
+ * is validated against the ring sizes before it is used.
+ *
+ * Readiness for usmc_conn_fd(): an AF_UNIX socketpair per connection. The
+ * user polls ev[0]. One byte waits ev[1] -> ev[0] exactly while the
+ * connection is readable; ev[0]'s send side is kept full (bytes sent
+ * ev[0] -> ev[1] and left unread) exactly while it is not writable.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cdc.h"
+#include "conn.h"
+#include "ctx.h"
+#include "smcr.h"
+
+#define EV_FILL_CHUNK 4096
+
+static struct cdc_cursor curs_of(uint64_t total, uint32_t size)
+{
+	return cdc_curs_add((struct cdc_cursor){0, 0}, total, size);
+}
+
+/* ---- readiness ------------------------------------------------------- */
+
+static bool sc_readable(const struct smcr_conn *sc)
+{
+	return sc->rx_prod > sc->rx_cons || sc->peer_done_writing || sc->peer_closed ||
+	       sc->peer_abort || sc->err || sc->shut_rd;
+}
+
+static bool sc_writable(const struct smcr_conn *sc)
+{
+	return sc->tx_prep - sc->tx_fin < sc->snd_len || sc->err || sc->peer_abort || sc->shut_wr ||
+	       sc->closed;
+}
+
+/* Called with sc->lock held after every state change. */
+static void sc_update_ready(struct smcr_conn *sc)
+{
+	static const uint8_t fill[EV_FILL_CHUNK];
+	uint8_t tmp[EV_FILL_CHUNK];
+	bool rd = sc_readable(sc), wr = sc_writable(sc);
+
+	if (rd && !sc->rd_sig)
+		sc->rd_sig = write(sc->ev[1], "r", 1) == 1;
+	else if (!rd && sc->rd_sig)
+		sc->rd_sig = read(sc->ev[0], tmp, 1) != 1;
+	if (!wr && !sc->wr_blocked_sig) {
+		while (write(sc->ev[0], fill, sizeof(fill)) > 0)
+			;
+		sc->wr_blocked_sig = true;
+	} else if (wr && sc->wr_blocked_sig) {
+		while (read(sc->ev[1], tmp, sizeof(tmp)) > 0)
+			;
+		sc->wr_blocked_sig = false;
+	}
+}
+
+static int ev_pair(int ev[2])
+{
+	int small = 1;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ev))
+		return -errno;
+	/* the kernel rounds up to its minimum: a few KiB fill it */
+	setsockopt(ev[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	return 0;
+}
+
+/* ---- life cycle ------------------------------------------------------ */
+
+int smcr_conn_new(struct lgr *lgr, const struct usmc_opts *opts, struct smcr_conn **out)
+{
+	struct smcr_conn *sc = calloc(1, sizeof(*sc));
+	int rc;
+
+	if (!sc)
+		return -ENOMEM;
+	sc->ev[0] = sc->ev[1] = -1;
+	sc->tcp_fd = -1;
+	atomic_init(&sc->refs, 1);
+	sc->lgr = lgr;
+	pthread_mutex_init(&sc->lock, NULL);
+	pthread_cond_init(&sc->cond, NULL);
+	rc = ev_pair(sc->ev);
+	if (!rc)
+		rc = bufpool_claim(lgr->rmbs, (size_t)opts->v[USMC_OPT_RMB_SIZE], &sc->rmb);
+	if (!rc)
+		rc = bufpool_claim(lgr->sndbufs, (size_t)opts->v[USMC_OPT_SNDBUF_SIZE],
+				   &sc->sndbuf);
+	if (!rc) {
+		sc->rmb_len = (uint32_t)sc->rmb->len;
+		sc->snd_len = (uint32_t)sc->sndbuf->len;
+		rc = lgr_conn_add(lgr, sc);
+	}
+	if (rc) {
+		smcr_conn_put(sc);
+		return rc;
+	}
+	*out = sc;
+	return 0;
+}
+
+/*
+ * The RMB goes back to the pool: tell the peer to forget its rkey (§3), as
+ * Linux does, so a Linux peer's 255 rtoken slots do not fill up. Not waited
+ * for: this may run in the progress thread, which delivers the answer.
+ */
+static void sc_delete_rkey(struct smcr_conn *sc)
+{
+	struct llc_msg m = {.version = LLC_V2, .type = LLC_DELETE_RKEY};
+
+	m.delete_rkey.num_rkeys = 1;
+	m.delete_rkey.rkeys[0] = sc->rmb->rkey;
+	if (atomic_load(&sc->lgr->state) == LGR_ACTIVE)
+		lgr_llc_send(sc->lgr, &m);
+}
+
+void smcr_conn_put(struct smcr_conn *sc)
+{
+	if (atomic_fetch_sub(&sc->refs, 1) != 1)
+		return;
+	/* no reference left: no table entry, no pending send, no user */
+	if (sc->rmb && sc->peer_len)
+		sc_delete_rkey(sc);
+	if (sc->rmb)
+		bufpool_release(sc->lgr->rmbs, sc->rmb);
+	if (sc->sndbuf)
+		bufpool_release(sc->lgr->sndbufs, sc->sndbuf);
+	if (sc->ev[0] >= 0)
+		close(sc->ev[0]);
+	if (sc->ev[1] >= 0)
+		close(sc->ev[1]);
+	pthread_cond_destroy(&sc->cond);
+	pthread_mutex_destroy(&sc->lock);
+	free(sc);
+}
+
+static bool sc_cdc_apply(struct smcr_conn *sc, const struct cdc_msg *m);
+static void sc_tx_push(struct smcr_conn *sc);
+
+void smcr_conn_set_peer(struct smcr_conn *sc, const struct clc_accept_confirm *m)
+{
+	pthread_mutex_lock(&sc->lock);
+	sc->peer_token = m->rmbe_alert_token;
+	sc->peer_rkey = m->rmb_rkey;
+	sc->peer_len = (uint32_t)smc_uncompress_bufsize(m->rmbe_size);
+	/* RMBE index counts from 1 (Linux: always 1) */
+	sc->peer_rmb_addr = m->rmb_dma_addr + (uint64_t)(m->rmbe_idx - 1) * sc->peer_len;
+	/* on a reused link group the peer's first CDC may beat its CLC CONFIRM */
+	if (sc->early_valid) {
+		sc->early_valid = false;
+		sc->rx_seq = sc->early.seqno;
+		sc->rx_seq_seen = true;
+		if (!sc_cdc_apply(sc, &sc->early)) {
+			sc->aborting = true;
+			sc_tx_push(sc);
+			if (!sc->err)
+				sc->err = -EPROTO;
+		}
+	}
+	pthread_mutex_unlock(&sc->lock);
+}
+
+static void sc_fail_locked(struct smcr_conn *sc, int err)
+{
+	if (!sc->err)
+		sc->err = err;
+	pthread_cond_broadcast(&sc->cond);
+	sc_update_ready(sc);
+}
+
+bool smcr_conn_fail(struct smcr_conn *sc, int err)
+{
+	bool orphan;
+
+	pthread_mutex_lock(&sc->lock);
+	sc_fail_locked(sc, err);
+	orphan = sc->orphan;
+	pthread_mutex_unlock(&sc->lock);
+	return orphan;
+}
+
+void smcr_tcp_hup(struct lgr *lgr, uint32_t token)
+{
+	struct smcr_conn *sc = lgr_conn_get(lgr, token);
+
+	if (!sc)
+		return;
+	pthread_mutex_lock(&sc->lock);
+	if (!sc->tcp_eof_ms)
+		sc->tcp_eof_ms = smcr_now_ms();
+	pthread_mutex_unlock(&sc->lock);
+	atomic_store(&lgr->tcp_eof_seen, true);
+	smcr_conn_put(sc);
+}
+
+/*
+ * A peer closes its TCP socket only after its close CDC (§1.2), so a
+ * hang-up with no close or abort CDC within the grace time means the peer
+ * process died: the connection ends with ECONNRESET.
+ */
+void smcr_tcp_eof_check(struct lgr *lgr)
+{
+	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
+	long now = smcr_now_ms();
+	bool again = false;
+	int n = 0;
+
+	if (!atomic_exchange(&lgr->tcp_eof_seen, false))
+		return;
+	pthread_mutex_lock(&lgr->lock);
+	for (int i = 1; i <= SMCR_MAX_CONNS; i++)
+		if (lgr->conns[i]) {
+			list[n++] = lgr->conns[i];
+			atomic_fetch_add(&lgr->conns[i]->refs, 1);
+		}
+	pthread_mutex_unlock(&lgr->lock);
+	for (int i = 0; i < n; i++) {
+		struct smcr_conn *sc = list[i];
+
+		pthread_mutex_lock(&sc->lock);
+		if (sc->tcp_eof_ms && !sc->peer_closed && !sc->peer_abort && !sc->err) {
+			if (now - sc->tcp_eof_ms > SMCR_TCP_EOF_GRACE_MS) {
+				sc_fail_locked(sc, -ECONNRESET);
+				/* and the link group: is that peer gone altogether? */
+				atomic_store(&lgr->test_now, true);
+			} else
+				again = true;
+		}
+		pthread_mutex_unlock(&sc->lock);
+		smcr_conn_put(sc);
+	}
+	if (again)
+		atomic_store(&lgr->tcp_eof_seen, true);
+}
+
+/* ---- transmit ------------------------------------------------------- */
+
+static uint8_t sc_state_flags(const struct smcr_conn *sc, bool all_sent)
+{
+	uint8_t f = 0;
+
+	if (sc->aborting)
+		return CDC_CS_PEER_CONN_ABORT;
+	if (sc->shut_wr && all_sent)
+		f |= CDC_CS_PEER_DONE_WRITING;
+	if (sc->closed && all_sent)
+		f |= CDC_CS_PEER_CONN_CLOSED;
+	return f;
+}
+
+static bool sc_flags_due(const struct smcr_conn *sc, bool all_sent)
+{
+	if (sc->aborting)
+		return !sc->abort_sent;
+	return all_sent && ((sc->shut_wr && !sc->shut_wr_sent) || (sc->closed && !sc->closed_sent));
+}
+
+/* Chain RDMA WRITEs for [tx_sent, tx_sent + n); returns how many (<= 3). */
+static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr *wr,
+			   struct ibv_sge *sge)
+{
+	uint64_t off = sc->tx_sent;
+	int k = 0;
+
+	while (n) {
+		uint32_t soff = (uint32_t)(off % sc->snd_len),
+			 roff = (uint32_t)(off % sc->peer_len);
+		uint64_t chunk = n;
+
+		if (chunk > sc->snd_len - soff)
+			chunk = sc->snd_len - soff;
+		if (chunk > sc->peer_len - roff)
+			chunk = sc->peer_len - roff;
+		sge[k] = (struct ibv_sge){.addr = (uintptr_t)sc->sndbuf->addr + soff,
+					  .length = (uint32_t)chunk,
+					  .lkey = sc->sndbuf->lkey};
+		wr[k] = (struct ibv_send_wr){.sg_list = &sge[k],
+					     .num_sge = 1,
+					     .opcode = IBV_WR_RDMA_WRITE,
+					     .wr.rdma = {.remote_addr = sc->peer_rmb_addr + roff,
+							 .rkey = sc->peer_rkey}};
+		wr[k].next = &wr[k + 1];
+		k++;
+		off += chunk;
+		n -= chunk;
+	}
+	return k;
+}
+
+/*
+ * Send what the window allows plus a CDC, if there is anything to say.
+ * Called with sc->lock held. No room in the send queue: tx_pending, and the
+ * progress thread calls again when a send completes.
+ */
+static void sc_tx_push(struct smcr_conn *sc)
+{
+	struct ibv_send_wr wr[SMCR_TX_WRS_PER_CDC];
+	struct ibv_sge sge[SMCR_TX_WRS_PER_CDC];
+	uint8_t buf[CDC_MSG_LEN];
+	uint64_t pending = sc->tx_prep - sc->tx_sent;
+	uint64_t space = sc->peer_len - (sc->tx_sent - sc->peer_cons);
+	uint64_t n = pending < space ? pending : space;
+	bool all_sent = sc->tx_sent + n == sc->tx_prep;
+	struct smcr_tx_pend p = {.conn = sc, .mark = sc->tx_sent + n};
+	struct cdc_msg m;
+	int k, rc;
+
+	if (sc->err || !sc->peer_len || (sc->abort_sent))
+		return;
+	if (sc->aborting)
+		n = 0, all_sent = true;
+	if (!n && !sc->cons_update_due && !sc_flags_due(sc, all_sent))
+		return;
+	k = n ? sc_build_writes(sc, n, wr, sge) : 0;
+	m = (struct cdc_msg){
+		.seqno = (uint16_t)(sc->tx_seq + 1),
+		.token = sc->peer_token,
+		.prod = curs_of(sc->tx_sent + n, sc->peer_len),
+		.cons = curs_of(sc->rx_cons, sc->rmb_len),
+		.prod_flags = pending > n ? CDC_PF_WRITE_BLOCKED : 0,
+		.conn_state_flags = sc_state_flags(sc, all_sent),
+	};
+	cdc_encode(&m, buf, sizeof(buf));
+	sge[k] = (struct ibv_sge){.addr = (uintptr_t)buf, .length = CDC_MSG_LEN};
+	wr[k] = (struct ibv_send_wr){.sg_list = &sge[k],
+				     .num_sge = 1,
+				     .opcode = IBV_WR_SEND,
+				     .send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
+						   IBV_SEND_INLINE};
+	atomic_fetch_add(&sc->refs, 1); /* the pending send's; before the completion can run */
+	rc = lgr_post_send(sc->lgr, wr, k + 1, &p, false);
+	if (rc) {
+		atomic_fetch_sub(&sc->refs, 1);
+		if (rc == -EAGAIN) {
+			sc->tx_pending = true;
+			atomic_store(&sc->lgr->any_pending, true);
+		} else {
+			sc_fail_locked(sc, rc);
+		}
+		return;
+	}
+	sc->tx_seq = m.seqno;
+	sc->tx_sent += n;
+	sc->rx_cons_sent = sc->rx_cons;
+	sc->cons_update_due = false;
+	if (m.conn_state_flags & CDC_CS_PEER_DONE_WRITING)
+		sc->shut_wr_sent = true;
+	if (m.conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
+		sc->closed_sent = true;
+	if (m.conn_state_flags & CDC_CS_PEER_CONN_ABORT)
+		sc->abort_sent = true;
+}
+
+void smcr_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
+{
+	struct smcr_conn *sc = p->conn;
+
+	(void)lgr;
+	pthread_mutex_lock(&sc->lock);
+	if (p->mark > sc->tx_fin) {
+		sc->tx_fin = p->mark;
+		pthread_cond_broadcast(&sc->cond);
+		sc_update_ready(sc);
+	}
+	pthread_mutex_unlock(&sc->lock);
+	smcr_conn_put(sc);
+}
+
+void smcr_kick_pending(struct lgr *lgr)
+{
+	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
+	int n = 0;
+
+	if (!atomic_exchange(&lgr->any_pending, false))
+		return;
+	pthread_mutex_lock(&lgr->lock);
+	for (int i = 1; i <= SMCR_MAX_CONNS; i++)
+		if (lgr->conns[i]) {
+			list[n++] = lgr->conns[i];
+			atomic_fetch_add(&lgr->conns[i]->refs, 1);
+		}
+	pthread_mutex_unlock(&lgr->lock);
+	for (int i = 0; i < n; i++) {
+		struct smcr_conn *sc = list[i];
+
+		pthread_mutex_lock(&sc->lock);
+		if (sc->tx_pending) {
+			sc->tx_pending = false;
+			sc_tx_push(sc);
+		}
+		pthread_mutex_unlock(&sc->lock);
+		smcr_conn_put(sc);
+	}
+}
+
+/* ---- receive --------------------------------------------------------- */
+
+/* Apply a CDC to sc (locked). Returns false for a protocol violation. */
+static bool sc_cdc_apply(struct smcr_conn *sc, const struct cdc_msg *m)
+{
+	int64_t used;
+
+	if (!cdc_curs_valid(m->prod, sc->rmb_len) || !cdc_curs_valid(m->cons, sc->peer_len))
+		return false;
+	/* the peer can have written at most one RMB beyond what we consumed */
+	used = cdc_ring_used(m->prod, curs_of(sc->rx_cons, sc->rmb_len), sc->rmb_len);
+	if (used < 0)
+		return false;
+	if (sc->rx_cons + (uint64_t)used > sc->rx_prod)
+		sc->rx_prod = sc->rx_cons + (uint64_t)used;
+	/* the peer cannot have consumed more than we wrote */
+	used = cdc_ring_used(curs_of(sc->tx_sent, sc->peer_len), m->cons, sc->peer_len);
+	if (used < 0)
+		return false;
+	if (sc->tx_sent - (uint64_t)used > sc->peer_cons)
+		sc->peer_cons = sc->tx_sent - (uint64_t)used;
+	sc->peer_write_blocked = m->prod_flags & CDC_PF_WRITE_BLOCKED;
+	if ((sc->peer_write_blocked && sc->rx_cons > sc->rx_cons_sent) ||
+	    (m->prod_flags & CDC_PF_CONS_CURS_UPD_REQ))
+		sc->cons_update_due = true;
+	if (m->conn_state_flags & CDC_CS_PEER_DONE_WRITING)
+		sc->peer_done_writing = true;
+	if (m->conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
+		sc->peer_closed = true;
+	if (m->conn_state_flags & CDC_CS_PEER_CONN_ABORT)
+		sc->peer_abort = true;
+	return true;
+}
+
+void smcr_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
+{
+	struct smcr_conn *sc;
+	struct cdc_msg m;
+	bool drop_conn = false;
+
+	if (cdc_decode(buf, len, &m))
+		return; /* as Linux: malformed CDC dropped */
+	sc = lgr_conn_get(lgr, m.token);
+	if (!sc)
+		return;
+	pthread_mutex_lock(&sc->lock);
+	if (!sc->peer_len) {
+		/* keep the newest; its cursors supersede older ones, flags add up */
+		uint8_t fl = sc->early_valid ? sc->early.conn_state_flags : 0;
+
+		if (!sc->early_valid || !cdc_seq_before(m.seqno, sc->early.seqno)) {
+			sc->early = m;
+			sc->early.conn_state_flags |= fl;
+			sc->early_valid = true;
+		}
+	} else if (!sc->err && !(sc->rx_seq_seen && cdc_seq_before(m.seqno, sc->rx_seq))) {
+		sc->rx_seq = m.seqno;
+		sc->rx_seq_seen = true;
+		if (sc_cdc_apply(sc, &m)) {
+			if (!sc->peer_abort)
+				sc_tx_push(sc);
+		} else {
+			/* a lying peer costs only this connection */
+			sc->aborting = true;
+			sc_tx_push(sc);
+			sc_fail_locked(sc, -EPROTO);
+		}
+		pthread_cond_broadcast(&sc->cond);
+		sc_update_ready(sc);
+	}
+	drop_conn = sc->orphan && (sc->peer_closed || sc->peer_abort || sc->err);
+	pthread_mutex_unlock(&sc->lock);
+	if (drop_conn)
+		lgr_conn_del(lgr, sc);
+	smcr_conn_put(sc);
+}
+
+/* ---- user calls ------------------------------------------------------ */
+
+static void cond_wait_ms(struct smcr_conn *sc, long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&sc->cond, &sc->lock, &ts);
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Copy up to @len bytes between a ring and the iovec at stream offset @pos. */
+static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct iovec *iov,
+		      int iovcnt, size_t skip, size_t len, bool to_ring)
+{
+	int i = 0;
+
+	while (i < iovcnt && skip >= iov[i].iov_len)
+		skip -= iov[i++].iov_len;
+	while (len && i < iovcnt) {
+		uint32_t off = (uint32_t)(pos % size);
+		size_t n = iov[i].iov_len - skip;
+		uint8_t *u = (uint8_t *)iov[i].iov_base + skip;
+
+		if (n > len)
+			n = len;
+		if (n > size - off)
+			n = size - off;
+		if (to_ring)
+			memcpy(ring + off, u, n);
+		else
+			memcpy(u, ring + off, n);
+		pos += n;
+		len -= n;
+		skip += n;
+		if (skip == iov[i].iov_len) {
+			skip = 0;
+			i++;
+		}
+	}
+}
+
+ssize_t smcr_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct smcr_conn *sc = c->smcr;
+	bool nonblock = c->nonblock || (flags & MSG_DONTWAIT);
+	size_t total = iov_total(iov, iovcnt), done = 0;
+	ssize_t rc = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	while (done < total || !total) {
+		uint64_t room = sc->snd_len - (sc->tx_prep - sc->tx_fin);
+		size_t n = total - done;
+
+		if (sc->shut_wr || sc->closed || sc->peer_abort) {
+			rc = -EPIPE;
+			break;
+		}
+		if (sc->err) {
+			rc = sc->err;
+			break;
+		}
+		if (!total)
+			break;
+		if (!room) {
+			if (nonblock) {
+				rc = -EAGAIN;
+				break;
+			}
+			cond_wait_ms(sc, 1000);
+			continue;
+		}
+		if (n > room)
+			n = room;
+		ring_copy(sc->sndbuf->addr, sc->snd_len, sc->tx_prep, iov, iovcnt, done, n, true);
+		sc->tx_prep += n;
+		done += n;
+		sc_tx_push(sc);
+		if (nonblock)
+			break;
+	}
+	sc_update_ready(sc);
+	pthread_mutex_unlock(&sc->lock);
+	if (done) {
+		atomic_fetch_add_explicit(&c->bytes_sent, done, memory_order_relaxed);
+		return (ssize_t)done;
+	}
+	return rc;
+}
+
+/* §4.3: tell the peer about consumed bytes when it matters. */
+static void sc_consumer_update(struct smcr_conn *sc)
+{
+	uint64_t unconf = sc->rx_cons - sc->rx_cons_sent;
+	uint64_t limit =
+		sc->rmb_len / 10 > SMCR_CONS_UPDATE_MIN ? sc->rmb_len / 10 : SMCR_CONS_UPDATE_MIN;
+	uint64_t sender_free = sc->rmb_len - (sc->rx_prod - sc->rx_cons_sent);
+
+	if (unconf > limit && (sender_free <= sc->rmb_len / 2 || sc->peer_write_blocked)) {
+		sc->cons_update_due = true;
+		sc_tx_push(sc);
+	}
+}
+
+ssize_t smcr_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct smcr_conn *sc = c->smcr;
+	bool nonblock = c->nonblock || (flags & MSG_DONTWAIT);
+	size_t total = iov_total(iov, iovcnt), done = 0;
+	ssize_t rc = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	while (done < total) {
+		uint64_t avail = sc->rx_prod - sc->rx_cons - ((flags & MSG_PEEK) ? done : 0);
+		size_t n = total - done;
+
+		if (avail) {
+			if (n > avail)
+				n = avail;
+			ring_copy(sc->rmb->addr, sc->rmb_len,
+				  sc->rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt, done,
+				  n, false);
+			done += n;
+			if (!(flags & MSG_PEEK)) {
+				sc->rx_cons += n;
+				sc_consumer_update(sc);
+			}
+			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))
+				break;
+			continue;
+		}
+		if (sc->peer_abort) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (sc->err) {
+			rc = sc->err;
+			break;
+		}
+		if (sc->peer_done_writing || sc->peer_closed || sc->shut_rd)
+			break; /* end of stream */
+		if (nonblock || done) {
+			rc = -EAGAIN;
+			if (!nonblock && (flags & MSG_WAITALL)) {
+				cond_wait_ms(sc, 1000);
+				continue;
+			}
+			break;
+		}
+		cond_wait_ms(sc, 1000);
+	}
+	sc_update_ready(sc);
+	pthread_mutex_unlock(&sc->lock);
+	if (done) {
+		if (!(flags & MSG_PEEK))
+			atomic_fetch_add_explicit(&c->bytes_received, done, memory_order_relaxed);
+		return (ssize_t)done;
+	}
+	return rc == -EAGAIN && !nonblock ? 0 : rc;
+}
+
+int smcr_shutdown(struct usmc_conn *c, int how)
+{
+	struct smcr_conn *sc = c->smcr;
+
+	pthread_mutex_lock(&sc->lock);
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		sc->shut_rd = true;
+	if (how == SHUT_WR || how == SHUT_RDWR) {
+		sc->shut_wr = true;
+		sc_tx_push(sc);
+	}
+	pthread_cond_broadcast(&sc->cond);
+	sc_update_ready(sc);
+	pthread_mutex_unlock(&sc->lock);
+	return 0;
+}
+
+void smcr_close(struct usmc_conn *c, bool abort)
+{
+	struct smcr_conn *sc = c->smcr;
+	long deadline = smcr_now_ms() + c->opts.v[USMC_OPT_LINGER_MS];
+	bool peer_gone;
+
+	pthread_mutex_lock(&sc->lock);
+	/* linger: give unsent data time to leave (and be completed) */
+	while (!abort && !sc->err && !sc->peer_abort && sc->tx_fin < sc->tx_prep &&
+	       smcr_now_ms() < deadline)
+		cond_wait_ms(sc, 50);
+	/* unread data, leftovers or an explicit abort: abort, as Linux */
+	if (abort || sc->rx_prod > sc->rx_cons || sc->tx_sent < sc->tx_prep)
+		sc->aborting = true;
+	sc->closed = true;
+	sc_tx_push(sc);
+	/* the RMB goes back to the pool only once the peer can no longer write */
+	peer_gone = sc->peer_closed || sc->peer_abort || sc->err;
+	sc->orphan = !peer_gone;
+	pthread_mutex_unlock(&sc->lock);
+	/* the TCP socket is closed after this: stop watching it */
+	lgr_unwatch_tcp(sc->lgr, sc);
+	c->smcr = NULL;
+	if (peer_gone)
+		lgr_conn_del(sc->lgr, sc);
+	smcr_conn_put(sc);
+}

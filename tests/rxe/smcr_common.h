@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers of the SMC-R tests run in the soft-RoCE guest: the two "hosts"
+ * come from USMC_TEST_HOST_A/_B (vm-run.sh --setup two). No address or no
+ * device is a failure, never a skip.
+ */
+#ifndef USMC_TEST_SMCR_COMMON_H
+#define USMC_TEST_SMCR_COMMON_H
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <usmc/usmc.h>
+
+static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "FAIL: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+#define CHECK(cond, ...)                  \
+	do {                              \
+		if (!(cond))              \
+			die(__VA_ARGS__); \
+	} while (0)
+
+static inline double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static inline struct sockaddr_in host_addr(const char *env, uint16_t port)
+{
+	const char *h = getenv(env);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	CHECK(h && inet_pton(AF_INET, h, &sa.sin_addr) == 1, "%s not set (run in the guest)", env);
+	return sa;
+}
+
+static inline long env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : def;
+}
+
+/* A listener on host B, port chosen by the kernel; returns its address. */
+static inline struct usmc_listener *listen_b(struct usmc_ctx *ctx, int backlog,
+					     struct sockaddr_in *bound)
+{
+	struct sockaddr_in sa = host_addr("USMC_TEST_HOST_B", 0);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct usmc_listener *l;
+	int rc = usmc_listen(ctx, (struct sockaddr *)&sa, sizeof(sa), backlog, 0, &l);
+
+	CHECK(!rc, "usmc_listen: %s", usmc_strerror(rc));
+	rc = usmc_listener_addr(l, &ss, &len);
+	CHECK(!rc, "usmc_listener_addr: %s", usmc_strerror(rc));
+	memcpy(bound, &ss, sizeof(*bound));
+	return l;
+}
+
+static inline void expect_smcr(const struct usmc_conn *c, const char *who)
+{
+	struct usmc_conn_info info;
+	int rc = usmc_conn_info(c, &info);
+
+	CHECK(!rc, "usmc_conn_info: %s", usmc_strerror(rc));
+	CHECK(info.mode == USMC_MODE_SMCR, "%s runs %s, not SMC-R (reason %s%s)", who,
+	      usmc_mode_name(info.mode), usmc_reason_name(info.reason),
+	      info.peer_declined ? ", declined by the peer" : "");
+	CHECK(info.smc_version == 2 && info.lgr_id, "%s: SMC-Rv2 with a link group expected", who);
+}
+
+#endif

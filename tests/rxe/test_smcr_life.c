@@ -1,0 +1,637 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SMC-R connection and link group life cycle between two libusmc contexts
+ * (client on host A, server on host B), one scenario per run:
+ *   reuse      USMC_TEST_CONNS (1000) sequential connections: ONE link group
+ *   concurrent USMC_TEST_CONNS (100) parallel echoes of USMC_TEST_BYTES each
+ *   halfclose  shutdown(SHUT_WR) -> EOF at the peer, which still answers
+ *   unread     close with unread data aborts: the peer sees ECONNRESET
+ *   abort      usmc_abort(): the peer sees ECONNRESET
+ *   killed     the server process is SIGKILLed: the client sees an error
+ *              within a bounded time (its TCP socket hangs up, no close CDC)
+ *   testlink   an idle link is tested and answered; the connection lives on
+ *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
+ *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
+ *   linger     close with unsent data: the peer still reads all of it, then EOF
+ *   ueid       no common UEID: DECLINE NOSMCDEV, TCP on the same socket
+ *   liar       CDCs with bad tokens or impossible cursors end only their own
+ *              connection (EPROTO); the link group and others live on
+ * Every scenario requires SMC-R where it says so: a TCP fallback fails.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/pattern.h"
+#include "conn.h"
+#include "ctx.h"
+#include "smcr.h"
+#include "smcr_common.h"
+
+static struct usmc_ctx *cs, *cc;
+static struct usmc_listener *lst;
+static struct sockaddr_in srv_addr;
+static long nconns;
+static uint64_t nbytes;
+
+static struct usmc_conn *connect_b(struct usmc_ctx *ctx)
+{
+	struct usmc_conn *c;
+	int rc = usmc_connect(ctx, (struct sockaddr *)&srv_addr, sizeof(srv_addr), 0, &c);
+
+	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
+	return c;
+}
+
+static struct usmc_conn *accept_one(void)
+{
+	struct usmc_conn *c;
+	int rc = usmc_accept(lst, 0, &c);
+
+	CHECK(!rc, "usmc_accept: %s", usmc_strerror(rc));
+	return c;
+}
+
+static void send_all(struct usmc_conn *c, const void *buf, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = usmc_send(c, (const uint8_t *)buf + off, len - off, 0);
+
+		CHECK(n > 0, "send: %s", usmc_strerror((int)n));
+		off += (size_t)n;
+	}
+}
+
+static void recv_all(struct usmc_conn *c, void *buf, size_t len)
+{
+	ssize_t n = usmc_recv(c, buf, len, MSG_WAITALL);
+
+	CHECK(n == (ssize_t)len, "recv %zu: got %zd (%s)", len, n,
+	      n < 0 ? usmc_strerror((int)n) : "");
+}
+
+static void setup(void)
+{
+	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
+	/* 100 client threads on 2 emulated cores: give a PROPOSAL more than
+	 * the default 100 ms to arrive before the probe decides TCP */
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_PROBE_MS, 2000), "probe option");
+	/* handshakes wait on LLC round trips: more workers than cores */
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_HS_THREADS, 16), "hs threads option");
+	lst = listen_b(cs, 256, &srv_addr);
+}
+
+static void teardown(void)
+{
+	int rc;
+
+	CHECK(!usmc_listener_close(lst), "listener close");
+	rc = usmc_ctx_destroy(cc);
+	CHECK(!rc, "client ctx destroy: %s", usmc_strerror(rc));
+	rc = usmc_ctx_destroy(cs);
+	CHECK(!rc, "server ctx destroy: %s", usmc_strerror(rc));
+}
+
+static void expect_lgrs(uint64_t want)
+{
+	struct usmc_ctx_stats a, b;
+
+	usmc_ctx_stats(cc, &a);
+	usmc_ctx_stats(cs, &b);
+	CHECK(a.lgrs_created == want && b.lgrs_created == want,
+	      "link groups created: client %llu, server %llu, want %llu",
+	      (unsigned long long)a.lgrs_created, (unsigned long long)b.lgrs_created,
+	      (unsigned long long)want);
+}
+
+/* ---- reuse ---- */
+
+static void *reuse_server(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < nconns; i++) {
+		struct usmc_conn *c = accept_one();
+		uint32_t v;
+
+		expect_smcr(c, "server");
+		recv_all(c, &v, sizeof(v));
+		CHECK(v == (uint32_t)i, "conn %ld got %u", i, v);
+		v = ~v;
+		send_all(c, &v, sizeof(v));
+		CHECK(!usmc_close(c), "server close");
+	}
+	return NULL;
+}
+
+static void run_reuse(void)
+{
+	pthread_t th;
+	double t0 = now_s();
+
+	pthread_create(&th, NULL, reuse_server, NULL);
+	for (long i = 0; i < nconns; i++) {
+		struct usmc_conn *c = connect_b(cc);
+		uint32_t v = (uint32_t)i;
+
+		expect_smcr(c, "client");
+		send_all(c, &v, sizeof(v));
+		recv_all(c, &v, sizeof(v));
+		CHECK(v == ~(uint32_t)i, "conn %ld answer %u", i, v);
+		CHECK(!usmc_close(c), "client close");
+	}
+	pthread_join(th, NULL);
+	expect_lgrs(1);
+	/* every reuse confirmed its RMB's rkey to the peer, every release deleted it */
+	{
+		struct lgr *lc, *ls;
+		uint64_t conf;
+
+		/* internals: the lists under their lock (TSan) */
+		pthread_mutex_lock(&cc->rdma.lock);
+		lc = cc->rdma.lgrs;
+		pthread_mutex_unlock(&cc->rdma.lock);
+		pthread_mutex_lock(&cs->rdma.lock);
+		ls = cs->rdma.lgrs;
+		pthread_mutex_unlock(&cs->rdma.lock);
+
+		CHECK(lc && ls, "link groups gone");
+		conf = atomic_load(&lc->rkey_confirmed) + atomic_load(&ls->rkey_confirmed);
+		usleep(200000); /* the last DELETE_RKEYs are not waited for */
+		CHECK(conf == 2 * (uint64_t)(nconns - 1), "CONFIRM_RKEY answered %llu, want %ld",
+		      (unsigned long long)conf, 2 * (nconns - 1));
+		CHECK(atomic_load(&lc->rkey_deleted) + atomic_load(&ls->rkey_deleted) >=
+			      2 * (uint64_t)(nconns - 1),
+		      "DELETE_RKEY answered: client %llu, server %llu",
+		      (unsigned long long)atomic_load(&lc->rkey_deleted),
+		      (unsigned long long)atomic_load(&ls->rkey_deleted));
+	}
+	printf("%ld sequential SMC-R connections, 1 link group, %.2f ms per connection\n", nconns,
+	       (now_s() - t0) * 1e3 / (double)nconns);
+}
+
+/* ---- concurrent ---- */
+
+struct pipe_end {
+	struct usmc_conn *c;
+	uint64_t seed;
+};
+
+static void *echo_server_conn(void *arg)
+{
+	struct usmc_conn *c = arg;
+	static _Thread_local uint8_t buf[65536];
+
+	expect_smcr(c, "server");
+	for (;;) {
+		ssize_t n = usmc_recv(c, buf, sizeof(buf), 0);
+
+		CHECK(n >= 0, "server recv: %s", usmc_strerror((int)n));
+		if (!n)
+			break;
+		send_all(c, buf, (size_t)n);
+	}
+	CHECK(!usmc_close(c), "server close");
+	return NULL;
+}
+
+static void *concurrent_server(void *arg)
+{
+	pthread_t *th = calloc((size_t)nconns, sizeof(*th));
+
+	(void)arg;
+	for (long i = 0; i < nconns; i++)
+		pthread_create(&th[i], NULL, echo_server_conn, accept_one());
+	for (long i = 0; i < nconns; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	return NULL;
+}
+
+static void *writer(void *arg)
+{
+	struct pipe_end *p = arg;
+	static _Thread_local uint8_t buf[65536];
+
+	for (uint64_t off = 0; off < nbytes;) {
+		size_t n = nbytes - off < sizeof(buf) ? (size_t)(nbytes - off) : sizeof(buf);
+
+		pattern_fill(p->seed, off, buf, n);
+		send_all(p->c, buf, n);
+		off += n;
+	}
+	CHECK(!usmc_shutdown(p->c, SHUT_WR), "shutdown");
+	return NULL;
+}
+
+static pthread_barrier_t all_connected;
+
+static void *client_conn(void *arg)
+{
+	struct pipe_end p = {.c = connect_b(cc), .seed = (uint64_t)(uintptr_t)arg};
+	static _Thread_local uint8_t buf[65536];
+	uint64_t got = 0;
+	pthread_t w;
+
+	expect_smcr(p.c, "client");
+	/* handshakes first, then all data at once: a handshake's LLC round
+	 * trips behind 100 busy streams can exceed the 6 s CLC wait under TCG */
+	pthread_barrier_wait(&all_connected);
+	pthread_create(&w, NULL, writer, &p);
+	for (;;) {
+		ssize_t n = usmc_recv(p.c, buf, sizeof(buf), 0);
+		long long bad;
+
+		CHECK(n >= 0, "client recv: %s", usmc_strerror((int)n));
+		if (!n)
+			break;
+		bad = pattern_check(p.seed, got, buf, (size_t)n);
+		CHECK(bad < 0, "conn %llu: echo differs at %lld", (unsigned long long)p.seed, bad);
+		got += (uint64_t)n;
+	}
+	pthread_join(w, NULL);
+	CHECK(got == nbytes, "echo %llu of %llu", (unsigned long long)got,
+	      (unsigned long long)nbytes);
+	CHECK(!usmc_close(p.c), "client close");
+	return NULL;
+}
+
+static void run_concurrent(void)
+{
+	pthread_t srv, *th = calloc((size_t)nconns, sizeof(*th));
+	double t0 = now_s(), dt;
+
+	pthread_barrier_init(&all_connected, NULL, (unsigned int)nconns);
+	pthread_create(&srv, NULL, concurrent_server, NULL);
+	for (long i = 0; i < nconns; i++)
+		pthread_create(&th[i], NULL, client_conn, (void *)(uintptr_t)(i + 1));
+	for (long i = 0; i < nconns; i++)
+		pthread_join(th[i], NULL);
+	pthread_join(srv, NULL);
+	dt = now_s() - t0;
+	free(th);
+	printf("%ld concurrent SMC-R echoes of %llu bytes: %.2f s, %.1f MB/s total each way\n",
+	       nconns, (unsigned long long)nbytes, dt, (double)nbytes * (double)nconns / dt / 1e6);
+}
+
+/* ---- half close, unread close, abort ---- */
+
+static void run_halfclose(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+	char buf[16];
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	send_all(c, "hello", 5);
+	CHECK(!usmc_shutdown(c, SHUT_WR), "shutdown");
+	recv_all(s, buf, 5);
+	CHECK(!memcmp(buf, "hello", 5), "data before EOF");
+	CHECK(usmc_recv(s, buf, sizeof(buf), 0) == 0, "server: EOF after SHUT_WR");
+	CHECK(usmc_send(c, "x", 1, 0) == -EPIPE, "send after SHUT_WR must be EPIPE");
+	send_all(s, "bye", 3); /* the other direction still works */
+	CHECK(!usmc_close(s), "server close");
+	recv_all(c, buf, 3);
+	CHECK(!memcmp(buf, "bye", 3), "reply after half close");
+	CHECK(usmc_recv(c, buf, sizeof(buf), 0) == 0, "client: EOF after the server's close");
+	CHECK(!usmc_close(c), "client close");
+}
+
+static void expect_reset(struct usmc_conn *c, const char *who)
+{
+	char buf[16];
+	double t0 = now_s();
+	ssize_t n;
+
+	do
+		n = usmc_recv(c, buf, sizeof(buf), 0);
+	while (n > 0);
+	CHECK(n == -ECONNRESET, "%s: ECONNRESET expected, got %zd (%s)", who, n,
+	      n < 0 ? usmc_strerror((int)n) : "EOF");
+	CHECK(now_s() - t0 < 5, "%s: reset took %.1f s", who, now_s() - t0);
+}
+
+static void run_unread(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+	char buf[1000] = {0};
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	send_all(c, buf, sizeof(buf));
+	usleep(200000); /* in the server's RMB, unread */
+	CHECK(!usmc_close(s), "server close");
+	expect_reset(c, "client");
+	CHECK(usmc_send(c, "x", 1, 0) == -EPIPE, "send after reset must be EPIPE");
+	CHECK(!usmc_close(c), "client close");
+}
+
+static void run_abort(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	send_all(c, "data", 4);
+	CHECK(!usmc_abort(c), "abort");
+	expect_reset(s, "server");
+	CHECK(!usmc_close(s), "server close");
+}
+
+/* ---- peer killed ---- */
+
+static void run_killed(void)
+{
+	int pfd[2];
+	pid_t pid;
+	struct usmc_conn *c;
+	double t0;
+	ssize_t n;
+	char buf[8];
+
+	CHECK(!pipe(pfd), "pipe");
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) { /* the server process: accept, answer once, then hang */
+		struct usmc_conn *s;
+
+		close(pfd[0]);
+		CHECK(!usmc_ctx_create(&cs), "child ctx");
+		lst = listen_b(cs, 4, &srv_addr);
+		CHECK(write(pfd[1], &srv_addr, sizeof(srv_addr)) == sizeof(srv_addr), "pipe write");
+		s = accept_one();
+		expect_smcr(s, "server");
+		recv_all(s, buf, 4);
+		send_all(s, buf, 4);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &srv_addr, sizeof(srv_addr)) == sizeof(srv_addr), "pipe read");
+	CHECK(!usmc_ctx_create(&cc), "ctx");
+	/* default options: TEST_LINK only after 30 s, so the peer's TCP
+	 * socket hanging up is what must end the connection */
+	c = connect_b(cc);
+	expect_smcr(c, "client");
+	send_all(c, "ping", 4);
+	recv_all(c, buf, 4);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	t0 = now_s();
+	n = usmc_recv(c, buf, sizeof(buf), 0);
+	CHECK(n < 0 && n != -EAGAIN, "recv after the peer died: %zd", n);
+	printf("peer killed: error '%s' after %.2f s\n", usmc_strerror((int)n), now_s() - t0);
+	CHECK(now_s() - t0 < 5, "took too long");
+	CHECK(usmc_send(c, "x", 1, 0) < 0, "send to a dead peer must fail");
+	CHECK(!usmc_close(c), "close");
+	{ /* the link group is tested at once, found dead (2 s) and freed */
+		struct usmc_ctx_stats st;
+		int i;
+
+		for (i = 0; i < 50; i++) {
+			usmc_ctx_stats(cc, &st);
+			if (!st.lgrs_open)
+				break;
+			usleep(100000);
+		}
+		CHECK(!st.lgrs_open, "dead link group still there after 5 s");
+		printf("dead peer's link group freed %.2f s after the kill\n", now_s() - t0);
+	}
+	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
+}
+
+/* ---- TEST_LINK ---- */
+
+static void run_testlink(void)
+{
+	struct usmc_conn *c, *s;
+	char buf[4];
+
+	CHECK(!usmc_ctx_setopt(cc, USMC_OPT_TESTLINK_MS, 500), "testlink option");
+	c = connect_b(cc);
+	s = accept_one();
+	expect_smcr(c, "client");
+	sleep(3); /* idle: the client tests the link, the server answers */
+	CHECK(atomic_load(&c->smcr->lgr->test_link_sent) >= 2, "client sent %llu TEST_LINKs",
+	      (unsigned long long)atomic_load(&c->smcr->lgr->test_link_sent));
+	CHECK(atomic_load(&s->smcr->lgr->test_link_answered) >= 2, "server answered %llu",
+	      (unsigned long long)atomic_load(&s->smcr->lgr->test_link_answered));
+	send_all(c, "live", 4);
+	recv_all(s, buf, 4);
+	printf("TEST_LINK: %llu sent, %llu answered, link alive\n",
+	       (unsigned long long)atomic_load(&c->smcr->lgr->test_link_sent),
+	       (unsigned long long)atomic_load(&s->smcr->lgr->test_link_answered));
+	CHECK(!usmc_close(s) && !usmc_close(c), "close");
+}
+
+/* ---- idle link group freed ---- */
+
+static void run_idle(void)
+{
+	struct usmc_conn *c, *s;
+	struct usmc_ctx_stats a, b;
+
+	CHECK(!usmc_ctx_setopt(cc, USMC_OPT_LGR_IDLE_MS, 1000), "idle option");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_LGR_IDLE_MS, 1500), "idle option");
+	c = connect_b(cc);
+	s = accept_one();
+	expect_smcr(c, "client");
+	CHECK(!usmc_close(s) && !usmc_close(c), "close");
+	usmc_ctx_stats(cc, &a);
+	CHECK(a.lgrs_open == 1, "the idle link group is kept at first");
+	sleep(4);
+	usmc_ctx_stats(cc, &a);
+	usmc_ctx_stats(cs, &b);
+	CHECK(a.lgrs_open == 0 && b.lgrs_open == 0,
+	      "idle link groups left: client %llu server %llu", (unsigned long long)a.lgrs_open,
+	      (unsigned long long)b.lgrs_open);
+}
+
+/* ---- server out of buffers ---- */
+
+static void run_nobufs(void)
+{
+	struct usmc_conn *c1, *s1, *c2, *s2;
+	struct usmc_conn_info info;
+	char buf[4];
+
+	/* the server's link groups hold one RMB (read at LGR creation) */
+	setenv("USMC_MAX_BUFS", "1", 1);
+	c1 = connect_b(cc);
+	s1 = accept_one();
+	unsetenv("USMC_MAX_BUFS");
+	expect_smcr(c1, "client 1");
+	c2 = connect_b(cc);
+	s2 = accept_one();
+	CHECK(!usmc_conn_info(c2, &info), "info");
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_MEM && info.peer_declined,
+	      "client 2: TCP after a MEM decline expected, got %s %s", usmc_mode_name(info.mode),
+	      usmc_reason_name(info.reason));
+	send_all(c2, "tcp!", 4);
+	recv_all(s2, buf, 4);
+	CHECK(!memcmp(buf, "tcp!", 4), "data over the fallback");
+	send_all(c1, "smc!", 4);
+	recv_all(s1, buf, 4);
+	CHECK(!memcmp(buf, "smc!", 4), "data over SMC-R");
+	CHECK(!usmc_close(c1) && !usmc_close(s1) && !usmc_close(c2) && !usmc_close(s2), "close");
+}
+
+/* ---- close with data still unsent: it all arrives, then EOF ---- */
+
+static void *linger_reader(void *arg)
+{
+	struct usmc_conn *s = arg;
+	static uint8_t buf[65536];
+	uint64_t got = 0;
+
+	expect_smcr(s, "server");
+	usleep(300000); /* the client closes while its data waits for window */
+	for (;;) {
+		ssize_t n = usmc_recv(s, buf, sizeof(buf), 0);
+		long long bad;
+
+		CHECK(n >= 0, "server recv after the peer's close: %s", usmc_strerror((int)n));
+		if (!n)
+			break;
+		bad = pattern_check(7, got, buf, (size_t)n);
+		CHECK(bad < 0, "data differs at %lld", bad);
+		got += (uint64_t)n;
+	}
+	CHECK(got == nbytes, "got %llu of %llu before EOF", (unsigned long long)got,
+	      (unsigned long long)nbytes);
+	CHECK(!usmc_close(s), "server close");
+	return NULL;
+}
+
+static void run_linger(void)
+{
+	struct usmc_conn *c = connect_b(cc);
+	static uint8_t buf[65536];
+	pthread_t th;
+
+	pthread_create(&th, NULL, linger_reader, accept_one());
+	expect_smcr(c, "client");
+	for (uint64_t off = 0; off < nbytes; off += sizeof(buf)) {
+		pattern_fill(7, off, buf, sizeof(buf));
+		send_all(c, buf, sizeof(buf));
+	}
+	/* RMB and send buffer are full: close must linger until it is out */
+	CHECK(!usmc_close(c), "client close");
+	pthread_join(th, NULL);
+}
+
+/* ---- no common UEID ---- */
+
+static void run_ueid(void)
+{
+	struct usmc_conn *c, *s;
+	struct usmc_conn_info info;
+	char buf[4];
+
+	CHECK(!usmc_ctx_set_ueid(cc, "SOMETHING-ELSE"), "set UEID");
+	c = connect_b(cc);
+	s = accept_one();
+	CHECK(!usmc_conn_info(c, &info), "info");
+	/* as Linux: a UEID mismatch is declined with NOSMCDEV */
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_NOSMCDEV &&
+		      info.peer_declined,
+	      "client: TCP after a NOSMCDEV decline expected, got %s %s", usmc_mode_name(info.mode),
+	      usmc_reason_name(info.reason));
+	send_all(c, "tcp?", 4);
+	recv_all(s, buf, 4);
+	send_all(s, buf, 4);
+	recv_all(c, buf, 4);
+	CHECK(!memcmp(buf, "tcp?", 4), "data over the fallback");
+	CHECK(!usmc_close(c) && !usmc_close(s), "close");
+	expect_lgrs(0);
+}
+
+/* ---- a lying peer costs only its own connection ---- */
+
+static void inject_cdc(struct usmc_conn *c, struct cdc_cursor prod, uint32_t token)
+{
+	struct cdc_msg m = {.seqno = 0x7fff, .token = token, .prod = prod};
+	uint8_t buf[CDC_MSG_LEN];
+
+	CHECK(cdc_encode(&m, buf, sizeof(buf)) == CDC_MSG_LEN, "encode");
+	/* as if it came from the wire, through the progress thread's handler */
+	smcr_cdc_rx(c->smcr->lgr, buf, sizeof(buf));
+}
+
+static void run_liar(void)
+{
+	struct usmc_conn *c1 = connect_b(cc), *s1 = accept_one();
+	struct usmc_conn *c2 = connect_b(cc), *s2 = accept_one();
+	struct usmc_conn *c3 = connect_b(cc), *s3 = accept_one();
+	uint32_t rmb = c1->smcr->rmb_len;
+	char buf[8];
+	ssize_t n;
+
+	expect_smcr(c1, "client 1");
+	expect_smcr(c2, "client 2");
+	CHECK(c1->smcr->lgr == c2->smcr->lgr && c2->smcr->lgr == c3->smcr->lgr, "one link group");
+	/* unknown token: ignored */
+	inject_cdc(c1, (struct cdc_cursor){0, 0}, c1->smcr->token ^ 0x100);
+	/* cursor beyond the RMB: connection 1 ends with EPROTO */
+	inject_cdc(c1, (struct cdc_cursor){0, rmb + 5}, c1->smcr->token);
+	n = usmc_recv(c1, buf, sizeof(buf), 0);
+	CHECK(n == -EPROTO, "cursor beyond the RMB: EPROTO expected, got %zd", n);
+	/* valid count but two rings ahead of the consumer: connection 3 ends */
+	inject_cdc(c3, (struct cdc_cursor){2, 0}, c3->smcr->token);
+	n = usmc_recv(c3, buf, sizeof(buf), 0);
+	CHECK(n == -EPROTO, "producer 2 rings ahead: EPROTO expected, got %zd", n);
+	/* the others on the same link group are unharmed */
+	send_all(c2, "fine", 4);
+	recv_all(s2, buf, 4);
+	send_all(s2, buf, 4);
+	recv_all(c2, buf, 4);
+	CHECK(!memcmp(buf, "fine", 4), "connection 2 still works");
+	CHECK(!usmc_close(c1) && !usmc_close(c2) && !usmc_close(c3), "client close");
+	CHECK(!usmc_close(s1) && !usmc_close(s2) && !usmc_close(s3), "server close");
+}
+
+int main(int argc, char **argv)
+{
+	const char *sc = argc > 1 ? argv[1] : "";
+
+	signal(SIGPIPE, SIG_IGN);
+	nbytes = (uint64_t)env_long("USMC_TEST_BYTES", 1 << 20);
+	if (!strcmp(sc, "killed")) {
+		run_killed();
+		printf("PASS killed\n");
+		return 0;
+	}
+	setup();
+	if (!strcmp(sc, "reuse")) {
+		nconns = env_long("USMC_TEST_CONNS", 1000);
+		run_reuse();
+	} else if (!strcmp(sc, "concurrent")) {
+		nconns = env_long("USMC_TEST_CONNS", 100);
+		run_concurrent();
+	} else if (!strcmp(sc, "halfclose")) {
+		run_halfclose();
+	} else if (!strcmp(sc, "unread")) {
+		run_unread();
+	} else if (!strcmp(sc, "abort")) {
+		run_abort();
+	} else if (!strcmp(sc, "testlink")) {
+		run_testlink();
+	} else if (!strcmp(sc, "idle")) {
+		run_idle();
+	} else if (!strcmp(sc, "linger")) {
+		run_linger();
+	} else if (!strcmp(sc, "ueid")) {
+		run_ueid();
+	} else if (!strcmp(sc, "liar")) {
+		run_liar();
+	} else if (!strcmp(sc, "nobufs")) {
+		run_nobufs();
+	} else {
+		die("unknown scenario '%s'", sc);
+	}
+	teardown();
+	printf("PASS %s\n", sc);
+	return 0;
+}
