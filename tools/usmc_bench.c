@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
  * usmc_bench - ping-pong latency and streaming throughput over libusmc
- * (SMC-R, or TCP with USMC_SMC=0) or plain TCP sockets: the same program and
- * protocol for all three, so the numbers compare side by side.
+ * (SMC-R, or TCP with USMC_SMC=0), plain TCP sockets or the kernel's own
+ * SMC (plain AF_SMC sockets): the same program and protocol for all, so the
+ * numbers compare side by side, and any of them against any other (a
+ * kernel AF_SMC client against a usmc server in kernel-compat mode...).
  *
- *   usmc_bench -s ADDR:PORT [--api usmc|tcp]          server (any number of runs)
- *   usmc_bench -c ADDR:PORT [--api usmc|tcp] [--iters N] [--stream BYTES]
- *              [--sizes 1,1024,65536]
+ *   usmc_bench -s ADDR:PORT [--api usmc|tcp|smc]      server (any number of runs)
+ *   usmc_bench -c ADDR:PORT [--api usmc|tcp|smc] [--iters N] [--stream BYTES]
+ *              [--sizes 1,1024,65536] [--bind SRC_IPV4]
  *
+ * With --api smc and env USMC_BENCH_SMC_KCTL=<smc_kctl>, the client reads
+ * the kernel's smc_diag verdict of each connection (api=kernel-smcr or
+ * kernel-fallback); without it, api=kernel-smc (mode unknown).
  * The client prints one line per measurement:
- *   api=<usmc-smcr|usmc-tcp|tcp> test=pingpong size=B iters=N rtt_us=mean p50_us= p99_us=
+ *   api=<usmc-smcr|usmc-tcp|tcp|kernel-smcr|...> test=pingpong size=B iters=N rtt_us=mean ...
  *   api=... test=stream bytes=B MBps=x
  * A round trip is one message of size B each way; the first tenth of the
  * iterations warms up and is not measured. The stream ends with a 1-byte
@@ -45,7 +50,13 @@ struct bconn {
 	int fd;
 };
 
-static bool use_tcp;
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+
+static bool use_tcp; /* a kernel socket: TCP or, with sock_family AF_SMC, SMC */
+static int sock_family = AF_INET;
+static const char *bind_ip; /* --bind: source address of kernel client sockets */
 
 static ssize_t b_send(struct bconn *c, const void *buf, size_t len)
 {
@@ -187,7 +198,7 @@ static int run_server(struct usmc_ctx *ctx, const struct sockaddr_in *sa)
 	int lfd = -1, one = 1;
 
 	if (use_tcp) {
-		lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		lfd = socket(sock_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (bind(lfd, (const struct sockaddr *)sa, sizeof(*sa)) || listen(lfd, 64)) {
 			perror("listen");
@@ -271,6 +282,31 @@ static int stream(struct bconn *c, const char *api, uint64_t bytes)
 	return rc;
 }
 
+/* The kernel's verdict on an AF_SMC connection, from its smc_diag dump. */
+static const char *kernel_smc_mode(int fd)
+{
+	const char *kctl = getenv("USMC_BENCH_SMC_KCTL");
+	char cmd[512], line[1024], want[64], ip[INET_ADDRSTRLEN];
+	const char *api = "kernel-smc";
+	struct sockaddr_in la;
+	socklen_t len = sizeof(la);
+	FILE *f;
+
+	if (!kctl || getsockname(fd, (struct sockaddr *)&la, &len))
+		return api;
+	inet_ntop(AF_INET, &la.sin_addr, ip, sizeof(ip));
+	snprintf(want, sizeof(want), "local=%s:%d ", ip, ntohs(la.sin_port));
+	snprintf(cmd, sizeof(cmd), "'%s' diag", kctl);
+	f = popen(cmd, "r");
+	if (!f)
+		return api;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, want))
+			api = strstr(line, "mode=SMC-R ") ? "kernel-smcr" : "kernel-fallback";
+	pclose(f);
+	return api;
+}
+
 static int client_connect(struct usmc_ctx *ctx, const struct sockaddr_in *sa, struct bconn *c,
 			  const char **api)
 {
@@ -278,13 +314,28 @@ static int client_connect(struct usmc_ctx *ctx, const struct sockaddr_in *sa, st
 	int one = 1;
 
 	if (use_tcp) {
-		c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (connect(c->fd, (const struct sockaddr *)sa, sizeof(*sa))) {
-			close(c->fd);
+		c->fd = socket(sock_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (c->fd < 0)
 			return -errno;
+		if (bind_ip) {
+			struct sockaddr_in src = {.sin_family = AF_INET};
+
+			inet_pton(AF_INET, bind_ip, &src.sin_addr);
+			if (bind(c->fd, (const struct sockaddr *)&src, sizeof(src))) {
+				int err = -errno;
+
+				close(c->fd);
+				return err;
+			}
+		}
+		if (connect(c->fd, (const struct sockaddr *)sa, sizeof(*sa))) {
+			int err = -errno;
+
+			close(c->fd);
+			return err;
 		}
 		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		*api = "tcp";
+		*api = sock_family == AF_SMC ? kernel_smc_mode(c->fd) : "tcp";
 		return 0;
 	}
 	if (usmc_connect(ctx, (const struct sockaddr *)sa, sizeof(*sa), 0, &c->u))
@@ -340,7 +391,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "-c"))
 			cli = v, i++;
 		else if (!strcmp(argv[i], "--api"))
-			use_tcp = !strcmp(v, "tcp"), i++;
+			use_tcp = !strcmp(v, "tcp") || !strcmp(v, "smc"),
+			sock_family = strcmp(v, "smc") ? AF_INET : AF_SMC, i++;
+		else if (!strcmp(argv[i], "--bind"))
+			bind_ip = v, i++;
 		else if (!strcmp(argv[i], "--iters"))
 			iters = strtoull(v, NULL, 0), i++;
 		else if (!strcmp(argv[i], "--stream"))
@@ -351,8 +405,9 @@ int main(int argc, char **argv)
 			srv = cli = NULL, i = argc;
 	}
 	if (!srv == !cli || iters < 10) {
-		fprintf(stderr, "usage: usmc_bench -s|-c IPV4:PORT [--api usmc|tcp] [--iters N>=10]"
-				" [--stream BYTES] [--sizes a,b,c]\n");
+		fprintf(stderr,
+			"usage: usmc_bench -s|-c IPV4:PORT [--api usmc|tcp|smc] [--iters N>=10] [--bind IP]"
+			" [--stream BYTES] [--sizes a,b,c]\n");
 		return 2;
 	}
 	if (!use_tcp && usmc_ctx_create(&ctx)) {
