@@ -10,7 +10,9 @@
 # SMC pair must run SMC-R (usmc: usmc_conn_info; kernel client: smc_diag),
 # else the script fails. Usage (host, build dir with smc_kctl built):
 #   tests/rxe/vm-run.sh --setup two --smc -- $PWD/tools/bench-interop.sh $PWD/build
-# Env: BENCH_ITERS (500), BENCH_STREAM bytes (33554432), BENCH_SIZES (64).
+# Env: BENCH_ITERS (500), BENCH_STREAM bytes (33554432), BENCH_SIZES (64),
+# BENCH_BUF bytes: RMB and send buffer size of every end (kernel: net.smc.rmem
+# and wmem; usmc: USMC_RMB_SIZE, USMC_SNDBUF_SIZE); default: each one's own.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../tests/rxe/rxe-env.sh"
 
@@ -24,12 +26,27 @@ A=$USMC_TEST_HOST_A B=$USMC_TEST_HOST_B
 UEID=USMC-BENCH-INTEROP
 OUT=$(mktemp -d)
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$OUT"' EXIT
+WMEM=$(cat /proc/sys/net/smc/wmem 2>/dev/null || true)
+RMEM=$(cat /proc/sys/net/smc/rmem 2>/dev/null || true)
+cleanup() {
+	kill "${PIDS[@]}" 2>/dev/null || true
+	rm -rf "$OUT"
+	if [ -n "${BENCH_BUF:-}" ]; then # the next run in this guest gets the defaults
+		echo "$WMEM" >/proc/sys/net/smc/wmem
+		echo "$RMEM" >/proc/sys/net/smc/rmem
+	fi
+}
+trap cleanup EXIT
 
 [ -e /proc/sys/net/smc ] || rxe_fail "kernel smc not loaded (vm-run.sh --smc)"
 # one UEID on both ends: the kernel (SMC-Rv2 on rxe needs one) and usmc
 "$KCTL" ueid flush
 "$KCTL" ueid add "$UEID"
+if [ -n "${BENCH_BUF:-}" ]; then
+	echo "$BENCH_BUF" >/proc/sys/net/smc/wmem
+	echo "$BENCH_BUF" >/proc/sys/net/smc/rmem
+	export USMC_RMB_SIZE=$BENCH_BUF USMC_SNDBUF_SIZE=$BENCH_BUF
+fi
 export USMC_UEID=$UEID USMC_KERNEL_COMPAT=1 USMC_BENCH_SMC_KCTL=$KCTL
 echo "kernel $(uname -r): net.smc.wmem=$(cat /proc/sys/net/smc/wmem)" \
 	"rmem=$(cat /proc/sys/net/smc/rmem); usmc: RMB/sndbuf ${USMC_RMB_SIZE:-default}"
