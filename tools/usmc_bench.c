@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: MIT
 /*
  * usmc_bench - ping-pong latency and streaming throughput over libusmc
- * (SMC-R, or forced to TCP with USMC_SMC=0) or over plain sockets (-P), so
- * that all of them are measured by the same code in the same run.
+ * (SMC-R, or TCP with USMC_SMC=0), plain TCP sockets or the kernel's own
+ * SMC (plain AF_SMC sockets): the same program and protocol for all, so the
+ * numbers compare side by side, and any of them against any other (a
+ * kernel AF_SMC client against a usmc server in kernel-compat mode...).
  *
- *   usmc_bench server [-P] [-a ADDR] [-p PORT]
- *   usmc_bench pingpong [-P] [-s SIZE] [-d SECONDS] ADDR PORT
- *   usmc_bench stream   [-P] [-s SIZE] [-d SECONDS] ADDR PORT
+ *   usmc_bench -s ADDR:PORT [--api usmc|tcp|smc]      server (any number of runs)
+ *   usmc_bench -c ADDR:PORT [--api usmc|tcp|smc] [--iters N] [--stream BYTES]
+ *              [--sizes 1,1024,65536] [--bind SRC_IPV4]
  *
- * The client sends a 16-byte request header naming the test; the server
- * echoes (ping-pong) or sinks and then reports the byte count (stream). The
- * client prints one line: mode, fallback reason, and the figures.
+ * With --api smc and env USMC_BENCH_SMC_KCTL=<smc_kctl>, the client reads
+ * the kernel's smc_diag verdict of each connection (api=kernel-smcr or
+ * kernel-fallback); without it, api=kernel-smc (mode unknown).
+ * The client prints one line per measurement:
+ *   api=<usmc-smcr|usmc-tcp|tcp|kernel-smcr|...> test=pingpong size=B iters=N rtt_us=mean ...
+ *   api=... test=stream bytes=B MBps=x
+ * A round trip is one message of size B each way; the first tenth of the
+ * iterations warms up and is not measured. The stream ends with a 1-byte
+ * acknowledgement, so its time covers delivery, not just buffering.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -28,30 +35,34 @@
 
 #include <usmc/usmc.h>
 
-#define BENCH_MAGIC	  0x5553424eu /* "USBN" */
-#define BENCH_PINGPONG	  1
-#define BENCH_STREAM	  2
-#define BENCH_MAX_SIZE	  (16u << 20)
-#define BENCH_MAX_SAMPLES 1000000
+#define BENCH_PING   1
+#define BENCH_STREAM 2
+#define BENCH_CHUNK  (256 * 1024)
 
-struct bench_hdr {
-	uint32_t magic, test, size, pad;
+struct hdr {
+	uint32_t op, size;
+	uint64_t count;
 };
 
-/* ---- transport: libusmc or plain sockets --------------------------------- */
-
-static bool plain;
-
+/* One connection of either API. */
 struct bconn {
 	struct usmc_conn *u;
 	int fd;
 };
 
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+
+static bool use_tcp; /* a kernel socket: TCP or, with sock_family AF_SMC, SMC */
+static int sock_family = AF_INET;
+static const char *bind_ip; /* --bind: source address of kernel client sockets */
+
 static ssize_t b_send(struct bconn *c, const void *buf, size_t len)
 {
 	ssize_t n;
 
-	if (!plain)
+	if (!use_tcp)
 		return usmc_send(c->u, buf, len, 0);
 	n = send(c->fd, buf, len, MSG_NOSIGNAL);
 	return n < 0 ? -errno : n;
@@ -61,7 +72,7 @@ static ssize_t b_recv(struct bconn *c, void *buf, size_t len)
 {
 	ssize_t n;
 
-	if (!plain)
+	if (!use_tcp)
 		return usmc_recv(c->u, buf, len, 0);
 	n = recv(c->fd, buf, len, 0);
 	return n < 0 ? -errno : n;
@@ -70,25 +81,22 @@ static ssize_t b_recv(struct bconn *c, void *buf, size_t len)
 static int send_all(struct bconn *c, const void *buf, size_t len)
 {
 	for (size_t off = 0; off < len;) {
-		ssize_t n = b_send(c, (const char *)buf + off, len - off);
+		ssize_t n = b_send(c, (const uint8_t *)buf + off, len - off);
 
-		if (n < 0)
-			return (int)n;
+		if (n <= 0)
+			return n ? (int)n : -EPIPE;
 		off += (size_t)n;
 	}
 	return 0;
 }
 
-/* 0, -ECONNRESET at EOF, or another negative error */
 static int recv_all(struct bconn *c, void *buf, size_t len)
 {
 	for (size_t off = 0; off < len;) {
-		ssize_t n = b_recv(c, (char *)buf + off, len - off);
+		ssize_t n = b_recv(c, (uint8_t *)buf + off, len - off);
 
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0)
-			return (int)n;
+		if (n <= 0)
+			return n ? (int)n : -ECONNRESET;
 		off += (size_t)n;
 	}
 	return 0;
@@ -96,51 +104,74 @@ static int recv_all(struct bconn *c, void *buf, size_t len)
 
 static void b_close(struct bconn *c)
 {
-	if (plain)
+	if (use_tcp)
 		close(c->fd);
 	else
 		usmc_close(c->u);
 }
 
-static void nodelay(int fd)
+static double now_us(void)
 {
-	int one = 1;
+	struct timespec ts;
 
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* ---- server ---------------------------------------------------------------- */
-
-static void serve_pingpong(struct bconn *c, uint8_t *buf, uint32_t size)
+static void parse_addr(const char *s, struct sockaddr_in *sa)
 {
-	while (recv_all(c, buf, size) == 0)
-		if (send_all(c, buf, size))
-			return;
+	const char *colon = strrchr(s, ':');
+	char host[64];
+
+	if (!colon || (size_t)(colon - s) >= sizeof(host)) {
+		fprintf(stderr, "address must be IPv4:PORT\n");
+		exit(2);
+	}
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)atoi(colon + 1));
+	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+		fprintf(stderr, "bad address %s\n", host);
+		exit(2);
+	}
 }
 
-static void serve_stream(struct bconn *c, uint8_t *buf)
-{
-	uint64_t total = 0;
-	ssize_t n;
+/* ---- server ---- */
 
-	while ((n = b_recv(c, buf, BENCH_MAX_SIZE)) > 0)
-		total += (uint64_t)n;
-	if (n == 0)
-		send_all(c, &total, sizeof(total));
+static int serve_stream(struct bconn *c, uint8_t *buf, uint64_t total)
+{
+	for (uint64_t got = 0; got < total;) {
+		size_t n = total - got < BENCH_CHUNK ? (size_t)(total - got) : BENCH_CHUNK;
+		ssize_t r = b_recv(c, buf, n);
+
+		if (r <= 0)
+			return -1;
+		got += (uint64_t)r;
+	}
+	return send_all(c, "k", 1);
 }
 
-static void *serve(void *arg)
+static void *serve_conn(void *arg)
 {
 	struct bconn *c = arg;
-	struct bench_hdr h;
-	uint8_t *buf = malloc(BENCH_MAX_SIZE);
+	uint8_t *buf = malloc(BENCH_CHUNK);
+	struct hdr h;
+	int rc = buf ? 0 : -1;
 
-	if (buf && recv_all(c, &h, sizeof(h)) == 0 && h.magic == BENCH_MAGIC && h.size &&
-	    h.size <= BENCH_MAX_SIZE) {
-		if (h.test == BENCH_PINGPONG)
-			serve_pingpong(c, buf, h.size);
-		else if (h.test == BENCH_STREAM)
-			serve_stream(c, buf);
+	while (!rc && !recv_all(c, &h, sizeof(h))) {
+		if (h.op == BENCH_PING && h.size <= BENCH_CHUNK) {
+			for (uint64_t i = 0; !rc && i < h.count; i++) {
+				rc = recv_all(c, buf, h.size);
+				if (!rc)
+					rc = send_all(c, buf, h.size);
+			}
+		} else if (h.op == BENCH_STREAM) {
+			rc = serve_stream(c, buf, h.count);
+		} else {
+			rc = -1;
+		}
 	}
 	free(buf);
 	b_close(c);
@@ -148,238 +179,246 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static int run_server(struct sockaddr_in *a)
+static int accept_one(struct usmc_listener *l, int lfd, struct bconn *c)
 {
-	struct usmc_ctx *ctx = NULL;
-	struct usmc_listener *l = NULL;
-	int lfd = -1, one = 1, rc;
+	int one = 1;
 
-	if (plain) {
-		lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (!use_tcp)
+		return usmc_accept(l, 0, &c->u);
+	c->fd = accept(lfd, NULL, NULL);
+	if (c->fd < 0)
+		return -errno;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+static int run_server(struct usmc_ctx *ctx, const struct sockaddr_in *sa)
+{
+	struct usmc_listener *l = NULL;
+	int lfd = -1, one = 1;
+
+	if (use_tcp) {
+		lfd = socket(sock_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(lfd, (struct sockaddr *)a, sizeof(*a)) || listen(lfd, 128)) {
+		if (bind(lfd, (const struct sockaddr *)sa, sizeof(*sa)) || listen(lfd, 64)) {
 			perror("listen");
 			return 1;
 		}
-	} else {
-		rc = usmc_ctx_create(&ctx);
-		if (!rc)
-			rc = usmc_listen(ctx, (struct sockaddr *)a, sizeof(*a), 128, 0, &l);
-		if (rc) {
-			fprintf(stderr, "usmc_listen: %s\n", usmc_strerror(rc));
-			return 1;
-		}
+	} else if (usmc_listen(ctx, (const struct sockaddr *)sa, sizeof(*sa), 64, 0, &l)) {
+		fprintf(stderr, "usmc_listen failed\n");
+		return 1;
 	}
-	printf("usmc_bench server (%s) listening on port %u\n", plain ? "plain" : "libusmc",
-	       ntohs(a->sin_port));
+	printf("listening\n");
 	fflush(stdout);
 	for (;;) {
 		struct bconn *c = calloc(1, sizeof(*c));
-		pthread_t t;
+		pthread_t th;
 
-		if (plain) {
-			c->fd = accept(lfd, NULL, NULL);
-			rc = c->fd < 0 ? -errno : 0;
-			if (!rc)
-				nodelay(c->fd);
-		} else {
-			rc = usmc_accept(l, 0, &c->u);
-			if (!rc)
-				nodelay(usmc_conn_fd(c->u));
-		}
-		if (rc) {
-			fprintf(stderr, "accept: %s\n", usmc_strerror(rc));
-			free(c);
-			continue;
-		}
-		pthread_create(&t, NULL, serve, c);
-		pthread_detach(t);
+		if (!c || accept_one(l, lfd, c))
+			return 1;
+		pthread_create(&th, NULL, serve_conn, c);
+		pthread_detach(th);
 	}
 }
 
-/* ---- client ---------------------------------------------------------------- */
+/* ---- client ---- */
 
-static double now_s(void)
+static int cmp_double(const void *a, const void *b)
 {
-	struct timespec ts;
+	double x = *(const double *)a, y = *(const double *)b;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (x > y) - (x < y);
 }
 
-static int cmp_double(const void *x, const void *y)
+static int pingpong(struct bconn *c, const char *api, uint32_t size, uint64_t iters)
 {
-	double a = *(const double *)x, b = *(const double *)y;
+	uint64_t warm = iters / 10;
+	struct hdr h = {.op = BENCH_PING, .size = size, .count = iters + warm};
+	uint8_t *buf = calloc(1, size ? size : 1);
+	double *lat = calloc(iters, sizeof(double)), sum = 0;
+	int rc = buf && lat ? send_all(c, &h, sizeof(h)) : -ENOMEM;
 
-	return (a > b) - (a < b);
-}
-
-static int client_connect(struct sockaddr_in *a, struct bconn *c, struct usmc_ctx **ctx)
-{
-	int rc;
-
-	if (plain) {
-		c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (connect(c->fd, (struct sockaddr *)a, sizeof(*a)))
-			return -errno;
-		nodelay(c->fd);
-		return 0;
-	}
-	rc = usmc_ctx_create(ctx);
-	if (!rc)
-		rc = usmc_connect(*ctx, (struct sockaddr *)a, sizeof(*a), 0, &c->u);
-	if (!rc)
-		nodelay(usmc_conn_fd(c->u));
-	return rc;
-}
-
-static void print_mode(struct bconn *c)
-{
-	struct usmc_conn_info info;
-
-	if (plain) {
-		printf("transport plain-tcp");
-		return;
-	}
-	usmc_conn_info(c->u, &info);
-	printf("transport usmc mode %s", usmc_mode_name(info.mode));
-	if (info.mode != USMC_MODE_SMCR)
-		printf(" reason %s", usmc_reason_name(info.reason));
-}
-
-static int run_pingpong(struct bconn *c, uint32_t size, double secs)
-{
-	uint8_t *buf = calloc(1, size);
-	double *rtt = malloc(BENCH_MAX_SAMPLES * sizeof(*rtt));
-	size_t n = 0;
-	double end = now_s() + secs, sum = 0;
-	int rc = 0;
-
-	while (n < BENCH_MAX_SAMPLES && now_s() < end) {
-		double t0 = now_s();
+	for (uint64_t i = 0; !rc && i < h.count; i++) {
+		double t0 = now_us();
 
 		rc = send_all(c, buf, size);
 		if (!rc)
 			rc = recv_all(c, buf, size);
-		if (rc)
-			break;
-		rtt[n] = (now_s() - t0) * 1e6;
-		sum += rtt[n++];
+		if (i >= warm)
+			lat[i - warm] = now_us() - t0;
 	}
-	if (!rc && n) {
-		qsort(rtt, n, sizeof(*rtt), cmp_double);
-		print_mode(c);
-		printf(" pingpong size %u round-trips %zu rtt-us mean %.1f p50 %.1f p99 %.1f\n",
-		       size, n, sum / (double)n, rtt[n / 2], rtt[n * 99 / 100]);
+	if (!rc) {
+		for (uint64_t i = 0; i < iters; i++)
+			sum += lat[i];
+		qsort(lat, iters, sizeof(double), cmp_double);
+		printf("api=%s test=pingpong size=%u iters=%llu rtt_us=%.1f p50_us=%.1f p99_us=%.1f\n",
+		       api, size, (unsigned long long)iters, sum / (double)iters, lat[iters / 2],
+		       lat[iters * 99 / 100]);
 	}
+	free(lat);
 	free(buf);
-	free(rtt);
 	return rc;
 }
 
-static int run_stream(struct bconn *c, uint32_t size, double secs)
+static int stream(struct bconn *c, const char *api, uint64_t bytes)
 {
-	uint8_t *buf = calloc(1, size);
-	uint64_t sent = 0, acked = 0;
-	double t0 = now_s(), end = t0 + secs;
+	struct hdr h = {.op = BENCH_STREAM, .count = bytes};
+	uint8_t *buf = calloc(1, BENCH_CHUNK);
+	double t0 = now_us();
+	int rc = buf ? send_all(c, &h, sizeof(h)) : -ENOMEM;
+
+	for (uint64_t off = 0; !rc && off < bytes;) {
+		size_t n = bytes - off < BENCH_CHUNK ? (size_t)(bytes - off) : BENCH_CHUNK;
+
+		rc = send_all(c, buf, n);
+		off += n;
+	}
+	if (!rc)
+		rc = recv_all(c, buf, 1);
+	if (!rc)
+		printf("api=%s test=stream bytes=%llu MBps=%.2f\n", api, (unsigned long long)bytes,
+		       (double)bytes / (now_us() - t0));
+	free(buf);
+	return rc;
+}
+
+/* The kernel's verdict on an AF_SMC connection, from its smc_diag dump. */
+static const char *kernel_smc_mode(int fd)
+{
+	const char *kctl = getenv("USMC_BENCH_SMC_KCTL");
+	char cmd[512], line[1024], want[64], ip[INET_ADDRSTRLEN];
+	const char *api = "kernel-smc";
+	struct sockaddr_in la;
+	socklen_t len = sizeof(la);
+	FILE *f;
+
+	if (!kctl || getsockname(fd, (struct sockaddr *)&la, &len))
+		return api;
+	inet_ntop(AF_INET, &la.sin_addr, ip, sizeof(ip));
+	snprintf(want, sizeof(want), "local=%s:%d ", ip, ntohs(la.sin_port));
+	snprintf(cmd, sizeof(cmd), "'%s' diag", kctl);
+	f = popen(cmd, "r");
+	if (!f)
+		return api;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, want))
+			api = strstr(line, "mode=SMC-R ") ? "kernel-smcr" : "kernel-fallback";
+	pclose(f);
+	return api;
+}
+
+static int client_connect(struct usmc_ctx *ctx, const struct sockaddr_in *sa, struct bconn *c,
+			  const char **api)
+{
+	struct usmc_conn_info info;
+	int one = 1;
+
+	if (use_tcp) {
+		c->fd = socket(sock_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (c->fd < 0)
+			return -errno;
+		if (bind_ip) {
+			struct sockaddr_in src = {.sin_family = AF_INET};
+
+			inet_pton(AF_INET, bind_ip, &src.sin_addr);
+			if (bind(c->fd, (const struct sockaddr *)&src, sizeof(src))) {
+				int err = -errno;
+
+				close(c->fd);
+				return err;
+			}
+		}
+		if (connect(c->fd, (const struct sockaddr *)sa, sizeof(*sa))) {
+			int err = -errno;
+
+			close(c->fd);
+			return err;
+		}
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		*api = sock_family == AF_SMC ? kernel_smc_mode(c->fd) : "tcp";
+		return 0;
+	}
+	if (usmc_connect(ctx, (const struct sockaddr *)sa, sizeof(*sa), 0, &c->u))
+		return -EIO;
+	usmc_conn_info(c->u, &info);
+	*api = info.mode == USMC_MODE_SMCR ? "usmc-smcr" : "usmc-tcp";
+	return 0;
+}
+
+static int run_client(struct usmc_ctx *ctx, const struct sockaddr_in *sa, const char *sizes,
+		      uint64_t iters, uint64_t sbytes)
+{
+	const char *api = NULL;
+	struct bconn c = {0};
 	int rc = 0;
 
-	while (now_s() < end && !(rc = send_all(c, buf, size)))
-		sent += size;
-	if (!rc)
-		rc = plain ? (shutdown(c->fd, SHUT_WR) ? -errno : 0) : usmc_shutdown(c->u, SHUT_WR);
-	if (!rc)
-		rc = recv_all(c, &acked, sizeof(acked));
-	if (!rc && acked != sent)
-		rc = -EIO;
-	if (!rc) {
-		double s = now_s() - t0;
+	for (const char *p = sizes; !rc && *p;) {
+		char *end;
+		uint32_t size = (uint32_t)strtoul(p, &end, 0);
 
-		print_mode(c);
-		printf(" stream size %u bytes %llu seconds %.2f MB/s %.2f\n", size,
-		       (unsigned long long)sent, s, (double)sent / s / 1e6);
+		rc = client_connect(ctx, sa, &c, &api);
+		if (!rc) {
+			rc = pingpong(&c, api, size, iters);
+			b_close(&c);
+		}
+		p = *end == ',' ? end + 1 : end;
 	}
-	free(buf);
-	return rc;
-}
-
-static int run_client(int test, struct sockaddr_in *a, uint32_t size, double secs)
-{
-	struct bench_hdr h = {.magic = BENCH_MAGIC, .test = (uint32_t)test, .size = size};
-	struct usmc_ctx *ctx = NULL;
-	struct bconn c = {0};
-	int rc = client_connect(a, &c, &ctx);
-
-	if (!rc)
-		rc = send_all(&c, &h, sizeof(h));
-	if (!rc)
-		rc = test == BENCH_PINGPONG ? run_pingpong(&c, size, secs)
-					    : run_stream(&c, size, secs);
+	if (!rc && sbytes) {
+		rc = client_connect(ctx, sa, &c, &api);
+		if (!rc) {
+			rc = stream(&c, api, sbytes);
+			b_close(&c);
+		}
+	}
 	if (rc)
 		fprintf(stderr, "usmc_bench: %s\n", usmc_strerror(rc));
-	if (plain ? c.fd > 0 : c.u != NULL)
-		b_close(&c);
-	if (ctx)
-		usmc_ctx_destroy(ctx);
 	return rc ? 1 : 0;
-}
-
-static void usage(void)
-{
-	fprintf(stderr,
-		"usage: usmc_bench server [-P] [-a ADDR] [-p PORT]\n"
-		"       usmc_bench pingpong|stream [-P] [-s SIZE] [-d SECONDS] ADDR PORT\n");
-	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(7878)};
-	double secs = 3;
-	uint32_t size = 0;
-	int test, opt;
+	const char *srv = NULL, *cli = NULL, *sizes = "1,1024,65536";
+	uint64_t iters = 1000, sbytes = 64ull << 20;
+	struct usmc_ctx *ctx = NULL;
+	struct sockaddr_in sa;
+	int rc;
 
-	if (argc < 2)
-		usage();
-	if (!strcmp(argv[1], "server"))
-		test = 0;
-	else if (!strcmp(argv[1], "pingpong"))
-		test = BENCH_PINGPONG;
-	else if (!strcmp(argv[1], "stream"))
-		test = BENCH_STREAM;
-	else
-		usage();
-	optind = 2;
-	while ((opt = getopt(argc, argv, "Pa:p:s:d:")) != -1) {
-		switch (opt) {
-		case 'P':
-			plain = true;
-			break;
-		case 'a':
-			if (inet_pton(AF_INET, optarg, &a.sin_addr) != 1)
-				usage();
-			break;
-		case 'p':
-			a.sin_port = htons((uint16_t)atoi(optarg));
-			break;
-		case 's':
-			size = (uint32_t)strtoul(optarg, NULL, 0);
-			break;
-		case 'd':
-			secs = atof(optarg);
-			break;
-		default:
-			usage();
-		}
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : "";
+
+		if (!strcmp(argv[i], "-s"))
+			srv = v, i++;
+		else if (!strcmp(argv[i], "-c"))
+			cli = v, i++;
+		else if (!strcmp(argv[i], "--api"))
+			use_tcp = !strcmp(v, "tcp") || !strcmp(v, "smc"),
+			sock_family = strcmp(v, "smc") ? AF_INET : AF_SMC, i++;
+		else if (!strcmp(argv[i], "--bind"))
+			bind_ip = v, i++;
+		else if (!strcmp(argv[i], "--iters"))
+			iters = strtoull(v, NULL, 0), i++;
+		else if (!strcmp(argv[i], "--stream"))
+			sbytes = strtoull(v, NULL, 0), i++;
+		else if (!strcmp(argv[i], "--sizes"))
+			sizes = v, i++;
+		else
+			srv = cli = NULL, i = argc;
 	}
-	if (!test)
-		return run_server(&a);
-	if (argc - optind != 2 || inet_pton(AF_INET, argv[optind], &a.sin_addr) != 1)
-		usage();
-	a.sin_port = htons((uint16_t)atoi(argv[optind + 1]));
-	if (!size)
-		size = test == BENCH_PINGPONG ? 1 : 65536;
-	if (size > BENCH_MAX_SIZE)
-		usage();
-	return run_client(test, &a, size, secs);
+	if (!srv == !cli || iters < 10) {
+		fprintf(stderr,
+			"usage: usmc_bench -s|-c IPV4:PORT [--api usmc|tcp|smc] [--iters N>=10] [--bind IP]"
+			" [--stream BYTES] [--sizes a,b,c]\n");
+		return 2;
+	}
+	if (!use_tcp && usmc_ctx_create(&ctx)) {
+		fprintf(stderr, "usmc_ctx_create failed\n");
+		return 1;
+	}
+	parse_addr(srv ? srv : cli, &sa);
+	if (srv)
+		return run_server(ctx, &sa);
+	rc = run_client(ctx, &sa, sizes, iters, sbytes);
+	if (ctx)
+		usmc_ctx_destroy(ctx);
+	return rc;
 }

@@ -135,8 +135,6 @@ static struct usmc_ctx *ctx_with(const char *mode)
 	setenv("USMC_KERNEL_COMPAT", mode, 1);
 	assert_int_equal(usmc_ctx_create(&ctx), 0);
 	unsetenv("USMC_KERNEL_COMPAT");
-	/* the kernel's UEID (setup()), so that SMC-Rv2 can run */
-	assert_int_equal(usmc_ctx_set_ueid(ctx, UEID), 0);
 	assert_int_equal(usmc_ctx_kernel_compat(ctx), strcmp(mode, "0") != 0);
 	return ctx;
 }
@@ -309,36 +307,108 @@ static void test_usmc_client_plain_server(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
-/* A kcompat usmc client against a kernel AF_SMC server: the kernel echoes
- * the option and runs CLC; with a common UEID both ends run SMC-Rv2 and the
- * data crosses RDMA both ways (checked on the kernel socket and by smc_diag). */
-static void test_usmc_client_kernel_server(void **state)
+/* A kernel AF_SMC listener on host B (the kernel runs the CLC server). */
+static int kernel_listen_b(int port)
+{
+	struct sockaddr_in b = addr_of(host_b, port);
+	int one = 1, lfd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
+
+	assert_true(lfd >= 0);
+	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&b, sizeof(b)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	return lfd;
+}
+
+/* Ping one way, pong back, then read the kernel side's smc_diag verdict. */
+static void ping_pong_diag(struct usmc_conn *c, int lfd, int port, struct diag *d, int *fd)
+{
+	struct usmc_conn_info ci;
+
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(usmc_send(c, PING, strlen(PING), 0), (ssize_t)strlen(PING));
+	*fd = accept(lfd, NULL, NULL);
+	assert_true(*fd >= 0);
+	read_exactly(*fd, PING);
+	assert_int_equal(send(*fd, PONG, strlen(PONG), 0), (ssize_t)strlen(PONG));
+	usmc_read_exactly(c, PONG);
+	kernel_diag(host_b, port, inet_ntoa(((struct sockaddr_in *)&ci.local)->sin_addr),
+		    ntohs(((struct sockaddr_in *)&ci.local)->sin_port), d);
+}
+
+/* A kcompat usmc client against a kernel AF_SMC server whose UEID it does
+ * not share: the kernel echoes the option, runs CLC and declines the
+ * PROPOSAL (no common UEID: NOSMCDEV, smc-r-protocol.md §8.1); both ends
+ * continue over TCP and each says why. */
+static void test_usmc_client_kernel_server_ueid_mismatch(void **state)
 {
 	struct usmc_ctx *ctx = ctx_with("1");
-	int port = next_port++, one = 1, lfd, fd;
+	int port = next_port++, lfd = kernel_listen_b(port), fd;
 	struct sockaddr_in b = addr_of(host_b, port);
 	struct usmc_conn_info ci;
 	struct usmc_conn *c;
 	struct diag d;
 
-	lfd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
-	assert_true(lfd >= 0);
-	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&b, sizeof(b)), 0);
-	assert_int_equal(listen(lfd, 4), 0);
 	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(ci.mode, USMC_MODE_TCP);
+	assert_int_equal(ci.reason, USMC_REASON_NOSMCDEV);
+	assert_int_equal(ci.peer_declined, 1);
+	ping_pong_diag(c, lfd, port, &d, &fd);
+	assert_string_equal(d.mode, "fallback");
+	assert_int_equal(d.fallback, USMC_REASON_NOSMCDEV);
+	usmc_close(c);
+	close(fd);
+	close(lfd);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* With SMC-R off on the client, no SYN option: the kernel server falls back
+ * silently (PEERNOSMC) and no CLC byte is exchanged. */
+static void test_usmc_client_smc_off_kernel_server(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("1");
+	int port = next_port++, lfd = kernel_listen_b(port), fd;
+	struct sockaddr_in b = addr_of(host_b, port);
+	struct usmc_conn_info ci;
+	struct usmc_conn *c;
+	struct diag d;
+
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_SMC, 0), 0);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(ci.mode, USMC_MODE_TCP);
+	assert_int_equal(ci.reason, USMC_REASON_DISABLED);
+	ping_pong_diag(c, lfd, port, &d, &fd);
+	assert_string_equal(d.mode, "fallback");
+	assert_int_equal(d.fallback, USMC_REASON_PEERNOSMC);
+	usmc_close(c);
+	close(fd);
+	close(lfd);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
+/* usmc client -> kernel AF_SMC server sharing its UEID: SMC-R between them. */
+static void test_usmc_client_kernel_server_smcr(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("1");
+	int port = next_port++, lfd = kernel_listen_b(port), fd;
+	struct sockaddr_in b = addr_of(host_b, port);
+	struct usmc_conn_info ci;
+	struct usmc_conn *c;
+	struct diag d;
+	int rc;
+
+	assert_int_equal(usmc_ctx_set_ueid(ctx, UEID), 0);
+	rc = usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c);
+	print_message("  usmc client -> kernel server: connect %s\n", usmc_strerror(rc));
+	assert_int_equal(rc, 0);
 	assert_int_equal(usmc_conn_info(c, &ci), 0);
 	print_message("  usmc client: %s %s\n", usmc_mode_name(ci.mode),
 		      usmc_reason_name(ci.reason));
+	ping_pong_diag(c, lfd, port, &d, &fd);
+	print_message("  kernel server: %s fallback %#x\n", d.mode, d.fallback);
 	assert_int_equal(ci.mode, USMC_MODE_SMCR);
-	assert_int_equal(usmc_send(c, PING, strlen(PING), 0), (ssize_t)strlen(PING));
-	fd = accept(lfd, NULL, NULL);
-	assert_true(fd >= 0);
-	read_exactly(fd, PING);
-	assert_int_equal(send(fd, PONG, strlen(PONG), 0), (ssize_t)strlen(PONG));
-	usmc_read_exactly(c, PONG);
-	kernel_diag(host_b, port, inet_ntoa(((struct sockaddr_in *)&ci.local)->sin_addr),
-		    ntohs(((struct sockaddr_in *)&ci.local)->sin_port), &d);
 	assert_string_equal(d.mode, "SMC-R");
 	usmc_close(c);
 	close(fd);
@@ -346,43 +416,24 @@ static void test_usmc_client_kernel_server(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
-/* The same without kernel-compat mode: no SYN option, the kernel server
- * falls back silently (PEERNOSMC) while the usmc client, which has a device,
- * proposes by the userspace rule: its PROPOSAL reaches the kernel
- * application as data and the client's CLC wait times out. This is why
- * kernel-compat mode exists (docs/kernel-compat.md). */
-static void test_usmc_client_kernel_server_userspace_rule(void **state)
+/* kernel AF_SMC client -> usmc server sharing its UEID: SMC-R between them. */
+static void test_kernel_client_usmc_server_smcr(void **state)
 {
-	static const uint8_t eyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
-	struct usmc_ctx *ctx = ctx_with("0");
-	int port = next_port++, one = 1, lfd, fd;
-	struct sockaddr_in b = addr_of(host_b, port);
-	struct usmc_conn *c;
-	uint8_t buf[4];
+	struct usmc_ctx *ctx = ctx_with("1");
+	int port = next_port++;
+	struct usmc_listener *l;
+	struct usmc_conn_info si;
 	struct diag d;
-	socklen_t len;
-	struct sockaddr_in local;
 
-	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_CLC_TIMEOUT_MS, 500), 0);
-	lfd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
-	assert_true(lfd >= 0);
-	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&b, sizeof(b)), 0);
-	assert_int_equal(listen(lfd, 4), 0);
-	assert_int_equal(usmc_conn_create(ctx, &c), 0);
-	assert_int_equal(usmc_conn_connect(c, (struct sockaddr *)&b, sizeof(b), 0), -ETIMEDOUT);
-	fd = accept(lfd, NULL, NULL);
-	assert_true(fd >= 0);
-	assert_int_equal(recv(fd, buf, sizeof(buf), MSG_WAITALL), (ssize_t)sizeof(buf));
-	assert_memory_equal(buf, eyecatcher, sizeof(buf)); /* our PROPOSAL, as data */
-	len = sizeof(local);
-	assert_int_equal(getpeername(fd, (struct sockaddr *)&local, &len), 0);
-	kernel_diag(host_b, port, inet_ntoa(local.sin_addr), ntohs(local.sin_port), &d);
-	assert_string_equal(d.mode, "fallback");
-	assert_int_equal(d.fallback, USMC_REASON_PEERNOSMC);
-	usmc_close(c);
-	close(fd);
-	close(lfd);
+	assert_int_equal(usmc_ctx_set_ueid(ctx, UEID), 0);
+	l = listen_b(ctx, port);
+	kernel_client_run(l, port, &d, &si);
+	print_message("  kernel client: %s fallback %#x diag %#x; usmc server: %s %s\n", d.mode,
+		      d.fallback, d.peer_diagnosis, usmc_mode_name(si.mode),
+		      usmc_reason_name(si.reason));
+	assert_string_equal(d.mode, "SMC-R");
+	assert_int_equal(si.mode, USMC_MODE_SMCR);
+	usmc_listener_close(l);
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
@@ -402,8 +453,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kernel_client_userspace_rule),
 		cmocka_unit_test(test_kernel_client_congested),
 		cmocka_unit_test(test_usmc_client_plain_server),
-		cmocka_unit_test(test_usmc_client_kernel_server),
-		cmocka_unit_test(test_usmc_client_kernel_server_userspace_rule),
+		cmocka_unit_test(test_usmc_client_kernel_server_ueid_mismatch),
+		cmocka_unit_test(test_usmc_client_smc_off_kernel_server),
+		cmocka_unit_test(test_usmc_client_kernel_server_smcr),
+		cmocka_unit_test(test_kernel_client_usmc_server_smcr),
 	};
 
 	kctl = argc > 1 ? argv[1] : NULL;
