@@ -20,13 +20,12 @@
 #define CDC_CURS_OFF_WRAP  2
 #define CDC_CURS_OFF_COUNT 4
 
-static struct cdc_cursor cdc_curs_get(const uint8_t *p)
+/* Field by field, so the padding of @c keeps the zeros of its memset and
+ * decoded messages compare equal byte for byte. */
+static void cdc_curs_get(const uint8_t *p, struct cdc_cursor *c)
 {
-	struct cdc_cursor c = {
-		.wrap = get_be16(p + CDC_CURS_OFF_WRAP),
-		.count = get_be32(p + CDC_CURS_OFF_COUNT),
-	};
-	return c;
+	c->wrap = get_be16(p + CDC_CURS_OFF_WRAP);
+	c->count = get_be32(p + CDC_CURS_OFF_COUNT);
 }
 
 static void cdc_curs_put(uint8_t *p, struct cdc_cursor c)
@@ -47,8 +46,8 @@ int cdc_decode(const uint8_t *buf, size_t byte_len, struct cdc_msg *out)
 	memset(out, 0, sizeof(*out));
 	out->seqno = get_be16(buf + CDC_OFF_SEQNO);
 	out->token = get_be32(buf + CDC_OFF_TOKEN);
-	out->prod = cdc_curs_get(buf + CDC_OFF_PROD);
-	out->cons = cdc_curs_get(buf + CDC_OFF_CONS);
+	cdc_curs_get(buf + CDC_OFF_PROD, &out->prod);
+	cdc_curs_get(buf + CDC_OFF_CONS, &out->cons);
 	out->prod_flags = buf[CDC_OFF_PFLAGS];
 	out->conn_state_flags = buf[CDC_OFF_CSFLAGS];
 	return 0;
