@@ -625,6 +625,20 @@ int lgr_conn_add(struct lgr *lgr, struct smcr_conn *sc)
 	return rc;
 }
 
+int lgr_conns_get(struct lgr *lgr, struct smcr_conn *list[SMCR_MAX_CONNS + 1])
+{
+	int n = 0;
+
+	pthread_mutex_lock(&lgr->lock);
+	for (int i = 1; i <= SMCR_MAX_CONNS; i++)
+		if (lgr->conns[i]) {
+			list[n++] = lgr->conns[i];
+			atomic_fetch_add(&lgr->conns[i]->refs, 1);
+		}
+	pthread_mutex_unlock(&lgr->lock);
+	return n;
+}
+
 void lgr_conn_del(struct lgr *lgr, struct smcr_conn *sc)
 {
 	bool was = false;
@@ -661,7 +675,7 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 {
 	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-	int expect = LGR_ACTIVE, n = 0;
+	int expect = LGR_ACTIVE, n;
 
 	if (!atomic_compare_exchange_strong(&lgr->state, &expect, LGR_DEAD)) {
 		expect = LGR_INIT;
@@ -679,13 +693,7 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 	}
 	if (lgr->qp)
 		ibv_modify_qp(lgr->qp, &a, IBV_QP_STATE);
-	pthread_mutex_lock(&lgr->lock);
-	for (int i = 1; i <= SMCR_MAX_CONNS; i++)
-		if (lgr->conns[i]) {
-			list[n++] = lgr->conns[i];
-			atomic_fetch_add(&lgr->conns[i]->refs, 1);
-		}
-	pthread_mutex_unlock(&lgr->lock);
+	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
 		/* closed by the user, waiting for the peer: nothing to wait for */
 		if (smcr_conn_fail(list[i], err))

@@ -243,6 +243,9 @@ int lgr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const struct s
 		  bool llc);
 int lgr_conn_add(struct lgr *lgr, struct smcr_conn *sc);
 void lgr_conn_del(struct lgr *lgr, struct smcr_conn *sc);
+/* The link group's connections, each with a reference the caller drops
+ * (smcr_conn_put): a snapshot to work on without holding the LGR lock. */
+int lgr_conns_get(struct lgr *lgr, struct smcr_conn *list[SMCR_MAX_CONNS + 1]);
 struct smcr_conn *lgr_conn_get(struct lgr *lgr, uint32_t token);
 void lgr_destroy_all(struct usmc_ctx *ctx);
 

@@ -218,17 +218,11 @@ void smcr_tcp_eof_check(struct lgr *lgr)
 	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
 	long now = smcr_now_ms();
 	bool again = false;
-	int n = 0;
+	int n;
 
 	if (!atomic_exchange(&lgr->tcp_eof_seen, false))
 		return;
-	pthread_mutex_lock(&lgr->lock);
-	for (int i = 1; i <= SMCR_MAX_CONNS; i++)
-		if (lgr->conns[i]) {
-			list[n++] = lgr->conns[i];
-			atomic_fetch_add(&lgr->conns[i]->refs, 1);
-		}
-	pthread_mutex_unlock(&lgr->lock);
+	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
 		struct smcr_conn *sc = list[i];
 
@@ -384,17 +378,11 @@ void smcr_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
 void smcr_kick_pending(struct lgr *lgr)
 {
 	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
-	int n = 0;
+	int n;
 
 	if (!atomic_exchange(&lgr->any_pending, false))
 		return;
-	pthread_mutex_lock(&lgr->lock);
-	for (int i = 1; i <= SMCR_MAX_CONNS; i++)
-		if (lgr->conns[i]) {
-			list[n++] = lgr->conns[i];
-			atomic_fetch_add(&lgr->conns[i]->refs, 1);
-		}
-	pthread_mutex_unlock(&lgr->lock);
+	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
 		struct smcr_conn *sc = list[i];
 
