@@ -34,6 +34,9 @@
 
 #include <usmc/usmc.h>
 
+#include "clock.h"
+#include "common/linux_proposal.h"
+
 #define CLC_HDR_LEN	   8
 #define DECLINE_DIAG_OFF   16
 #define DIAG_SERVER_BUSY   0x0a000003u
@@ -62,33 +65,12 @@
 #define RSS_MEANINGFUL 1
 #endif
 
-/* The SMC-Rv2 PROPOSAL of a Linux client (as in test_tcp_interop.c). */
-static const uint8_t proposal[156] = {
-	0xE2,	       0xD4,	      0xC3,	     0xD9,	    0x01,	   0x00,
-	0x9C,	       0x22,	      [0x32] = 0x00, [0x33] = 0x1C, [0x50] = 0x01, [0x53] = 0x10,
-	[0x62] = 0xFF, [0x63] = 0xFF, [0x64] = 0x0A, [0x67] = 0x01, [0x68] = 0xFF, [0x69] = 0x02,
-	[0x6B] = 0x01, [0x78] = 'R',  'X',	     'E',	    'V',	   'M',
-	'-',	       'S',	      'M',	     'C',	    '-',	   'T',
-	'E',	       'S',	      'T',	     ' ',	    ' ',	   ' ',
-	' ',	       ' ',	      ' ',	     ' ',	    ' ',	   ' ',
-	' ',	       ' ',	      ' ',	     ' ',	    ' ',	   ' ',
-	' ',	       ' ',	      ' ',	     [0x98] = 0xE2, 0xD4,	   0xC3,
-	0xD9};
-
 struct env {
 	struct usmc_ctx *ctx;
 	struct usmc_listener *l;
 	struct sockaddr_storage addr;
 	socklen_t alen;
 };
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void sleep_ms(long ms)
 {
@@ -141,12 +123,12 @@ static void send_all(int fd, const void *buf, size_t len)
 /* Read exactly @len bytes within @ms; false on timeout. */
 static bool read_within(int fd, uint8_t *buf, size_t len, long ms)
 {
-	long deadline = now_ms() + ms;
+	long deadline = clock_now_ms() + ms;
 	size_t got = 0;
 
 	while (got < len) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		long left = deadline - now_ms();
+		long left = deadline - clock_now_ms();
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -181,13 +163,13 @@ static int slow_smc_client(const struct env *e)
 {
 	int fd = client_connect(e);
 
-	send_all(fd, proposal, CLC_HDR_LEN);
+	send_all(fd, linux_v2_proposal, CLC_HDR_LEN);
 	return fd;
 }
 
 static void finish_proposal(int fd)
 {
-	send_all(fd, proposal + CLC_HDR_LEN, sizeof(proposal) - CLC_HDR_LEN);
+	send_all(fd, linux_v2_proposal + CLC_HDR_LEN, sizeof(linux_v2_proposal) - CLC_HDR_LEN);
 }
 
 static void stats(const struct env *e, struct usmc_listener_stats *st)
@@ -197,16 +179,16 @@ static void stats(const struct env *e, struct usmc_listener_stats *st)
 
 /* Poll the stats until @pred holds (the accept thread and workers run
  * asynchronously); fail after WAIT_MS. */
-#define WAIT_FOR(e, st, pred)                                  \
-	do {                                                   \
-		long t0_ = now_ms();                           \
-		for (;;) {                                     \
-			stats((e), &(st));                     \
-			if (pred)                              \
-				break;                         \
-			assert_true(now_ms() - t0_ < WAIT_MS); \
-			sleep_ms(2);                           \
-		}                                              \
+#define WAIT_FOR(e, st, pred)                                        \
+	do {                                                         \
+		long t0_ = clock_now_ms();                           \
+		for (;;) {                                           \
+			stats((e), &(st));                           \
+			if (pred)                                    \
+				break;                               \
+			assert_true(clock_now_ms() - t0_ < WAIT_MS); \
+			sleep_ms(2);                                 \
+		}                                                    \
 	} while (0)
 
 /* Accept one connection, check its mode/reason, prove it carries data. */
@@ -266,10 +248,10 @@ static void test_congestion_fallback(void **state)
 	congest(&e, &s1, &s2);
 
 	f = client_connect(&e);
-	t0 = now_ms();
-	send_all(f, proposal, sizeof(proposal));
+	t0 = clock_now_ms();
+	send_all(f, linux_v2_proposal, sizeof(linux_v2_proposal));
 	assert_int_equal(read_decline(f, AT_ONCE_MS), DIAG_SERVER_BUSY);
-	at_once = now_ms() - t0;
+	at_once = clock_now_ms() - t0;
 	print_message("congested: DECLINE SERVER_BUSY after %ld ms\n", at_once);
 	accept_check(&e, USMC_REASON_HS_CONGESTED, f);
 
@@ -317,7 +299,7 @@ static void test_no_fallback_waits(void **state)
 	env_open(&e, 64, 0, 1, 1);
 	congest(&e, &s1, &s2);
 	f = client_connect(&e);
-	send_all(f, proposal, sizeof(proposal));
+	send_all(f, linux_v2_proposal, sizeof(linux_v2_proposal));
 	WAIT_FOR(&e, st, st.hs_queue_depth == 2);
 	assert_false(read_within(f, &b, 1, 300)); /* nothing: it is queued */
 
@@ -378,15 +360,15 @@ static void test_defer_accept(void **state)
 	}
 	silent = client_connect(&e);
 	speaker = client_connect(&e);
-	t0 = now_ms();
+	t0 = clock_now_ms();
 	send_all(speaker, "GET / HTTP/1.0\r\n\r\n", 18);
 	accept_check(&e, USMC_REASON_NOSMCRDEV, speaker);
-	print_message("defer: speaker accepted after %ld ms\n", now_ms() - t0);
-	assert_true(now_ms() - t0 < AT_ONCE_MS);
+	print_message("defer: speaker accepted after %ld ms\n", clock_now_ms() - t0);
+	assert_true(clock_now_ms() - t0 < AT_ONCE_MS);
 	stats(&e, &st);
 	assert_int_equal(st.accepted, 1); /* the silent one is still the kernel's */
 	accept_check(&e, USMC_REASON_NOSMCRDEV, silent);
-	print_message("defer: silent client accepted after %ld ms\n", now_ms() - t0);
+	print_message("defer: silent client accepted after %ld ms\n", clock_now_ms() - t0);
 	close(speaker);
 	close(silent);
 	env_close(&e);
@@ -454,7 +436,7 @@ static void test_backlog_overflow(void **state)
 
 	/* now drain: every client id exactly once (the kernel retries the
 	 * dropped SYNs after 1, 3, 7 s..., so every client gets in) */
-	t0 = now_ms();
+	t0 = clock_now_ms();
 	for (int n = 0; n < OVERFLOW_CLIENTS; n++) {
 		struct usmc_conn *c;
 		uint32_t id;
@@ -475,7 +457,7 @@ static void test_backlog_overflow(void **state)
 	WAIT_FOR(&e, st, st.queued + st.in_handshake == 0);
 	print_message("drained %d clients in %ld ms; backlog high %u, stash high %u, "
 		      "paused %llu times\n",
-		      OVERFLOW_CLIENTS, now_ms() - t0, st.backlog_high, st.accept_stash_high,
+		      OVERFLOW_CLIENTS, clock_now_ms() - t0, st.backlog_high, st.accept_stash_high,
 		      (unsigned long long)st.backlog_full);
 	/* only a multishot accept can take sockets past the cap (stashed,
 	 * unopened: docs/listener.md); accept4() stops exactly at it */
@@ -564,7 +546,7 @@ static void test_flood_memory(void **state)
 		assert_true(fds[i] >= 0);
 		connect(fds[i], (struct sockaddr *)&e.addr, e.alen);
 	}
-	for (long t0 = now_ms(); now_ms() - t0 < FLOOD_SECONDS * 1000L;) {
+	for (long t0 = clock_now_ms(); clock_now_ms() - t0 < FLOOD_SECONDS * 1000L;) {
 		long r = rss_kb();
 
 		if (r > peak)

@@ -21,18 +21,10 @@
 
 #include <usmc/usmc.h>
 
-#define PROBE_MS 150
+#include "clock.h"
+#include "common/linux_proposal.h"
 
-/* The SMC-Rv2 PROPOSAL of a Linux client at 10.0.0.1 with one UEID
- * (smc-r-protocol.md §8.2 worked example, 156 bytes). */
-static const uint8_t linux_v2_proposal[156] = {
-	0xE2, 0xD4, 0xC3, 0xD9, 0x01, 0x00, 0x9C,
-	0x22, [0x32] = 0x00, [0x33] = 0x1C, [0x50] = 0x01, [0x53] = 0x10, [0x62] = 0xFF,
-	[0x63] = 0xFF, [0x64] = 0x0A, [0x67] = 0x01, [0x68] = 0xFF, [0x69] = 0x02, [0x6B] = 0x01,
-	/* "RXEVM-SMC-TEST" blank padded to 32 */
-	[0x78] = 'R', 'X', 'E', 'V', 'M', '-', 'S', 'M', 'C', '-', 'T', 'E', 'S', 'T', ' ', ' ',
-	' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ',
-	' ', [0x98] = 0xE2, 0xD4, 0xC3, 0xD9};
+#define PROBE_MS 150
 
 struct env {
 	struct usmc_ctx *ctx;
@@ -40,14 +32,6 @@ struct env {
 	struct sockaddr_storage addr;
 	socklen_t alen;
 };
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static int setup_flags(void **state, unsigned int flags)
 {
@@ -126,12 +110,12 @@ static void test_plain_client_speaks_first(void **state)
 	struct env *e = *state;
 	struct usmc_conn *c;
 	char buf[16];
-	long t0 = now_ms();
+	long t0 = clock_now_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(send(fd, "hello", 5, 0), 5);
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(now_ms() - t0 < PROBE_MS); /* no probe timeout spent */
+	assert_true(clock_now_ms() - t0 < PROBE_MS); /* no probe timeout spent */
 	assert_tcp(c, USMC_REASON_NOSMCRDEV);
 	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_NOSMCRDEV), 1);
 	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_PEERNOSMC), 0);
@@ -152,11 +136,11 @@ static void test_plain_client_server_speaks_first(void **state)
 	struct env *e = *state;
 	struct usmc_conn *c;
 	char buf[16];
-	long t0 = now_ms();
+	long t0 = clock_now_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(now_ms() - t0 >= PROBE_MS - 5);
+	assert_true(clock_now_ms() - t0 >= PROBE_MS - 5);
 	assert_tcp(c, USMC_REASON_NOSMCRDEV);
 	assert_int_equal(usmc_send(c, "220 hi\r\n", 8, 0), 8);
 	read_exact(fd, buf, 8);
@@ -175,11 +159,11 @@ static void test_tcp_only_listener(void **state)
 	struct usmc_conn *c;
 	struct usmc_listener_stats st;
 	char buf[8];
-	long t0 = now_ms();
+	long t0 = clock_now_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(now_ms() - t0 < PROBE_MS);
+	assert_true(clock_now_ms() - t0 < PROBE_MS);
 	assert_tcp(c, USMC_REASON_DISABLED);
 	assert_int_equal(usmc_send(c, "220\r\n", 5, 0), 5);
 	read_exact(fd, buf, 5);

@@ -44,6 +44,8 @@
 
 #include <usmc/usmc.h>
 
+#include "common/linux_proposal.h"
+
 #define MSG_SIZE	 64
 #define MAX_EVENTS	 256
 #define DEFAULT_PORT	 7471
@@ -60,19 +62,6 @@
 enum kind { K_NONE, K_USMC, K_PLAIN, K_CLC };
 
 static const char *const kind_names[] = {"none", "usmc", "plain", "clc"};
-
-/* The SMC-Rv2 PROPOSAL of a Linux client (tests/test_tcp_interop.c). */
-static const uint8_t proposal[156] = {
-	0xE2,	       0xD4,	      0xC3,	     0xD9,	    0x01,	   0x00,
-	0x9C,	       0x22,	      [0x32] = 0x00, [0x33] = 0x1C, [0x50] = 0x01, [0x53] = 0x10,
-	[0x62] = 0xFF, [0x63] = 0xFF, [0x64] = 0x0A, [0x67] = 0x01, [0x68] = 0xFF, [0x69] = 0x02,
-	[0x6B] = 0x01, [0x78] = 'R',  'X',	     'E',	    'V',	   'M',
-	'-',	       'S',	      'M',	     'C',	    '-',	   'T',
-	'E',	       'S',	      'T',	     ' ',	    ' ',	   ' ',
-	' ',	       ' ',	      ' ',	     ' ',	    ' ',	   ' ',
-	' ',	       ' ',	      ' ',	     ' ',	    ' ',	   ' ',
-	' ',	       ' ',	      ' ',	     [0x98] = 0xE2, 0xD4,	   0xC3,
-	0xD9};
 
 static struct {
 	enum kind server, client;
@@ -419,7 +408,8 @@ static bool c_connected(int ep, struct cthread *ct, struct cslot *s)
 	}
 	if (cfg.client != K_CLC)
 		return c_established(ep, ct, s);
-	if (c_send(s, proposal, sizeof(proposal)) != (ssize_t)sizeof(proposal))
+	if (c_send(s, linux_v2_proposal, sizeof(linux_v2_proposal)) !=
+	    (ssize_t)sizeof(linux_v2_proposal))
 		return false;
 	s->st = C_DECLINE;
 	s->want = CLC_HDR_LEN;
