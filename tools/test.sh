@@ -69,7 +69,8 @@ stage_rxe() {
 	log "soft-RoCE: rxe tests inside the qemu guest"
 	[ -d build ] || configure_build build
 	tests/rxe/harness-selftest.sh build
-	tests/rxe/run-rxe-tests.sh build
+	# the guest's budget covers test_smcr_concurrent_64m (~6 min) with room
+	USMC_RXE_TIMEOUT=1800 tests/rxe/run-rxe-tests.sh build
 }
 
 tools/install-deps.sh
