@@ -30,77 +30,47 @@
 #include "kcompat.h"
 #include "listen.h"
 
-#ifndef AF_SMC
-#define AF_SMC 43
-#endif
-#define SMCPROTO_SMC 0
-#define UEID	     "USMC-KCOMPAT-TEST"
-#define BASE_PORT    18700
-#define PING	     "ping from the client"
-#define PONG	     "pong from the server"
+#include "kernel_peer.h"
+
+#define UEID	  "USMC-KCOMPAT-TEST"
+#define BASE_PORT 18700
+#define PING	  "ping from the client"
+#define PONG	  "pong from the server"
 
 static const char *kctl;
 static const char *host_a, *host_b;
 static int next_port = BASE_PORT;
 
-struct diag {
-	char mode[16];
-	unsigned int fallback, peer_diagnosis;
-};
-
 static struct sockaddr_in addr_of(const char *ip, int port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct sockaddr_in a = kpeer_addr(ip, port);
 
-	assert_int_equal(inet_pton(AF_INET, ip, &a.sin_addr), 1);
+	assert_int_not_equal(a.sin_addr.s_addr, 0);
 	return a;
 }
 
 static int local_port(int fd)
 {
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
+	int port = kpeer_local_port(fd);
 
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	return ntohs(a.sin_port);
+	assert_true(port > 0);
+	return port;
 }
 
 /* The smc_diag line of the kernel socket local -> peer; fails if none. */
-static void kernel_diag(const char *local, int lport, const char *peer, int pport, struct diag *d)
+static void kernel_diag(const char *local, int lport, const char *peer, int pport, struct kdiag *d)
 {
-	char cmd[512], line[1024], want[160];
-	FILE *f;
-	bool found = false;
-
-	snprintf(cmd, sizeof(cmd), "'%s' diag", kctl);
-	snprintf(want, sizeof(want), "local=%s:%d peer=%s:%d ", local, lport, peer, pport);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		const char *m = strstr(line, "mode="), *fb = strstr(line, "fallback=");
-		const char *pd = strstr(line, "peer_diagnosis=");
-
-		if (!strstr(line, want) || !m || !fb || !pd)
-			continue;
-		sscanf(m, "mode=%15s", d->mode);
-		d->fallback = (unsigned int)strtoul(fb + 9, NULL, 16);
-		d->peer_diagnosis = (unsigned int)strtoul(pd + 15, NULL, 16);
-		print_message("  smc_diag: %s", line);
-		found = true;
-	}
-	pclose(f);
-	if (!found)
-		fail_msg("no smc_diag entry %s", want);
+	if (kpeer_diag(kctl, local, lport, peer, pport, d))
+		fail_msg("no smc_diag entry local=%s:%d peer=%s:%d", local, lport, peer, pport);
+	print_message("  smc_diag: mode=%s fallback=%#x peer_diagnosis=%#x\n", d->mode, d->fallback,
+		      d->peer_diagnosis);
 }
 
 static int smc_connect(int port)
 {
-	struct sockaddr_in src = addr_of(host_a, 0), dst = addr_of(host_b, port);
-	int fd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
+	int fd = kpeer_connect(host_a, host_b, port);
 
 	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
 	return fd;
 }
 
@@ -152,7 +122,7 @@ static struct usmc_listener *listen_b(struct usmc_ctx *ctx, int port)
  * A kernel AF_SMC client against a usmc listener; data both ways over TCP.
  * Returns the kernel client's diag and the usmc server connection's info.
  */
-static void kernel_client_run(struct usmc_listener *l, int port, struct diag *d,
+static void kernel_client_run(struct usmc_listener *l, int port, struct kdiag *d,
 			      struct usmc_conn_info *si)
 {
 	struct usmc_conn *sc;
@@ -180,7 +150,7 @@ static void test_kernel_client_kcompat(void **state)
 	struct usmc_listener *l = listen_b(ctx, port);
 	struct kc_listen_val v;
 	struct usmc_conn_info si;
-	struct diag d;
+	struct kdiag d;
 
 	assert_true(l->kc.active);
 	kernel_client_run(l, port, &d, &si);
@@ -208,7 +178,7 @@ static void test_kernel_client_userspace_rule(void **state)
 	int port = next_port++;
 	struct usmc_listener *l = listen_b(ctx, port);
 	struct usmc_conn_info si;
-	struct diag d;
+	struct kdiag d;
 
 	kernel_client_run(l, port, &d, &si);
 	assert_string_equal(d.mode, "fallback");
@@ -229,7 +199,7 @@ static void test_kernel_client_congested(void **state)
 	struct usmc_listener_stats st;
 	struct kc_listen_val v;
 	struct usmc_conn_info si;
-	struct diag d;
+	struct kdiag d;
 
 	kcompat_listener_set_congested(ctx->kc, &l->kc, true);
 	kernel_client_run(l, port, &d, &si);
@@ -310,18 +280,14 @@ static void test_usmc_client_plain_server(void **state)
 /* A kernel AF_SMC listener on host B (the kernel runs the CLC server). */
 static int kernel_listen_b(int port)
 {
-	struct sockaddr_in b = addr_of(host_b, port);
-	int one = 1, lfd = socket(AF_SMC, SOCK_STREAM | SOCK_CLOEXEC, SMCPROTO_SMC);
+	int lfd = kpeer_listen(host_b, port, 4);
 
 	assert_true(lfd >= 0);
-	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&b, sizeof(b)), 0);
-	assert_int_equal(listen(lfd, 4), 0);
 	return lfd;
 }
 
 /* Ping one way, pong back, then read the kernel side's smc_diag verdict. */
-static void ping_pong_diag(struct usmc_conn *c, int lfd, int port, struct diag *d, int *fd)
+static void ping_pong_diag(struct usmc_conn *c, int lfd, int port, struct kdiag *d, int *fd)
 {
 	struct usmc_conn_info ci;
 
@@ -347,7 +313,7 @@ static void test_usmc_client_kernel_server_ueid_mismatch(void **state)
 	struct sockaddr_in b = addr_of(host_b, port);
 	struct usmc_conn_info ci;
 	struct usmc_conn *c;
-	struct diag d;
+	struct kdiag d;
 
 	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
 	assert_int_equal(usmc_conn_info(c, &ci), 0);
@@ -372,7 +338,7 @@ static void test_usmc_client_smc_off_kernel_server(void **state)
 	struct sockaddr_in b = addr_of(host_b, port);
 	struct usmc_conn_info ci;
 	struct usmc_conn *c;
-	struct diag d;
+	struct kdiag d;
 
 	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_SMC, 0), 0);
 	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
@@ -396,7 +362,7 @@ static void test_usmc_client_kernel_server_smcr(void **state)
 	struct sockaddr_in b = addr_of(host_b, port);
 	struct usmc_conn_info ci;
 	struct usmc_conn *c;
-	struct diag d;
+	struct kdiag d;
 	int rc;
 
 	assert_int_equal(usmc_ctx_set_ueid(ctx, UEID), 0);
@@ -423,7 +389,7 @@ static void test_kernel_client_usmc_server_smcr(void **state)
 	int port = next_port++;
 	struct usmc_listener *l;
 	struct usmc_conn_info si;
-	struct diag d;
+	struct kdiag d;
 
 	assert_int_equal(usmc_ctx_set_ueid(ctx, UEID), 0);
 	l = listen_b(ctx, port);
