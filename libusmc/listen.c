@@ -2,14 +2,19 @@
 /*
  * The accept thread (docs/listener.md has the whole design):
  *
- * One thread runs one epoll loop. Its set holds the wake eventfd, every
- * connection being probed, and the source of new connections: either
- * the listen socket itself (accept4 mode, level-triggered) or the eventfd
- * an io_uring signals on completions (io_uring mode: one multishot accept
- * on the listen socket posts one completion per accepted socket). The ring
- * is created and every request on it submitted by the accept thread, so
- * its completion work runs on that thread and never interrupts the
- * application's own system calls.
+ * One thread runs one loop over an epoll set that holds the wake eventfd,
+ * every connection being probed and, when connections are taken with
+ * accept4(), the listen socket (level-triggered).
+ *
+ * In io_uring mode one multishot accept on the listen socket posts one
+ * completion per accepted socket, and the thread sleeps in the ring, not in
+ * epoll_wait(): a multishot poll on the epoll set tells it when to look
+ * there. The ring is created and every request on it submitted by this
+ * thread, with deferred task work, so the accepts run inside the one
+ * io_uring_enter() the thread sleeps in: no signal interrupts it to run
+ * them, no eventfd relays their completions (two wake-ups and three system
+ * calls per batch fewer than an eventfd registered in the epoll set), and
+ * none of it ever touches the application's threads.
  *
  * The thread never waits on a handshake: SMC clients go to the handshake
  * pool (hs.c), plain clients straight to the accept queue.
@@ -39,7 +44,10 @@
 #define ACCEPT_RING_ENTRIES 64 /* SQ size; the CQ gets twice as many */
 #define RING_UD_ACCEPT	    1  /* user_data of the multishot accept */
 #define RING_UD_CANCEL	    2  /* user_data of its cancellation */
-#define STASH_INITIAL	    16
+#define RING_UD_EPOLL	    3  /* user_data of the multishot poll on the epoll set */
+/* one issuer (this thread), task work run when it waits: see the top */
+#define RING_FLAGS    (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)
+#define STASH_INITIAL 16
 /*
  * Accepted sockets stay blocking, as connections use them (conn.c): every
  * read the listener does on them is MSG_DONTWAIT, and its one write, a
@@ -69,7 +77,7 @@ struct probing {
 #define PROBE_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT)
 
 /* epoll data for the non-connection descriptors */
-static char lfd_tag, wake_tag, ring_tag;
+static char lfd_tag, wake_tag;
 
 static uint64_t now_ns(void)
 {
@@ -149,6 +157,27 @@ static void record_hs_time(struct usmc_listener *l, const struct usmc_conn *c)
 
 /* ---- accept queue ------------------------------------------------------ */
 
+/*
+ * The accept queue's fd (usmc_listener_fd()) is an eventfd that is
+ * readable exactly while the queue holds a connection. It is written when
+ * the queue becomes non-empty and drained when it becomes empty, both
+ * under qlock, so it never disagrees with the queue once the lock is
+ * released: two system calls per batch the application takes, not one
+ * per connection. (The write under the lock is on the empty-queue edge,
+ * when the application has nothing to pop, so it rarely holds anyone up.)
+ */
+static void queue_signal(struct usmc_listener *l, bool ready)
+{
+	uint64_t v = 1;
+
+	if (l->qready == ready)
+		return;
+	l->qready = ready;
+	if (ready ? write(l->qfd, &v, sizeof(v)) < 0 : read(l->qfd, &v, sizeof(v)) < 0) {
+		/* cannot fail: the count is 0 or 1, and 1 before a read */
+	}
+}
+
 static void queue_push(struct usmc_listener *l, struct usmc_conn *c)
 {
 	if (c->mode == USMC_MODE_SMCR) {
@@ -167,39 +196,13 @@ static void queue_push(struct usmc_listener *l, struct usmc_conn *c)
 	/* counted before the handshake count drops, so the sum never dips
 	 * below the truth and the cap is never overshot */
 	atomic_fetch_add(&l->queued, 1);
+	queue_signal(l, true);
 	pthread_mutex_unlock(&l->qlock);
-}
-
-/* One semaphore count per queued connection: the fd is readable exactly
- * while the queue is not empty (a count may trail its connection, never
- * precede it). */
-static void queue_tokens(struct usmc_listener *l, uint64_t n)
-{
-	if (write(l->qfd, &n, sizeof(n)) < 0) {
-		/* cannot happen below 2^64 - 1 queued connections */
-	}
 }
 
 void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 {
 	queue_push(l, c);
-	queue_tokens(l, 1);
-}
-
-/* Accept thread: queue now, post the count with the others of this round
- * of events (one eventfd write per round instead of one per connection). */
-static void enqueue_batched(struct usmc_listener *l, struct usmc_conn *c)
-{
-	queue_push(l, c);
-	l->tokens_pending++;
-}
-
-static void flush_tokens(struct usmc_listener *l)
-{
-	if (l->tokens_pending) {
-		queue_tokens(l, l->tokens_pending);
-		l->tokens_pending = 0;
-	}
 }
 
 void listener_drop(struct usmc_listener *l, struct usmc_conn *c)
@@ -225,6 +228,7 @@ static struct usmc_conn *queue_pop(struct usmc_listener *l)
 		c->next = NULL;
 		atomic_fetch_sub(&l->queued, 1);
 	}
+	queue_signal(l, l->qhead != NULL);
 	pthread_mutex_unlock(&l->qlock);
 	return c;
 }
@@ -253,7 +257,7 @@ static void probe_forget(struct usmc_listener *l, struct probing *p)
 static void finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason)
 {
 	conn_set_mode(c, USMC_MODE_TCP, reason, false);
-	enqueue_batched(l, c);
+	queue_push(l, c);
 }
 
 static uint32_t plain_client_reason(struct usmc_listener *l)
@@ -354,7 +358,7 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 		return KC_DECLINE_SETTLED;
 	}
 	conn_set_mode(c, USMC_MODE_TCP, reason, true);
-	enqueue_batched(l, c);
+	queue_push(l, c);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	return KC_DECLINE_SETTLED;
 }
@@ -560,37 +564,71 @@ static void accept_burst(struct usmc_listener *l)
 	}
 }
 
+static int next_timeout(struct usmc_listener *l)
+{
+	uint64_t now;
+
+	if (!l->probes)
+		return -1;
+	now = now_ns();
+	if (l->probes->deadline_ns <= now)
+		return 0;
+	/* round up: waking a little late is fine, spinning early is not */
+	return (int)((l->probes->deadline_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
+}
+
+static void wake_event(struct usmc_listener *l)
+{
+	uint64_t v;
+
+	if (read(l->wakefd, &v, sizeof(v)) < 0) {
+		/* spurious: nothing to do */
+	}
+}
+
 /* ---- io_uring multishot accept (accept thread) ----------------------------- */
 
-static int ring_submit_one(struct usmc_listener *l, bool cancel)
+static int ring_submit_one(struct usmc_listener *l, uint64_t what)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ar.ring);
 	int rc;
 
 	if (!sqe)
-		return -EBUSY; /* cannot happen: at most two requests in flight */
-	if (cancel) {
+		return -EBUSY; /* cannot happen: at most three requests in flight */
+	if (what == RING_UD_CANCEL)
 		io_uring_prep_cancel64(sqe, RING_UD_ACCEPT, 0);
-		io_uring_sqe_set_data64(sqe, RING_UD_CANCEL);
-	} else {
+	else if (what == RING_UD_ACCEPT)
 		io_uring_prep_multishot_accept(sqe, l->lfd, NULL, NULL, ACCEPT_FLAGS);
-		io_uring_sqe_set_data64(sqe, RING_UD_ACCEPT);
-	}
+	else
+		io_uring_prep_poll_multishot(sqe, l->epfd, POLLIN);
+	io_uring_sqe_set_data64(sqe, what);
 	rc = io_uring_submit(&l->ar.ring);
 	return rc < 0 ? rc : 0;
 }
 
 static void ring_arm(struct usmc_listener *l)
 {
-	if (!l->ar.armed && !ring_submit_one(l, false))
+	if (!l->ar.armed && !ring_submit_one(l, RING_UD_ACCEPT))
 		l->ar.armed = true;
 }
 
 static void ring_cancel(struct usmc_listener *l)
 {
 	/* armed stays true until the request's last completion */
-	if (l->ar.armed && !l->ar.cancelling && !ring_submit_one(l, true))
+	if (l->ar.armed && !l->ar.cancelling && !ring_submit_one(l, RING_UD_CANCEL))
 		l->ar.cancelling = true;
+}
+
+/* The poll that wakes the ring's waiter when the epoll set has events. */
+static int ring_poll_epoll(struct usmc_listener *l)
+{
+	int rc = 0;
+
+	if (!l->ar.polling) {
+		rc = ring_submit_one(l, RING_UD_EPOLL);
+		l->ar.polling = !rc;
+	}
+	return rc;
 }
 
 /* A socket the ring accepted while the listener is at its cap (or behind
@@ -660,29 +698,67 @@ static void ring_give_up(struct usmc_listener *l)
 	atomic_store(&l->uring_on, false);
 }
 
-static void ring_event(struct usmc_listener *l)
+static void dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 {
+	struct epoll_event evs[ACCEPT_EVENTS];
+	int n = epoll_wait(l->epfd, evs, ACCEPT_EVENTS, timeout_ms);
+
+	for (int i = 0; i < n; i++) {
+		if (evs[i].data.ptr == &lfd_tag)
+			accept_burst(l);
+		else if (evs[i].data.ptr == &wake_tag)
+			wake_event(l);
+		else
+			probe_event(l, evs[i].data.ptr);
+	}
+}
+
+/* One completion of the multishot accept. */
+static void ring_accepted(struct usmc_listener *l, const struct io_uring_cqe *cqe)
+{
+	if (!(cqe->flags & IORING_CQE_F_MORE))
+		l->ar.armed = l->ar.cancelling = false; /* flow_control() re-arms */
+	if (cqe->res >= 0)
+		ring_take(l, cqe->res);
+	else if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP)
+		ring_give_up(l);
+}
+
+/*
+ * io_uring mode: sleep in the ring until a completion or the next probe
+ * deadline, then handle every completion, and the epoll set if its poll
+ * fired.
+ */
+static void ring_round(struct usmc_listener *l)
+{
+	struct accept_ring *ar = &l->ar;
+	struct __kernel_timespec ts;
 	struct io_uring_cqe *cqe;
-	uint64_t v;
+	int timeout_ms = next_timeout(l);
+	bool epoll_ready = false;
 
-	if (read(l->ar.evfd, &v, sizeof(v)) < 0) {
-		/* spurious: drain anyway */
-	}
-	while (l->ar.on && !io_uring_peek_cqe(&l->ar.ring, &cqe)) {
+	/* without its poll the epoll set is looked at on every round */
+	if (ring_poll_epoll(l))
+		timeout_ms = timeout_ms < 0 || timeout_ms > RING_STOP_WAIT_MS ? RING_STOP_WAIT_MS
+									      : timeout_ms;
+	ts.tv_sec = timeout_ms / 1000;
+	ts.tv_nsec = (long long)(timeout_ms % 1000) * (long long)NSEC_PER_MSEC;
+	if (io_uring_wait_cqe_timeout(&ar->ring, &cqe, timeout_ms < 0 ? NULL : &ts) && ar->polling)
+		return; /* timed out (probes_expire() follows) or interrupted */
+	while (!io_uring_peek_cqe(&ar->ring, &cqe)) {
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
-		int res = cqe->res;
-		bool more = cqe->flags & IORING_CQE_F_MORE;
 
-		io_uring_cqe_seen(&l->ar.ring, cqe);
-		if (ud != RING_UD_ACCEPT)
-			continue;
-		if (!more)
-			l->ar.armed = l->ar.cancelling = false; /* flow_control() re-arms */
-		if (res >= 0)
-			ring_take(l, res);
-		else if (res == -EINVAL || res == -EOPNOTSUPP)
-			ring_give_up(l);
+		if (ud == RING_UD_ACCEPT && ar->on)
+			ring_accepted(l, cqe);
+		else if (ud == RING_UD_EPOLL) {
+			epoll_ready = true;
+			if (!(cqe->flags & IORING_CQE_F_MORE))
+				ar->polling = false; /* re-armed on the next round */
+		}
+		io_uring_cqe_seen(&ar->ring, cqe);
 	}
+	if (epoll_ready || !ar->polling)
+		dispatch_epoll(l, 0);
 }
 
 /*
@@ -692,18 +768,13 @@ static void ring_event(struct usmc_listener *l)
  */
 static bool ring_setup(struct usmc_listener *l)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ring_tag};
 	struct accept_ring *ar = &l->ar;
 	struct io_uring_cqe *cqe;
 
-	if (io_uring_queue_init(ACCEPT_RING_ENTRIES, &ar->ring, 0))
-		return false;
-	ar->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ar->evfd < 0 || io_uring_register_eventfd(&ar->ring, ar->evfd) ||
-	    epoll_ctl(l->epfd, EPOLL_CTL_ADD, ar->evfd, &ev))
-		goto fail;
+	if (io_uring_queue_init(ACCEPT_RING_ENTRIES, &ar->ring, RING_FLAGS))
+		return false; /* before 6.1: no deferred task work */
 	ring_arm(l);
-	if (!ar->armed)
+	if (!ar->armed || io_uring_get_events(&ar->ring))
 		goto fail;
 	if (!io_uring_peek_cqe(&ar->ring, &cqe) && cqe->res == -EINVAL &&
 	    !(cqe->flags & IORING_CQE_F_MORE)) {
@@ -711,15 +782,13 @@ static bool ring_setup(struct usmc_listener *l)
 		ar->armed = false;
 		goto fail;
 	}
-	ar->on = true;
+	if (ring_poll_epoll(l))
+		goto fail;
+	ar->up = ar->on = true;
 	return true;
 fail:
-	io_uring_queue_exit(&ar->ring);
-	if (ar->evfd >= 0) {
-		epoll_ctl(l->epfd, EPOLL_CTL_DEL, ar->evfd, NULL);
-		close(ar->evfd);
-	}
-	ar->evfd = -1;
+	io_uring_queue_exit(&ar->ring); /* cancels whatever is in flight */
+	ar->armed = ar->polling = false;
 	return false;
 }
 
@@ -741,7 +810,7 @@ static void ring_teardown(struct usmc_listener *l)
 	struct accept_ring *ar = &l->ar;
 	struct io_uring_cqe *cqe;
 
-	if (ar->evfd < 0)
+	if (!ar->up)
 		return;
 	ring_cancel(l);
 	while (ar->armed) {
@@ -757,7 +826,6 @@ static void ring_teardown(struct usmc_listener *l)
 		close(ar->stash[i]);
 	free(ar->stash);
 	io_uring_queue_exit(&ar->ring);
-	close(ar->evfd);
 }
 
 /* ---- flow control at the backlog cap (accept thread) ------------------- */
@@ -813,33 +881,9 @@ static void flow_control(struct usmc_listener *l)
 	set_take_mode(l, l->ar.on && room > ring_min_room(l) ? TAKE_RING : TAKE_EXACT);
 }
 
-static int next_timeout(struct usmc_listener *l)
-{
-	uint64_t now;
-
-	if (!l->probes)
-		return -1;
-	now = now_ns();
-	if (l->probes->deadline_ns <= now)
-		return 0;
-	/* round up: waking a little late is fine, spinning early is not */
-	return (int)((l->probes->deadline_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
-}
-
-static void wake_event(struct usmc_listener *l)
-{
-	uint64_t v;
-
-	if (read(l->wakefd, &v, sizeof(v)) < 0) {
-		/* spurious: nothing to do */
-	}
-}
-
 static void *accept_thread_main(void *arg)
 {
 	struct usmc_listener *l = arg;
-	struct epoll_event evs[ACCEPT_EVENTS];
-
 	long want_ring;
 
 	pthread_mutex_lock(&l->opts_lock);
@@ -855,21 +899,12 @@ static void *accept_thread_main(void *arg)
 	pthread_mutex_unlock(&l->start_lock);
 
 	while (!atomic_load(&l->stopping)) {
-		int n = epoll_wait(l->epfd, evs, ACCEPT_EVENTS, next_timeout(l));
-
-		for (int i = 0; i < n; i++) {
-			if (evs[i].data.ptr == &lfd_tag)
-				accept_burst(l);
-			else if (evs[i].data.ptr == &ring_tag)
-				ring_event(l);
-			else if (evs[i].data.ptr == &wake_tag)
-				wake_event(l);
-			else
-				probe_event(l, evs[i].data.ptr);
-		}
+		if (l->ar.up)
+			ring_round(l);
+		else
+			dispatch_epoll(l, next_timeout(l));
 		probes_expire(l);
 		flow_control(l);
-		flush_tokens(l);
 	}
 	ring_teardown(l);
 	return NULL;
@@ -930,7 +965,7 @@ static int listener_setup_fds(struct usmc_listener *l)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 
-	l->qfd = eventfd(0, EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC);
+	l->qfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->qfd < 0 || l->wakefd < 0 || l->epfd < 0)
@@ -962,7 +997,7 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	l->ctx = ctx;
 	l->flags = flags;
 	l->backlog = backlog;
-	l->lfd = l->qfd = l->wakefd = l->epfd = l->ar.evfd = -1;
+	l->lfd = l->qfd = l->wakefd = l->epfd = -1;
 	pthread_mutex_init(&l->opts_lock, NULL);
 	pthread_mutex_init(&l->start_lock, NULL);
 	pthread_cond_init(&l->start_cond, NULL);
@@ -1045,23 +1080,14 @@ int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *a
 	return getsockname(l->lfd, (struct sockaddr *)addr, addrlen) ? -errno : 0;
 }
 
-/* Take one count off the semaphore: 0, -EAGAIN, or an error. */
-static int take_queue_token(struct usmc_listener *l, bool block)
+/* Blocking usmc_accept(): sleep until the queue is not empty. */
+static int wait_queue(struct usmc_listener *l)
 {
-	uint64_t v;
+	struct pollfd p = {.fd = l->qfd, .events = POLLIN};
 
-	for (;;) {
-		struct pollfd p = {.fd = l->qfd, .events = POLLIN};
-
-		if (read(l->qfd, &v, sizeof(v)) == sizeof(v))
-			return 0;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		if (!block)
-			return -EAGAIN;
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
-			return -errno;
-	}
+	if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
 }
 
 int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **out)
@@ -1071,12 +1097,15 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 
 	if (!l || !out || (flags & ~USMC_NONBLOCK))
 		return -EINVAL;
-	rc = take_queue_token(l, !(l->flags & USMC_LISTEN_NONBLOCK));
-	if (rc)
-		return rc;
-	c = queue_pop(l);
-	if (!c)
-		return -EAGAIN; /* cannot happen: one token per queued connection */
+	/* queued is a hint read without the lock: the loop's last call, the
+	 * one that finds nothing, costs no system call */
+	while (!atomic_load(&l->queued) || !(c = queue_pop(l))) {
+		if (l->flags & USMC_LISTEN_NONBLOCK)
+			return -EAGAIN;
+		rc = wait_queue(l);
+		if (rc)
+			return rc;
+	}
 	if (atomic_load(&l->paused))
 		wake_accept_thread(l);
 	c->nonblock = flags & USMC_NONBLOCK;

@@ -29,7 +29,8 @@ struct accept_ring {
 	bool on;	 /* the listener takes connections through the ring */
 	bool armed;	 /* a multishot accept is outstanding */
 	bool cancelling; /* and its cancellation was submitted */
-	int evfd;	 /* signalled by the ring on completions; in the epoll set */
+	bool up;	 /* the ring exists: the accept thread waits in it */
+	bool polling;	 /* its multishot poll on the epoll set is armed */
 	struct io_uring ring;
 	/* sockets the ring accepted while the listener was at its cap: a
 	 * multishot accept drains the kernel's whole accept queue at once,
@@ -45,16 +46,15 @@ struct usmc_listener {
 	int backlog;
 
 	int lfd;    /* the kernel TCP listener */
-	int qfd;    /* eventfd semaphore: one count per queued connection */
+	int qfd;    /* eventfd: readable while the accept queue is not empty */
 	int wakefd; /* wakes the accept thread (stop, backlog space) */
 	int epfd;   /* the accept thread's epoll */
 	pthread_t accept_thread;
 	atomic_bool stopping;
 	atomic_bool paused; /* accept thread stopped taking connections */
 	struct accept_ring ar;
-	bool lfd_in;		 /* accept thread: the listen socket is polled for EPOLLIN */
-	uint64_t tokens_pending; /* accept thread: queued, count not posted yet */
-	atomic_bool uring_on;	 /* for stats: ar.on, readable by any thread */
+	bool lfd_in;	      /* accept thread: the listen socket is polled for EPOLLIN */
+	atomic_bool uring_on; /* for stats: ar.on, readable by any thread */
 
 	/* usmc_listen() waits until the accept thread chose how it accepts */
 	pthread_mutex_t start_lock;
@@ -67,6 +67,7 @@ struct usmc_listener {
 	/* accept queue: established connections for usmc_accept() */
 	pthread_mutex_t qlock;
 	struct usmc_conn *qhead, *qtail;
+	bool qready; /* qfd's count is 1 (else 0) */
 
 	/* accept thread only: connections being probed, oldest first */
 	struct probing *probes, *probes_tail;

@@ -51,6 +51,7 @@
 #define FLOOD_PROBE_MS	   5
 #define FLOOD_SECONDS	   8
 #define FLOOD_RSS_BOUND_KB 2048
+#define QUEUE_CLIENTS	   3
 
 /* Sanitizer runtimes grow their own memory (shadow, quarantine, history)
  * with every operation: RSS says nothing about the listener there. */
@@ -582,6 +583,51 @@ static void test_flood_memory(void **state)
 	env_close(&e);
 }
 
+/* ---- the accept queue's fd ------------------------------------------------- */
+
+static bool fd_readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/* usmc_listener_fd() is readable exactly while the accept queue holds a
+ * connection, through a batch taken one by one and a new one after it. */
+static void test_queue_fd_exact(void **state)
+{
+	struct usmc_listener_stats st;
+	struct usmc_conn *c[QUEUE_CLIENTS + 1];
+	int fds[QUEUE_CLIENTS + 1];
+	struct env e;
+
+	env_open(&e, 8, USMC_LISTEN_NONBLOCK, 2, 0);
+	assert_false(fd_readable(usmc_listener_fd(e.l)));
+	assert_int_equal(usmc_accept(e.l, 0, &c[0]), -EAGAIN);
+	for (int i = 0; i < QUEUE_CLIENTS; i++) {
+		fds[i] = client_connect(&e);
+		send_all(fds[i], "GET", 3);
+	}
+	WAIT_FOR(&e, st, st.queued == QUEUE_CLIENTS);
+	for (int i = 0; i < QUEUE_CLIENTS; i++) {
+		assert_true(fd_readable(usmc_listener_fd(e.l)));
+		assert_int_equal(usmc_accept(e.l, 0, &c[i]), 0);
+	}
+	assert_false(fd_readable(usmc_listener_fd(e.l)));
+	assert_int_equal(usmc_accept(e.l, 0, &c[QUEUE_CLIENTS]), -EAGAIN);
+	fds[QUEUE_CLIENTS] = client_connect(&e);
+	send_all(fds[QUEUE_CLIENTS], "GET", 3);
+	WAIT_FOR(&e, st, st.queued == 1);
+	assert_true(fd_readable(usmc_listener_fd(e.l)));
+	assert_int_equal(usmc_accept(e.l, 0, &c[QUEUE_CLIENTS]), 0);
+	assert_false(fd_readable(usmc_listener_fd(e.l)));
+	for (int i = 0; i <= QUEUE_CLIENTS; i++) {
+		usmc_close(c[i]);
+		close(fds[i]);
+	}
+	env_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -591,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_defer_accept),
 		cmocka_unit_test(test_backlog_overflow),
 		cmocka_unit_test(test_flood_memory),
+		cmocka_unit_test(test_queue_fd_exact),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
