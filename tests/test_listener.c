@@ -13,10 +13,12 @@
  * Run by ctest twice: io_uring multishot accept, and USMC_ACCEPT_URING=0.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -583,7 +585,7 @@ static void test_flood_memory(void **state)
 	env_close(&e);
 }
 
-/* ---- the accept queue's fd ------------------------------------------------- */
+/* ---- the accept queue's fd and the accept thread --------------------------- */
 
 static bool fd_readable(int fd)
 {
@@ -628,6 +630,39 @@ static void test_queue_fd_exact(void **state)
 	env_close(&e);
 }
 
+/* Threads of this process running SCHED_BATCH. */
+static int batch_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && sched_getscheduler(atoi(de->d_name)) == SCHED_BATCH)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* USMC_OPT_ACCEPT_BATCH: the accept thread, and only it, is SCHED_BATCH;
+ * with the option off it is an ordinary thread. */
+static void test_accept_thread_batch(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct env e;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	env_open(&e, 8, 0, 2, 0);
+	assert_int_equal(batch_threads(), 1);
+	assert_int_equal(usmc_listener_close(e.l), 0);
+	assert_int_equal(batch_threads(), 0);
+	assert_int_equal(usmc_ctx_setopt(e.ctx, USMC_OPT_ACCEPT_BATCH, 0), 0);
+	assert_int_equal(usmc_listen(e.ctx, (struct sockaddr *)&a, sizeof(a), 8, 0, &e.l), 0);
+	assert_int_equal(batch_threads(), 0);
+	env_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -638,6 +673,7 @@ int main(void)
 		cmocka_unit_test(test_backlog_overflow),
 		cmocka_unit_test(test_flood_memory),
 		cmocka_unit_test(test_queue_fd_exact),
+		cmocka_unit_test(test_accept_thread_batch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

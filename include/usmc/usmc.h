@@ -145,6 +145,14 @@ enum usmc_opt {
 	 * about this long. 0 = off. Read by usmc_listen(); not with
 	 * USMC_LISTEN_TCP_ONLY. Env USMC_DEFER_ACCEPT, default 0, range 0..3600. */
 	USMC_OPT_DEFER_ACCEPT,
+	/* Listener: the accept thread runs as SCHED_BATCH (0/1): it never
+	 * preempts the application's threads when a connection wakes it. With
+	 * an idle CPU it runs at once; when every CPU is busy it runs at the
+	 * next scheduling point (at most one scheduler slice later) and takes
+	 * all connections that arrived meanwhile in one round, at a third of
+	 * the CPU per connection (docs/listener.md). Read by usmc_listen().
+	 * Env USMC_ACCEPT_BATCH, default 1. */
+	USMC_OPT_ACCEPT_BATCH,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
