@@ -749,7 +749,7 @@ static void ring_round(struct usmc_listener *l)
 	while (!io_uring_peek_cqe(&ar->ring, &cqe)) {
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
 
-		if (ud == RING_UD_ACCEPT && ar->on)
+		if (ud == RING_UD_ACCEPT)
 			ring_accepted(l, cqe);
 		else if (ud == RING_UD_EPOLL) {
 			epoll_ready = true;
