@@ -391,6 +391,19 @@ static bool c_established(int ep, struct cthread *ct, struct cslot *s)
 	return !c_watch(ep, s, EPOLLIN, EPOLL_CTL_MOD);
 }
 
+/* An SMC-R connection is polled through another descriptor than its TCP
+ * socket: watch the one usmc_conn_fd() gives once it is established. */
+static bool c_refresh_fd(int ep, struct cslot *s)
+{
+	int fd = usmc_conn_fd(s->uc);
+
+	if (fd == s->fd)
+		return true;
+	epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
+	s->fd = fd;
+	return !c_watch(ep, s, EPOLLOUT, EPOLL_CTL_ADD);
+}
+
 static bool c_connected(int ep, struct cthread *ct, struct cslot *s)
 {
 	int err = 0;
@@ -401,7 +414,7 @@ static bool c_connected(int ep, struct cthread *ct, struct cslot *s)
 
 		if (rc == -EINPROGRESS)
 			return true;
-		if (rc)
+		if (rc || !c_refresh_fd(ep, s))
 			return false;
 	} else if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
 		return false;
