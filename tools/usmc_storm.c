@@ -8,24 +8,47 @@
  * The server is built in (one epoll thread) and the clients are
  * non-blocking state machines on a few threads, so the same code measures
  * every combination:
- *   --server usmc|plain|none   usmc listener, plain sockets, or a remote one
- *   --client usmc|plain|clc|none
+ *   --server usmc|plain|smc|none   usmc listener, plain sockets, the
+ *                                  kernel's SMC (AF_SMC), or a remote one
+ *   --client usmc|plain|smc|clc|none
  *       usmc   usmc_connect() (without an RDMA device: TCP, no CLC bytes)
  *       plain  plain sockets
+ *       smc    the kernel's SMC: AF_SMC sockets, otherwise as plain
  *       clc    a simulated SMC client: plain socket that sends a Linux v2
  *              CLC PROPOSAL first and reads the DECLINE, then the request
  *              (each connection costs the server a real CLC handshake)
  *   -f  auto-fallback on the usmc listener (USMC_LISTEN_AUTO_FALLBACK)
  *
+ * Server and clients in two processes (two hosts; tools/bench-storm-rxe.sh):
+ *   --client none   serves until SIGINT/SIGTERM or for -d SECONDS, then
+ *                   prints the server's counters;
+ *   --server none   clients of ADDR:PORT; after the D seconds they start no
+ *                   new connection and let those in flight finish (up to
+ *                   DRAIN_MS; not counted in req/s; failures are errors, and
+ *                   so are the unfinished ones, "abandoned"), so that the
+ *                   remote server sees no connection cut short; usmc
+ *                   clients then wait LGR_GRACE_MS before their link groups
+ *                   go (process exit deletes them: a server that has not
+ *                   yet read the end of a connection closed just before
+ *                   would read ECONNABORTED instead).
+ * Modes: usmc ends count them in their context and listener; smc ends read
+ * the kernel's SMC statistics (generic netlink, per network namespace, so
+ * one storm at a time): SMC-R = the SMC-R handshakes the kernel completed
+ * during the run, TCP = the other connections.
+ *
  * usage: usmc_storm [-a ADDR] [-p PORT] [-c CLIENTS] [-d SECONDS]
  *                   [-t CLIENT_THREADS] [-b BACKLOG] [-f]
  *                   [--server KIND] [--client KIND]
- * Output: one line of key=value pairs (tools/bench-storm.sh parses it).
+ * Output: one line of key=value pairs (tools/bench-storm.sh and
+ * tools/bench-storm-rxe.sh parse it).
  * Exit status: 0, 1 on a setup failure, 3 if any connection failed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+#include <linux/smc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -58,10 +81,19 @@
 #define DIAG_OFF	 16
 #define DIAG_SERVER_BUSY 0x0a000003u
 #define SERVER_GRACE_MS	 200
+#define DRAIN_MS	 10000
+#define LGR_GRACE_MS	 1000
+#define ERR_LOG_MAX	 8 /* failures described on stderr, per process */
+#define NL_BUF_SIZE	 16384
 
-enum kind { K_NONE, K_USMC, K_PLAIN, K_CLC };
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+#define SMCPROTO_SMC 0 /* the kernel's SMC over IPv4 */
 
-static const char *const kind_names[] = {"none", "usmc", "plain", "clc"};
+enum kind { K_NONE, K_USMC, K_PLAIN, K_CLC, K_SMC };
+
+static const char *const kind_names[] = {"none", "usmc", "plain", "clc", "smc"};
 
 static struct {
 	enum kind server, client;
@@ -96,6 +128,59 @@ static void die(const char *what, int err)
 	exit(1);
 }
 
+/* ---- failures: the first few described on stderr ------------------------- */
+
+static atomic_int err_logged;
+static uint64_t start_us; /* when the process started: err_log()'s clock */
+
+static const char *addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+	char ip[INET_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET)
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+	snprintf(buf, len, "%s:%u", ip, ntohs(in->sin_port));
+	return buf;
+}
+
+/* @rc: what the failed call returned (< 0: -errno, 0: end of stream,
+ * > 0: bytes); usmc connections add their mode, fallback reason, link
+ * group and byte counts from usmc_conn_info(). */
+static void err_log(const char *side, const char *stage, struct usmc_conn *uc, int fd, long rc)
+{
+	struct sockaddr_storage local = {0}, peer = {0};
+	socklen_t ll = sizeof(local), pl = sizeof(peer);
+	char what[96], l[32], p[32];
+	struct usmc_conn_info info;
+
+	if (atomic_fetch_add(&err_logged, 1) >= ERR_LOG_MAX)
+		return;
+	if (rc < 0)
+		snprintf(what, sizeof(what), "%ld (%s)", rc, usmc_strerror((int)rc));
+	else
+		snprintf(what, sizeof(what), rc ? "%ld unexpected bytes" : "end of stream", rc);
+	if (uc && !usmc_conn_info(uc, &info)) {
+		fprintf(stderr,
+			"usmc_storm: %.3f s: %s %s -> %s: %s: %s; %s, reason %s%s, lgr %#x, "
+			"sent %llu received %llu\n",
+			(double)(now_us() - start_us) / 1e6, side,
+			addr_str(&info.local, l, sizeof(l)), addr_str(&info.peer, p, sizeof(p)),
+			stage, what, usmc_mode_name(info.mode), usmc_reason_name(info.reason),
+			info.peer_declined ? " (peer's)" : "", info.lgr_id,
+			(unsigned long long)info.bytes_sent,
+			(unsigned long long)info.bytes_received);
+		return;
+	}
+	if (fd >= 0) {
+		getsockname(fd, (struct sockaddr *)&local, &ll);
+		getpeername(fd, (struct sockaddr *)&peer, &pl);
+	}
+	fprintf(stderr, "usmc_storm: %.3f s: %s %s -> %s: %s: %s\n",
+		(double)(now_us() - start_us) / 1e6, side, addr_str(&local, l, sizeof(l)),
+		addr_str(&peer, p, sizeof(p)), stage, what);
+}
+
 /* ---- server: one epoll thread, usmc listener or plain socket ------------ */
 
 struct sconn {
@@ -111,7 +196,7 @@ static struct sconn *sconns;
 
 static struct usmc_listener *ulst;
 static int plain_lfd = -1;
-static uint64_t srv_errors;
+static uint64_t srv_errors, srv_accepted, srv_reqs;
 
 static ssize_t s_recv(struct sconn *s, void *b, size_t n)
 {
@@ -155,23 +240,28 @@ static struct sconn *s_accept(void)
 
 	if (!s)
 		return NULL;
-	if (cfg.server == K_PLAIN) {
+	if (cfg.server != K_USMC) {
 		s->fd = accept4(plain_lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (s->fd >= 0)
-			return s;
+			goto accepted;
 	} else if (!usmc_accept(ulst, USMC_NONBLOCK, &s->uc)) {
 		s->fd = usmc_conn_fd(s->uc);
-		return s;
+		goto accepted;
 	}
 	free(s);
 	return NULL;
+accepted:
+	srv_accepted++;
+	return s;
 }
 
 /* A failure the clients' stop did not cause. */
-static void srv_error(void)
+static void srv_error(struct sconn *s, const char *stage, ssize_t rc)
 {
-	if (!atomic_load(&stop_clients))
-		srv_errors++;
+	if (atomic_load(&stop_clients))
+		return;
+	srv_errors++;
+	err_log("server", stage, s->uc, s->uc ? -1 : s->fd, (long)rc);
 }
 
 /* Read the request, answer it, then wait for the client's close. */
@@ -184,8 +274,8 @@ static void s_event(int ep, struct sconn *s)
 			n = s_recv(s, s->buf, MSG_SIZE);
 			if (n == -EAGAIN)
 				return;
-			if (n != 0)
-				srv_error(); /* bytes after the request, or a reset */
+			if (n != 0) /* bytes after the request, or a reset */
+				srv_error(s, "after the answer", n);
 			s_close(ep, s);
 			return;
 		}
@@ -193,20 +283,30 @@ static void s_event(int ep, struct sconn *s)
 		if (n == -EAGAIN)
 			return;
 		if (n <= 0) {
-			srv_error();
+			srv_error(s, "reading the request", n);
 			s_close(ep, s);
 			return;
 		}
 		s->got += (size_t)n;
 		if (s->got < MSG_SIZE)
 			continue;
-		if (s_send(s, s->buf, MSG_SIZE) != MSG_SIZE) {
-			srv_error();
+		n = s_send(s, s->buf, MSG_SIZE);
+		if (n != MSG_SIZE) {
+			srv_error(s, "sending the answer", n);
 			s_close(ep, s);
 			return;
 		}
 		s->answered = true;
+		srv_reqs++;
 	}
+}
+
+/* Plain sockets and the kernel's SMC differ only in the family. */
+static int kernel_socket(enum kind k)
+{
+	int type = SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC;
+
+	return k == K_SMC ? socket(AF_SMC, type, SMCPROTO_SMC) : socket(AF_INET, type, 0);
 }
 
 static int server_open(void)
@@ -228,7 +328,9 @@ static int server_open(void)
 		cfg.addr.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
 		return usmc_listener_fd(ulst);
 	}
-	plain_lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	plain_lfd = kernel_socket(cfg.server);
+	if (plain_lfd < 0)
+		die("socket", -errno);
 	setsockopt(plain_lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(plain_lfd, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr)) ||
 	    listen(plain_lfd, cfg.backlog))
@@ -277,10 +379,14 @@ static void *server_main(void *arg)
 
 enum cstate { C_CONNECTING, C_DECLINE, C_RESPONSE };
 
+static const char *const cstate_names[] = {"connecting", "reading the DECLINE",
+					   "reading the answer"};
+
 struct cslot {
 	struct usmc_conn *uc;
 	int fd;
 	enum cstate st;
+	long err; /* what the failed call returned */
 	uint64_t t0;
 	uint8_t buf[DECLINE_MAX];
 	size_t got, want;
@@ -289,7 +395,8 @@ struct cslot {
 struct cthread {
 	pthread_t t;
 	int nslots;
-	uint64_t reqs, errors, declined_busy;
+	bool draining; /* after the D seconds (client-only runs) */
+	uint64_t reqs, errors, declined_busy, connects, drained, abandoned;
 	uint32_t *lat; /* connect times, us */
 	size_t nlat, cap;
 };
@@ -328,6 +435,13 @@ static int c_watch(int ep, struct cslot *s, uint32_t events, int op)
 	return epoll_ctl(ep, op, s->fd, &ev);
 }
 
+/* A failure of the connection in @s: what the failed call returned. */
+static bool c_fail(struct cslot *s, long rc)
+{
+	s->err = rc;
+	return false;
+}
+
 /* Start a new connection in @s; false on an immediate failure. */
 static bool c_start(int ep, struct cslot *s)
 {
@@ -340,20 +454,21 @@ static bool c_start(int ep, struct cslot *s)
 		rc = usmc_connect(cctx, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr),
 				  USMC_NONBLOCK, &s->uc);
 		if (rc)
-			return false;
+			return c_fail(s, rc);
 		s->fd = usmc_conn_fd(s->uc);
 	} else {
-		s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		s->fd = kernel_socket(cfg.client);
 		if (s->fd < 0)
-			return false;
+			return c_fail(s, -errno);
 		if (connect(s->fd, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr)) &&
 		    errno != EINPROGRESS) {
+			rc = -errno;
 			close(s->fd);
 			s->fd = -1;
-			return false;
+			return c_fail(s, rc);
 		}
 	}
-	return !c_watch(ep, s, EPOLLOUT, EPOLL_CTL_ADD);
+	return !c_watch(ep, s, EPOLLOUT, EPOLL_CTL_ADD) || c_fail(s, -errno);
 }
 
 static ssize_t c_send(struct cslot *s, const void *b, size_t n)
@@ -380,15 +495,18 @@ static ssize_t c_recv(struct cslot *s, void *b, size_t n)
 static bool c_established(int ep, struct cthread *ct, struct cslot *s)
 {
 	uint8_t req[MSG_SIZE];
+	ssize_t n;
 
 	lat_add(ct, now_us() - s->t0);
+	ct->connects++;
 	memset(req, 'q', sizeof(req));
-	if (c_send(s, req, sizeof(req)) != MSG_SIZE)
-		return false;
+	n = c_send(s, req, sizeof(req));
+	if (n != MSG_SIZE)
+		return c_fail(s, n);
 	s->st = C_RESPONSE;
 	s->got = 0;
 	s->want = MSG_SIZE;
-	return !c_watch(ep, s, EPOLLIN, EPOLL_CTL_MOD);
+	return !c_watch(ep, s, EPOLLIN, EPOLL_CTL_MOD) || c_fail(s, -errno);
 }
 
 /* An SMC-R connection is polled through another descriptor than its TCP
@@ -414,19 +532,21 @@ static bool c_connected(int ep, struct cthread *ct, struct cslot *s)
 
 		if (rc == -EINPROGRESS)
 			return true;
-		if (rc || !c_refresh_fd(ep, s))
-			return false;
+		if (rc)
+			return c_fail(s, rc);
+		if (!c_refresh_fd(ep, s))
+			return c_fail(s, -errno);
 	} else if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
-		return false;
+		return c_fail(s, err ? -err : -errno);
 	}
 	if (cfg.client != K_CLC)
 		return c_established(ep, ct, s);
 	if (c_send(s, linux_v2_proposal, sizeof(linux_v2_proposal)) !=
 	    (ssize_t)sizeof(linux_v2_proposal))
-		return false;
+		return c_fail(s, -EIO);
 	s->st = C_DECLINE;
 	s->want = CLC_HDR_LEN;
-	return !c_watch(ep, s, EPOLLIN, EPOLL_CTL_MOD);
+	return !c_watch(ep, s, EPOLLIN, EPOLL_CTL_MOD) || c_fail(s, -errno);
 }
 
 /* Returns false on error; true also when more bytes are needed. */
@@ -438,12 +558,15 @@ static bool c_readable(int ep, struct cthread *ct, struct cslot *s)
 		if (n == -EAGAIN)
 			return true;
 		if (n <= 0)
-			return false;
+			return c_fail(s, n);
 		s->got += (size_t)n;
 		if (s->got < s->want)
 			continue;
 		if (s->st == C_RESPONSE) {
-			ct->reqs++;
+			if (ct->draining)
+				ct->drained++;
+			else
+				ct->reqs++;
 			c_close(ep, s);
 			return true;
 		}
@@ -452,7 +575,7 @@ static bool c_readable(int ep, struct cthread *ct, struct cslot *s)
 			size_t len = (size_t)s->buf[5] << 8 | s->buf[6];
 
 			if (s->buf[4] != 4 || len <= DIAG_OFF + 4 || len > DECLINE_MAX)
-				return false;
+				return c_fail(s, -EPROTO);
 			s->want = len;
 			continue;
 		}
@@ -465,11 +588,58 @@ static bool c_readable(int ep, struct cthread *ct, struct cslot *s)
 	}
 }
 
+/* One round of events; a finished slot starts over unless draining. */
+static void c_round(int ep, struct cthread *ct)
+{
+	struct epoll_event evs[MAX_EVENTS];
+	int n = epoll_wait(ep, evs, MAX_EVENTS, 50);
+
+	for (int i = 0; i < n; i++) {
+		struct cslot *s = evs[i].data.ptr;
+		bool ok = s->st == C_CONNECTING ? c_connected(ep, ct, s) : c_readable(ep, ct, s);
+
+		if (!ok) {
+			ct->errors++;
+			err_log("client", cstate_names[s->st], s->uc, s->fd, s->err);
+			c_close(ep, s);
+		}
+		if (s->fd < 0 && !ct->draining && !atomic_load(&stop_clients) && !c_start(ep, s)) {
+			ct->errors++;
+			err_log("client", "starting a connection", NULL, -1, s->err);
+		}
+	}
+}
+
+static int c_open_slots(const struct cslot *slots, int n)
+{
+	int open = 0;
+
+	for (int i = 0; i < n; i++)
+		open += slots[i].fd >= 0;
+	return open;
+}
+
+/* Client-only runs: let the connections in flight finish (see the top). */
+static void c_drain(int ep, struct cthread *ct, struct cslot *slots)
+{
+	uint64_t deadline = now_us() + DRAIN_MS * 1000u;
+	int open;
+
+	ct->draining = true;
+	while ((open = c_open_slots(slots, ct->nslots)) && now_us() < deadline)
+		c_round(ep, ct);
+	ct->abandoned = (uint64_t)open;
+	ct->errors += (uint64_t)open;
+	for (int i = 0; i < ct->nslots; i++)
+		if (slots[i].fd >= 0)
+			err_log("client", "abandoned (did not finish in DRAIN_MS)", slots[i].uc,
+				slots[i].fd, -ETIMEDOUT);
+}
+
 static void *client_main(void *arg)
 {
 	struct cthread *ct = arg;
 	struct cslot *slots = calloc((size_t)ct->nslots, sizeof(*slots));
-	struct epoll_event evs[MAX_EVENTS];
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 
 	for (int i = 0; i < ct->nslots; i++) {
@@ -477,27 +647,176 @@ static void *client_main(void *arg)
 		if (!c_start(ep, &slots[i]))
 			ct->errors++;
 	}
-	while (!atomic_load(&stop_clients)) {
-		int n = epoll_wait(ep, evs, MAX_EVENTS, 50);
-
-		for (int i = 0; i < n; i++) {
-			struct cslot *s = evs[i].data.ptr;
-			bool ok = s->st == C_CONNECTING ? c_connected(ep, ct, s)
-							: c_readable(ep, ct, s);
-
-			if (!ok) {
-				ct->errors++;
-				c_close(ep, s);
-			}
-			if (s->fd < 0 && !atomic_load(&stop_clients) && !c_start(ep, s))
-				ct->errors++;
-		}
-	}
+	while (!atomic_load(&stop_clients))
+		c_round(ep, ct);
+	if (cfg.server == K_NONE)
+		c_drain(ep, ct, slots);
 	for (int i = 0; i < ct->nslots; i++)
 		c_close(ep, &slots[i]); /* in flight at the end: not counted */
 	close(ep);
 	free(slots);
 	return NULL;
+}
+
+/* ---- the kernel's SMC statistics (generic netlink) ----------------------- */
+
+struct kstats {
+	uint64_t clnt_smcr, srv_smcr, clnt_hs_err, srv_hs_err;
+};
+
+static struct kstats kstats0; /* at the start of the run */
+
+#define for_each_nlattr(a, data, len)                                        \
+	for (const struct nlattr *a = (const void *)(data);                  \
+	     (const char *)a + NLA_HDRLEN <= (const char *)(data) + (len) && \
+	     a->nla_len >= NLA_HDRLEN &&                                     \
+	     (const char *)a + a->nla_len <= (const char *)(data) + (len);   \
+	     a = (const void *)((const char *)a + NLA_ALIGN(a->nla_len)))
+
+static const void *nla_data_of(const struct nlattr *a)
+{
+	return (const char *)a + NLA_HDRLEN;
+}
+
+static size_t nla_len_of(const struct nlattr *a)
+{
+	return (size_t)a->nla_len - NLA_HDRLEN;
+}
+
+static uint64_t nla_u64_of(const struct nlattr *a)
+{
+	uint64_t v = 0;
+
+	if (nla_len_of(a) >= sizeof(v))
+		memcpy(&v, nla_data_of(a), sizeof(v));
+	return v;
+}
+
+typedef void (*genl_cb)(const struct nlattr *attrs, size_t len, void *arg);
+
+/* One generic netlink request (@name: a family name to look up, or NULL);
+ * @cb gets the attributes of each answer. Returns 0 or -errno. */
+static int genl_call(int fd, uint16_t family, uint8_t cmd, uint16_t flags, const char *name,
+		     genl_cb cb, void *arg)
+{
+	struct {
+		struct nlmsghdr h;
+		struct genlmsghdr g;
+		struct nlattr a;
+		char name[GENL_NAMSIZ];
+	} req = {.h = {.nlmsg_type = family, .nlmsg_flags = NLM_F_REQUEST | flags},
+		 .g = {.cmd = cmd, .version = 1}};
+	union {
+		struct nlmsghdr h;
+		char raw[NL_BUF_SIZE];
+	} ans;
+	size_t nlen = name ? strlen(name) + 1 : 0;
+
+	req.h.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
+	if (name) {
+		req.a.nla_type = CTRL_ATTR_FAMILY_NAME;
+		req.a.nla_len = (uint16_t)(NLA_HDRLEN + nlen);
+		memcpy(req.name, name, nlen);
+		req.h.nlmsg_len += NLA_ALIGN(req.a.nla_len);
+	}
+	if (send(fd, &req, req.h.nlmsg_len, 0) < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n = recv(fd, &ans, sizeof(ans), 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		for (struct nlmsghdr *h = &ans.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return ((const struct nlmsgerr *)NLMSG_DATA(h))->error;
+			cb((const void *)((const char *)NLMSG_DATA(h) + GENL_HDRLEN),
+			   h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN), arg);
+			if (!(h->nlmsg_flags & NLM_F_MULTI))
+				return 0;
+		}
+	}
+}
+
+static void family_cb(const struct nlattr *attrs, size_t len, void *arg)
+{
+	for_each_nlattr(a, attrs, len)
+	{
+		if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID &&
+		    nla_len_of(a) >= sizeof(uint16_t))
+			memcpy(arg, nla_data_of(a), sizeof(uint16_t));
+	}
+}
+
+/* SMC_NLA_STATS_SMCR_TECH: handshakes done, v1 and v2 */
+static void kstats_smcr(const struct nlattr *attrs, size_t len, struct kstats *ks)
+{
+	for_each_nlattr(a, attrs, len)
+	{
+		switch (a->nla_type & NLA_TYPE_MASK) {
+		case SMC_NLA_STATS_T_CLNT_V1_SUCC:
+		case SMC_NLA_STATS_T_CLNT_V2_SUCC:
+			ks->clnt_smcr += nla_u64_of(a);
+			break;
+		case SMC_NLA_STATS_T_SRV_V1_SUCC:
+		case SMC_NLA_STATS_T_SRV_V2_SUCC:
+			ks->srv_smcr += nla_u64_of(a);
+			break;
+		}
+	}
+}
+
+static void stats_cb(const struct nlattr *attrs, size_t len, void *arg)
+{
+	struct kstats *ks = arg;
+
+	for_each_nlattr(top, attrs, len)
+	{
+		if ((top->nla_type & NLA_TYPE_MASK) != SMC_GEN_STATS)
+			continue;
+		for_each_nlattr(a, nla_data_of(top), nla_len_of(top))
+		{
+			switch (a->nla_type & NLA_TYPE_MASK) {
+			case SMC_NLA_STATS_SMCR_TECH:
+				kstats_smcr(nla_data_of(a), nla_len_of(a), ks);
+				break;
+			case SMC_NLA_STATS_CLNT_HS_ERR_CNT:
+				ks->clnt_hs_err = nla_u64_of(a);
+				break;
+			case SMC_NLA_STATS_SRV_HS_ERR_CNT:
+				ks->srv_hs_err = nla_u64_of(a);
+				break;
+			}
+		}
+	}
+}
+
+/* The kernel's SMC counters of this network namespace; dies without them. */
+static void kstats_read(struct kstats *ks)
+{
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC), rc;
+	uint16_t family = 0;
+
+	if (fd < 0)
+		die("netlink socket", -errno);
+	memset(ks, 0, sizeof(*ks));
+	rc = genl_call(fd, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, SMC_GENL_FAMILY_NAME, family_cb,
+		       &family);
+	if (!rc && !family)
+		rc = -ENOENT;
+	if (!rc)
+		rc = genl_call(fd, family, SMC_NETLINK_GET_STATS, NLM_F_DUMP, NULL, stats_cb, ks);
+	close(fd);
+	if (rc)
+		die("the kernel's SMC statistics (modprobe smc?)", rc);
+}
+
+static bool uses_kernel_smc(void)
+{
+	return cfg.server == K_SMC || cfg.client == K_SMC;
 }
 
 /* ---- main ----------------------------------------------------------------- */
@@ -511,7 +830,7 @@ static int cmp_u32(const void *a, const void *b)
 
 static enum kind parse_kind(const char *s)
 {
-	for (int k = K_NONE; k <= K_CLC; k++)
+	for (int k = K_NONE; k <= K_SMC; k++)
 		if (!strcmp(s, kind_names[k]))
 			return (enum kind)k;
 	fprintf(stderr, "usmc_storm: unknown kind '%s'\n", s);
@@ -570,8 +889,8 @@ static void parse_args(int argc, char **argv)
 	return;
 usage:
 	fprintf(stderr, "usage: usmc_storm [-a ADDR] [-p PORT] [-c CLIENTS] [-d SECONDS] "
-			"[-t CLIENT_THREADS] [-b BACKLOG] [-f] [--server usmc|plain|none] "
-			"[--client usmc|plain|clc|none]\n");
+			"[-t CLIENT_THREADS] [-b BACKLOG] [-f] [--server usmc|plain|smc|none] "
+			"[--client usmc|plain|smc|clc|none]\n");
 	exit(2);
 }
 
@@ -593,19 +912,29 @@ static void sleep_s(int s)
 		;
 }
 
-/* Prints the result line; returns the number of errors on both sides. */
-static uint64_t report(struct cthread *ct, uint64_t elapsed_us)
+/* The SMC-R handshakes the kernel completed since the start, on one side. */
+static uint64_t kstats_delta(uint64_t now, uint64_t then)
 {
-	uint64_t reqs = 0, errors = 0, busy = 0;
-	struct usmc_ctx_stats cs;
+	return now > then ? now - then : 0;
+}
+
+/* Prints the clients' part of the result line; returns their errors. */
+static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
+			       const struct kstats *ks)
+{
+	uint64_t reqs = 0, errors = 0, busy = 0, connects = 0, drained = 0, abandoned = 0;
+	uint64_t smcr = 0, tcp = 0, hs_err = 0;
+	struct usmc_ctx_stats cs = {0};
 	size_t nlat = 0, k = 0;
 	uint32_t *lat;
-	struct usmc_listener_stats st = {0};
 
 	for (int i = 0; i < cfg.threads; i++) {
 		reqs += ct[i].reqs;
 		errors += ct[i].errors;
 		busy += ct[i].declined_busy;
+		connects += ct[i].connects;
+		drained += ct[i].drained;
+		abandoned += ct[i].abandoned;
 		nlat += ct[i].nlat;
 	}
 	lat = malloc((nlat ? nlat : 1) * sizeof(*lat));
@@ -614,26 +943,78 @@ static uint64_t report(struct cthread *ct, uint64_t elapsed_us)
 		k += ct[i].nlat;
 	}
 	qsort(lat, nlat, sizeof(*lat), cmp_u32);
-	if (ulst)
-		usmc_listener_stats(ulst, &st);
-	usmc_ctx_stats(cctx, &cs); /* usmc clients only */
-	printf("server=%s%s client=%s clients=%d secs=%d reqs=%llu req_per_s=%.0f errors=%llu "
-	       "connect_p50_us=%u connect_p99_us=%u client_smcr=%llu client_tcp=%llu "
-	       "declined_busy=%llu srv_smcr=%llu srv_tcp=%llu srv_congested=%llu "
-	       "srv_errors=%llu hs_failed=%llu hs_queue_high=%u backlog_full=%llu "
-	       "listen_drops=%llu accept_uring=%d\n",
-	       kind_names[cfg.server], cfg.auto_fallback ? "-af" : "", kind_names[cfg.client],
+	if (cctx) { /* usmc clients */
+		usmc_ctx_stats(cctx, &cs);
+		smcr = cs.smcr;
+		tcp = cs.fallbacks;
+		hs_err = cs.hs_errors;
+	} else if (cfg.client == K_SMC) {
+		smcr = kstats_delta(ks->clnt_smcr, kstats0.clnt_smcr);
+		tcp = connects > smcr ? connects - smcr : 0;
+		hs_err = kstats_delta(ks->clnt_hs_err, kstats0.clnt_hs_err);
+	}
+	printf(" clients=%d secs=%d reqs=%llu req_per_s=%.0f errors=%llu connect_p50_us=%u "
+	       "connect_p99_us=%u client_smcr=%llu client_tcp=%llu client_hs_errors=%llu "
+	       "lgrs_created=%llu declined_busy=%llu drained=%llu abandoned=%llu",
 	       cfg.clients, cfg.seconds, (unsigned long long)reqs, reqs * 1e6 / (double)elapsed_us,
 	       (unsigned long long)errors, nlat ? lat[nlat / 2] : 0,
-	       nlat ? lat[nlat * 99 / 100] : 0, (unsigned long long)cs.smcr,
-	       (unsigned long long)cs.fallbacks, (unsigned long long)busy,
-	       (unsigned long long)st.smcr, (unsigned long long)st.fallbacks,
-	       (unsigned long long)st.congestion_fallbacks, (unsigned long long)srv_errors,
-	       (unsigned long long)st.hs_failed, st.hs_queue_high,
-	       (unsigned long long)st.backlog_full, (unsigned long long)st.listen_drops,
-	       st.accept_uring);
+	       nlat ? lat[nlat * 99 / 100] : 0, (unsigned long long)smcr, (unsigned long long)tcp,
+	       (unsigned long long)hs_err, (unsigned long long)cs.lgrs_created,
+	       (unsigned long long)busy, (unsigned long long)drained,
+	       (unsigned long long)abandoned);
 	free(lat);
-	return errors + srv_errors;
+	return errors;
+}
+
+/* Prints the server's part of the result line; returns its errors. */
+static uint64_t report_server(const struct kstats *ks)
+{
+	struct usmc_listener_stats st = {0};
+	struct usmc_ctx_stats cs = {0};
+	uint64_t smcr = 0, tcp = srv_accepted, hs_err = 0;
+
+	if (ulst) {
+		usmc_listener_stats(ulst, &st);
+		usmc_ctx_stats(sctx, &cs);
+		smcr = st.smcr;
+		tcp = st.fallbacks;
+		hs_err = st.hs_failed;
+	} else if (cfg.server == K_SMC) {
+		smcr = kstats_delta(ks->srv_smcr, kstats0.srv_smcr);
+		tcp = srv_accepted > smcr ? srv_accepted - smcr : 0;
+		hs_err = kstats_delta(ks->srv_hs_err, kstats0.srv_hs_err);
+	}
+	printf(" srv_accepted=%llu srv_reqs=%llu srv_smcr=%llu srv_tcp=%llu srv_congested=%llu "
+	       "srv_errors=%llu hs_failed=%llu hs_queue_high=%u backlog_full=%llu "
+	       "listen_drops=%llu accept_uring=%d srv_lgrs_created=%llu",
+	       (unsigned long long)srv_accepted, (unsigned long long)srv_reqs,
+	       (unsigned long long)smcr, (unsigned long long)tcp,
+	       (unsigned long long)st.congestion_fallbacks, (unsigned long long)srv_errors,
+	       (unsigned long long)hs_err, st.hs_queue_high, (unsigned long long)st.backlog_full,
+	       (unsigned long long)st.listen_drops, st.accept_uring,
+	       (unsigned long long)cs.lgrs_created);
+	return srv_errors;
+}
+
+/* Prints the result line; returns the number of errors on both sides. */
+static uint64_t report(const struct cthread *ct, uint64_t elapsed_us)
+{
+	struct kstats ks = {0};
+	uint64_t errors = 0;
+	struct usmc_ctx *uctx = sctx ? sctx : cctx;
+
+	if (uses_kernel_smc())
+		kstats_read(&ks);
+	printf("server=%s%s client=%s kernel_compat=%d", kind_names[cfg.server],
+	       cfg.auto_fallback ? "-af" : "", kind_names[cfg.client],
+	       uctx ? usmc_ctx_kernel_compat(uctx) : -1);
+	if (ct)
+		errors += report_clients(ct, elapsed_us, &ks);
+	if (cfg.server != K_NONE)
+		errors += report_server(&ks);
+	printf("\n");
+	fflush(stdout);
+	return errors;
 }
 
 /* Close everything, so that leak checkers see a clean exit. */
@@ -645,40 +1026,77 @@ static int shutdown_all(void)
 		rc = usmc_listener_close(ulst);
 	if (plain_lfd >= 0)
 		close(plain_lfd);
-	if (!rc)
+	if (!rc && sctx)
 		rc = usmc_ctx_destroy(sctx);
-	if (!rc)
+	if (!rc && cctx)
 		rc = usmc_ctx_destroy(cctx);
 	if (rc)
 		fprintf(stderr, "usmc_storm: shutdown: %s\n", usmc_strerror(rc));
 	return rc ? 1 : 0;
 }
 
+/* A context per usmc end, none for the others (a context may load the
+ * kernel-compat BPF program, which every socket of the cgroup then runs). */
+static void contexts_create(void)
+{
+	int rc = 0;
+
+	if (cfg.server == K_USMC)
+		rc = usmc_ctx_create(&sctx);
+	if (!rc && cfg.client == K_USMC)
+		rc = usmc_ctx_create(&cctx);
+	if (rc)
+		die("usmc_ctx_create", rc);
+}
+
+/* Server only: SIGINT and SIGTERM end the run (blocked in every thread,
+ * the library's included, and taken with sigtimedwait()). */
+static void stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+}
+
+static int serve_only(pthread_t srv, const sigset_t *stop)
+{
+	struct timespec ts = {cfg.seconds, 0};
+	uint64_t errors;
+	int rc;
+
+	while (sigtimedwait(stop, NULL, &ts) < 0 && errno == EINTR)
+		;
+	atomic_store(&stop_server, true);
+	pthread_join(srv, NULL);
+	errors = report(NULL, 0);
+	rc = shutdown_all();
+	return rc ? rc : errors ? 3 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cthread *ct;
 	pthread_t srv;
+	sigset_t stop;
 	uint64_t t0, elapsed, errors;
 	int lfd, rc;
 
+	start_us = now_us();
 	parse_args(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
+	if (cfg.client == K_NONE)
+		stop_signals(&stop);
 	raise_nofile();
-	rc = usmc_ctx_create(&sctx);
-	if (!rc)
-		rc = usmc_ctx_create(&cctx);
-	if (rc)
-		die("usmc_ctx_create", rc);
+	contexts_create();
+	if (uses_kernel_smc())
+		kstats_read(&kstats0);
 	if (cfg.server != K_NONE) {
 		lfd = server_open();
 		pthread_create(&srv, NULL, server_main, &lfd);
 	}
-	if (cfg.client == K_NONE) { /* server only: run for the duration */
-		sleep_s(cfg.seconds);
-		atomic_store(&stop_server, true);
-		pthread_join(srv, NULL);
-		return shutdown_all();
-	}
+	if (cfg.client == K_NONE) /* server only: until a signal or the duration */
+		return serve_only(srv, &stop);
 	ct = calloc((size_t)cfg.threads, sizeof(*ct));
 	t0 = now_us();
 	for (int i = 0; i < cfg.threads; i++) {
@@ -690,6 +1108,11 @@ int main(int argc, char **argv)
 	elapsed = now_us() - t0;
 	for (int i = 0; i < cfg.threads; i++)
 		pthread_join(ct[i].t, NULL);
+	if (cfg.server == K_NONE && cctx) { /* see the top: client-only runs */
+		struct timespec g = {LGR_GRACE_MS / 1000, LGR_GRACE_MS % 1000 * 1000000L};
+
+		nanosleep(&g, NULL);
+	}
 	if (cfg.server != K_NONE) {
 		struct timespec g = {0, SERVER_GRACE_MS * 1000000L};
 
