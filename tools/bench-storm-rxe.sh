@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# Storm of short-lived connections over soft-RoCE (issue 7), all in one guest
+# run: usmc_storm server on host B, its clients on host A, 64-byte request
+# and response per connection, at each STORM_CLIENTS count, side by side:
+#   (a) plain sockets, server and clients               (the baseline)
+#   (b) usmc listener, auto-fallback off, usmc clients  (SMC-R over rxe)
+#   (c) usmc listener, auto-fallback on (-f), usmc clients
+#   (k) the Linux kernel's SMC-R: AF_SMC server, AF_SMC clients
+# then wrk -t 2 -c 64 -H 'Connection: close' from host A against
+# examples/httpd on host B: libusmc vs httpd -P (plain sockets).
+# The table gives req/s, errors (clients + server), connect p50/p99, the
+# client connections that ran SMC-R or TCP, "cong" (declined at once by a
+# congested usmc listener), "hserr" (failed handshakes, either side: usmc
+# counters, or the kernel's SMC statistics), and the ratios to (a) and (k);
+# each program's raw line (and its first failures, described) on stderr.
+# Usage (host):
+#   tests/rxe/vm-run.sh --setup two --smc -- $PWD/tools/bench-storm-rxe.sh $PWD/build [SECONDS=5]
+# Client threads: usmc_connect() runs the CLC handshake in the calling
+# thread (usmc_connect_finish() blocks), so usmc clients get one thread per
+# client: C handshakes at once, as the kernel's asynchronous AF_SMC connects
+# and the plain ones do from 2 threads.
+# Env: STORM_CLIENTS (default "64 256"), STORM_THREADS client threads of
+#      plain and AF_SMC clients (2), STORM_USMC_THREADS of usmc clients
+#      (default: one per client),
+#      STORM_ROWS (default "a b c k": a subset, to look at one row),
+#      STORM_WRK (1; 0 skips wrk),
+#      STORM_PORT first port (18800), USMC_PROBE_MS (default here 1000).
+# Exit 1 on any error (either side, wrk socket errors or non-2xx), when a
+# usmc or kernel SMC row ran no connection over SMC-R, or on a setup failure.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../tests/rxe/rxe-env.sh"
+
+BUILD=${1:?usage: bench-storm-rxe.sh BUILD_DIR [SECONDS]}
+SECS=${2:-5}
+CLIENTS=${STORM_CLIENTS:-64 256}
+THREADS=${STORM_THREADS:-2}
+USMC_THREADS=${STORM_USMC_THREADS:-}
+ROWS=${STORM_ROWS:-a b c k}
+WRK=${STORM_WRK:-1}
+PORT=${STORM_PORT:-18800}
+STORM=$BUILD/tools/usmc_storm
+HTTPD=$BUILD/examples/httpd
+KCTL=$BUILD/tests/smc_kctl
+A=$USMC_TEST_HOST_A B=$USMC_TEST_HOST_B
+UEID=USMC-BENCH-STORM
+SERVER_MAX=3600      # a server runs until we stop it
+CLIENT_SLACK=60      # a client run may take SECS + drain + setup
+STOP_WAIT=200        # x 0.1 s for a server to exit after SIGTERM
+LISTEN_WAIT=300      # x 0.1 s for a server to listen
+export USMC_PROBE_MS=${USMC_PROBE_MS:-1000} USMC_UEID=$UEID
+OUT=$(mktemp -d)
+PIDS=()
+declare -A SYSCTL_SAVED=()
+fail=0
+
+cleanup() {
+	local k
+	for p in "${PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	for k in "${!SYSCTL_SAVED[@]}"; do
+		echo "${SYSCTL_SAVED[$k]}" >"/proc/sys/$k" 2>/dev/null || true
+	done
+	rm -rf "$OUT" "$RXE_TMP"
+}
+trap cleanup EXIT
+
+die() {
+	echo "bench-storm-rxe: $*" >&2
+	exit 1
+}
+
+set_sysctl() { # key value: set for this run, restored on exit
+	SYSCTL_SAVED[$1]=$(cat "/proc/sys/$1")
+	echo "$2" >"/proc/sys/$1"
+}
+
+for f in "$STORM" "$HTTPD" "$KCTL"; do
+	[ -x "$f" ] || die "$f missing: build first (cmake --build $BUILD)"
+done
+command -v wrk >/dev/null || die "wrk missing (tools/install-deps.sh)"
+command -v ss >/dev/null || die "ss missing (iproute2)"
+[ -e /proc/sys/net/smc ] || die "the kernel's smc module is not loaded (vm-run.sh --smc)"
+[ "$A" != "$B" ] || die "hosts A and B are the same ($A): run with vm-run.sh --setup two"
+
+# SMC-Rv2 over rxe needs a UEID on both ends: the kernel's, and usmc's
+"$KCTL" ueid flush
+"$KCTL" ueid add "$UEID"
+# clients close first, so their TIME_WAITs pile up on host A: let new
+# connections reuse them and give them every port
+set_sysctl net/ipv4/tcp_tw_reuse 1
+set_sysctl net/ipv4/ip_local_port_range "1024 65535"
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+num() { local v; v=$(field "$@") && echo "${v:-0}"; } # a count; 0 if missing
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+share() { awk -v s="$1" -v t="$2" 'BEGIN { if (s + t > 0) printf "%.1f%%", 100 * s / (s + t); else print "-" }'; }
+
+wait_listen() { # port pid: 0 once something listens on B:port
+	for _ in $(seq "$LISTEN_WAIT"); do
+		kill -0 "$2" 2>/dev/null || return 1
+		[ -z "$(ss -Hltn "src $B:$1")" ] || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+stop_server() { # pid: SIGTERM, then wait for its exit; its exit code
+	local pid=$1 rc=0
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq "$STOP_WAIT"); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "bench-storm-rxe: server $pid did not stop within $((STOP_WAIT / 10)) s; killed" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" || rc=$?
+	return "$rc"
+}
+
+# run ROW CLIENTS THREADS SERVER-ARGS -- CLIENT-ARGS: one storm on a fresh
+# port; leaves the client's and the server's lines in $OUT/ROW.{cli,srv}
+run() {
+	local row=$1 c=$2 t=$3 srv_args=() cli_args=() port=$PORT pid rc=0 t0=$EPOCHREALTIME t1 t2
+	shift 3
+	while [ "$1" != -- ]; do srv_args+=("$1") && shift; done
+	shift
+	cli_args=("$@")
+	PORT=$((PORT + 1))
+	"$STORM" -a "$B" -p "$port" -d "$SERVER_MAX" --client none "${srv_args[@]}" \
+		>"$OUT/$row.srv" 2>"$OUT/$row.srv.err" &
+	pid=$!
+	PIDS+=("$pid")
+	if ! wait_listen "$port" "$pid"; then
+		cat "$OUT/$row.srv.err" >&2
+		die "$row: server ${srv_args[*]} does not listen on $B:$port"
+	fi
+	t1=$EPOCHREALTIME
+	timeout -k 5 $((SECS + CLIENT_SLACK)) "$STORM" -a "$B" -p "$port" -d "$SECS" \
+		-c "$c" -t "$t" --server none "${cli_args[@]}" \
+		>"$OUT/$row.cli" 2>"$OUT/$row.cli.err" || rc=$?
+	case $rc in
+	0 | 3) ;; # 3: errors, counted below
+	124 | 137) echo "bench-storm-rxe: $row: clients timed out ($((SECS + CLIENT_SLACK)) s)" >&2 ;;
+	*) echo "bench-storm-rxe: $row: clients failed (exit $rc)" >&2 ;;
+	esac
+	[ "$rc" = 0 ] || [ "$rc" = 3 ] || fail=1
+	rc=0
+	t2=$EPOCHREALTIME
+	stop_server "$pid" || rc=$?
+	case $rc in
+	0 | 3) ;;
+	*) echo "bench-storm-rxe: $row: server exit $rc" >&2 && fail=1 ;;
+	esac
+	for f in cli srv; do # raw lines and anything the programs said
+		echo "$row $f: $(cat "$OUT/$row.$f")" >&2
+		[ ! -s "$OUT/$row.$f.err" ] || sed "s/^/$row $f stderr: /" "$OUT/$row.$f.err" >&2
+	done
+	echo "$row: server listening after $(secs "$t0" "$t1") s, clients $(secs "$t1" "$t2") s," \
+		"server stop $(secs "$t2" "$EPOCHREALTIME") s" >&2
+}
+
+declare -A SRV=([a]="--server plain" [b]="--server usmc" [c]="--server usmc -f"
+	[k]="--server smc")
+declare -A CLI=([a]="--client plain" [b]="--client usmc" [c]="--client usmc"
+	[k]="--client smc")
+declare -A NAME=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
+	[c]="(c) usmc, auto-fallback on" [k]="(k) kernel SMC-R (AF_SMC)")
+
+echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
+	"server on B $B, clients on A $A, ${SECS}s per run, client threads $THREADS" \
+	"(usmc: ${USMC_THREADS:-one per client})," \
+	"USMC_PROBE_MS=$USMC_PROBE_MS"
+summary=()
+printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s\n' clients run 'req/s' errors \
+	'p50 us' 'p99 us' 'SMC-R' 'TCP' 'share' 'cong' 'hserr' 'vs(a)' 'vs(k)' >"$OUT/table"
+for c in $CLIENTS; do
+	declare -A rps=() errs=() smcr=() tcp=() p50=() p99=() cong=() hserr=()
+	for k in $ROWS; do
+		t=$THREADS
+		[ "${CLI[$k]}" != "--client usmc" ] || t=${USMC_THREADS:-$c}
+		# shellcheck disable=SC2086 # word splitting wanted
+		run "$c$k" "$c" "$t" ${SRV[$k]} -- ${CLI[$k]}
+		cli=$(cat "$OUT/$c$k.cli") srv=$(cat "$OUT/$c$k.srv")
+		rps[$k]=$(field req_per_s "$cli")
+		errs[$k]=$(($(num errors "$cli") + $(num srv_errors "$srv")))
+		smcr[$k]=$(num client_smcr "$cli") tcp[$k]=$(num client_tcp "$cli")
+		p50[$k]=$(field connect_p50_us "$cli") p99[$k]=$(field connect_p99_us "$cli")
+		cong[$k]=$(field srv_congested "$srv")
+		hserr[$k]=$(($(num client_hs_errors "$cli") + $(num hs_failed "$srv")))
+		[ "${errs[$k]}" = 0 ] || fail=1
+		if [ "$k" != a ] && [ "${smcr[$k]}" = 0 ]; then
+			echo "bench-storm-rxe: $c clients, ${NAME[$k]}: no connection ran SMC-R" >&2
+			fail=1
+		fi
+	done
+	for k in $ROWS; do
+		if [ "$k" = a ]; then sh=- smc=- tc=-; else
+			sh=$(share "${smcr[$k]}" "${tcp[$k]}") smc=${smcr[$k]} tc=${tcp[$k]}
+		fi
+		printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s\n' "$c" "${NAME[$k]}" \
+			"${rps[$k]}" "${errs[$k]}" "${p50[$k]}" "${p99[$k]}" "$smc" "$tc" "$sh" \
+			"${cong[$k]}" "${hserr[$k]}" "$(ratio "${rps[$k]}" "${rps[a]:-}")" \
+			"$(ratio "${rps[$k]}" "${rps[k]:-}")" >>"$OUT/table"
+	done
+	line="$c clients:"
+	for r in c/a b/a b/k c/k; do
+		line+=" (${r%/*})/(${r#*/}) $(ratio "${rps[${r%/*}]:-}" "${rps[${r#*/}]:-}"),"
+	done
+	summary+=("${line%,}")
+	unset rps errs smcr tcp p50 p99 cong hserr
+done
+
+# wrk from host A against httpd on host B: libusmc vs plain sockets
+wrk_run() { # name httpd-flags...: req/s in $OUT/wrk.NAME; 1 on errors
+	local name=$1 port=$PORT pid out bad
+	shift
+	PORT=$((PORT + 1))
+	"$HTTPD" -a "$B" -p "$port" "$@" >"$OUT/httpd.$name" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	wait_listen "$port" "$pid" || die "httpd $*: does not listen on $B:$port: $(cat "$OUT/httpd.$name")"
+	out=$(wrk -t 2 -c 64 -d "${SECS}s" -H 'Connection: close' "http://$B:$port/" 2>&1) || true
+	stop_server "$pid" >/dev/null 2>&1 || true
+	sed "s/^/wrk $name: /" <<<"$out" >&2
+	awk '/Requests\/sec/ { print $2 }' <<<"$out" >"$OUT/wrk.$name"
+	bad=$(grep -E 'Socket errors|Non-2xx' <<<"$out" || true)
+	[ -z "$bad" ] || { echo "bench-storm-rxe: wrk against httpd $*: $bad" >&2 && return 1; }
+	[ -s "$OUT/wrk.$name" ] || { echo "bench-storm-rxe: wrk against httpd $* failed" >&2 && return 1; }
+}
+if [ "$WRK" = 1 ]; then
+	wrk_run plain -P || fail=1
+	wrk_run usmc || fail=1
+	wplain=$(cat "$OUT/wrk.plain") wusmc=$(cat "$OUT/wrk.usmc")
+fi
+
+echo
+cat "$OUT/table"
+echo
+printf '%s\n' "${summary[@]}"
+if [ "$WRK" = 1 ]; then
+	echo
+	echo "wrk -t 2 -c 64 -d ${SECS}s -H 'Connection: close', host A -> examples/httpd on host B:"
+	printf '  httpd -P (plain sockets)   %10s req/s\n' "${wplain:-?}"
+	printf '  httpd (libusmc)            %10s req/s  ratio %s\n' "${wusmc:-?}" \
+		"$(ratio "${wusmc:-0}" "${wplain:-0}")"
+fi
+[ "$fail" = 0 ] || echo "bench-storm-rxe: FAILED (errors above)" >&2
+exit "$fail"
