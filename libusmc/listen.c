@@ -364,6 +364,34 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 	return KC_DECLINE_SETTLED;
 }
 
+/* probe_verdict, plus: @c was decided (and its probe entry freed) */
+#define PROBE_SETTLED ((enum probe_verdict)(PROBE_TCP + 1))
+
+/*
+ * What @c's first bytes say. In kernel-compat mode a client that signalled
+ * SMC may send a DECLINE instead of a PROPOSAL: that is looked for after
+ * the probe's peek, never before, so a DECLINE that arrives between two
+ * peeks is seen by the second and never mistaken for a plain client's
+ * data.
+ */
+static enum probe_verdict classify(struct usmc_listener *l, struct usmc_conn *c, struct probing *p,
+				   bool expired)
+{
+	enum probe_verdict v = peek_verdict(c->fd);
+
+	if (v == PROBE_SMC)
+		return v;
+	switch (kcompat_probe_decline(l, c, p, expired)) { /* kernel-compat */
+	case KC_DECLINE_SETTLED:
+		return PROBE_SETTLED;
+	case KC_DECLINE_WAIT:
+		return PROBE_NEED_MORE;
+	case KC_DECLINE_NONE:
+		break;
+	}
+	return v;
+}
+
 /*
  * Kernel-compat mode (kcompat.h): the TCP handshake already said whether
  * the client runs CLC. Returns true when @c was decided here.
@@ -414,16 +442,9 @@ static void probe_event(struct usmc_listener *l, struct probing *p)
 	enum probe_verdict v;
 
 	p->armed = false;
-	switch (kcompat_probe_decline(l, p->c, p, false)) { /* kernel-compat */
-	case KC_DECLINE_SETTLED:
+	v = classify(l, p->c, p, false);
+	if (v == PROBE_SETTLED)
 		return;
-	case KC_DECLINE_WAIT:
-		probe_arm(l, p, EPOLL_CTL_MOD);
-		return;
-	case KC_DECLINE_NONE:
-		break;
-	}
-	v = peek_verdict(p->c->fd);
 	if (v != PROBE_NEED_MORE && probe_settle(l, p->c, v, p))
 		return;
 	/* a prefix of a header, or a PROPOSAL to decline that is not
@@ -441,10 +462,12 @@ static void probes_expire(struct usmc_listener *l)
 		struct probing *p = l->probes;
 		struct usmc_conn *c = p->c;
 
-		if (kcompat_probe_decline(l, c, p, true) == KC_DECLINE_SETTLED) /* kernel-compat */
+		enum probe_verdict v = classify(l, c, p, true);
+
+		if (v == PROBE_SETTLED)
 			continue;
 		/* silence, a partial header or anything else: a plain client */
-		if (peek_verdict(c->fd) != PROBE_SMC) {
+		if (v != PROBE_SMC) {
 			probe_settle(l, c, PROBE_TCP, p);
 			continue;
 		}
@@ -526,19 +549,11 @@ static void accept_one(struct usmc_listener *l, int fd)
 	}
 	atomic_fetch_add(&l->in_handshake, 1);
 	note_backlog_high(l);
-	switch (kcompat_probe_decline(l, c, NULL, false)) { /* kernel-compat */
-	case KC_DECLINE_SETTLED:
+	/* Under load the client's first segment is often here already:
+	 * classify it now and skip the epoll round trip. */
+	v = classify(l, c, NULL, false);
+	if (v == PROBE_SETTLED || (v != PROBE_NEED_MORE && probe_settle(l, c, v, NULL)))
 		return;
-	case KC_DECLINE_WAIT:
-		break; /* the probe waits for the rest */
-	case KC_DECLINE_NONE:
-		/* Under load the client's first segment is often here already:
-		 * classify it now and skip the epoll round trip. */
-		v = peek_verdict(fd);
-		if (v != PROBE_NEED_MORE && probe_settle(l, c, v, NULL))
-			return;
-		break;
-	}
 	/* kernel-compat: a client that signalled SMC owes us CLC: wait for it
 	 * as for any CLC message, not just the probe time */
 	if (probe_start(
