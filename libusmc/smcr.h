@@ -176,8 +176,9 @@ struct smcr_conn {
 	uint16_t tx_seq;
 	bool tx_pending; /* something to send once send queue space frees */
 	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;
-	bool orphan; /* usmc_close() done: freed when the peer closes */
-	int err;     /* sticky negative errno (LGR down, protocol error) */
+	bool orphan;	    /* usmc_close() done: freed when the peer closes */
+	int err;	    /* sticky negative errno (LGR down, protocol error) */
+	bool err_after_eof; /* err came after the peer's clean close: reads see EOF */
 	/* readiness: the user polls ev[0] (see docs/smcr.md) */
 	int ev[2];
 	bool rd_sig, wr_blocked_sig;

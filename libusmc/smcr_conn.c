@@ -177,8 +177,12 @@ void smcr_conn_set_peer(struct smcr_conn *sc, const struct clc_accept_confirm *m
 
 static void sc_fail_locked(struct smcr_conn *sc, int err)
 {
-	if (!sc->err)
+	if (!sc->err) {
 		sc->err = err;
+		/* The peer's stream was complete: a link group that ends later
+		 * (the peer process exits, say) takes nothing from it. */
+		sc->err_after_eof = sc->peer_done_writing || sc->peer_closed;
+	}
 	pthread_cond_broadcast(&sc->cond);
 	sc_update_ready(sc);
 }
@@ -622,7 +626,7 @@ ssize_t smcr_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 			rc = -ECONNRESET;
 			break;
 		}
-		if (sc->err) {
+		if (sc->err && !sc->err_after_eof) {
 			rc = sc->err;
 			break;
 		}

@@ -16,6 +16,8 @@
  *   ueid       no common UEID: DECLINE NOSMCDEV, TCP on the same socket
  *   liar       CDCs with bad tokens or impossible cursors end only their own
  *              connection (EPROTO); the link group and others live on
+ *   peerexit   the client closes, then its context ends (DELETE_LINK): the
+ *              server still reads all data, then EOF
  * Every scenario requires SMC-R where it says so: a TCP fallback fails.
  */
 #include <errno.h>
@@ -30,6 +32,8 @@
 #include "ctx.h"
 #include "smcr.h"
 #include "smcr_common.h"
+
+#define PEEREXIT_WAIT_US 1000000
 
 static struct usmc_ctx *cs, *cc;
 static struct usmc_listener *lst;
@@ -89,7 +93,7 @@ static void teardown(void)
 	int rc;
 
 	CHECK(!usmc_listener_close(lst), "listener close");
-	rc = usmc_ctx_destroy(cc);
+	rc = cc ? usmc_ctx_destroy(cc) : 0; /* peerexit destroyed it already */
 	CHECK(!rc, "client ctx destroy: %s", usmc_strerror(rc));
 	rc = usmc_ctx_destroy(cs);
 	CHECK(!rc, "server ctx destroy: %s", usmc_strerror(rc));
@@ -337,6 +341,35 @@ static void run_abort(void)
 	send_all(c, "data", 4);
 	CHECK(!usmc_abort(c), "abort");
 	expect_reset(s, "server");
+	CHECK(!usmc_close(s), "server close");
+}
+
+/* ---- the peer closes, then its process exits ---- */
+
+/* The client closes cleanly, then its context ends, which deletes its link
+ * group (DELETE_LINK, orderly). The server has not read yet: it must still
+ * get every byte and then EOF, not the link group's end as an error. */
+static void run_peerexit(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+	char buf[16];
+	int rc;
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	send_all(c, "last words", 10);
+	CHECK(!usmc_close(c), "client close");
+	rc = usmc_ctx_destroy(cc);
+	CHECK(!rc, "client ctx destroy: %s", usmc_strerror(rc));
+	cc = NULL;
+	/* the DELETE_LINK takes milliseconds even under TCG; the server's
+	 * link group itself lives until its last connection is closed */
+	usleep(PEEREXIT_WAIT_US);
+	recv_all(s, buf, 10);
+	CHECK(!memcmp(buf, "last words", 10), "data sent before the close");
+	rc = (int)usmc_recv(s, buf, sizeof(buf), 0);
+	CHECK(rc == 0, "server: EOF expected after the peer's close, got %d (%s)", rc,
+	      rc < 0 ? usmc_strerror(rc) : "data");
 	CHECK(!usmc_close(s), "server close");
 }
 
@@ -628,6 +661,8 @@ int main(int argc, char **argv)
 		run_liar();
 	} else if (!strcmp(sc, "nobufs")) {
 		run_nobufs();
+	} else if (!strcmp(sc, "peerexit")) {
+		run_peerexit();
 	} else {
 		die("unknown scenario '%s'", sc);
 	}
