@@ -54,7 +54,10 @@ for c in $clients; do
 				defer=0
 				[ "$k" != d ] || defer=1
 				# shellcheck disable=SC2086 # word splitting wanted
-				out=$(USMC_DEFER_ACCEPT=$defer "$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl}) ||
+				# simulated SMC clients follow the userspace-only rule
+				kc=${USMC_KERNEL_COMPAT:-auto}
+				[ "$cl" != clc ] || kc=0
+				out=$(USMC_KERNEL_COMPAT=$kc USMC_DEFER_ACCEPT=$defer "$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl}) ||
 					[ $? = 3 ] # errors: counted below
 				echo "$c $cl $k: $out" >&2
 				rps[$k]="${rps[$k]:-} $(field req_per_s "$out")"

@@ -26,11 +26,9 @@
  *                   new connection and let those in flight finish (up to
  *                   DRAIN_MS; not counted in req/s; failures are errors, and
  *                   so are the unfinished ones, "abandoned"), so that the
- *                   remote server sees no connection cut short; usmc
- *                   clients then wait LGR_GRACE_MS before their link groups
- *                   go (process exit deletes them: a server that has not
- *                   yet read the end of a connection closed just before
- *                   would read ECONNABORTED instead).
+ *                   remote server sees no connection cut short (their
+ *                   link groups go at exit: the server still reads the
+ *                   clean end of every connection, test_smcr_peerexit).
  * Modes: usmc ends count them in their context and listener; smc ends read
  * the kernel's SMC statistics (generic netlink, per network namespace, so
  * one storm at a time): SMC-R = the SMC-R handshakes the kernel completed
@@ -82,7 +80,6 @@
 #define DIAG_SERVER_BUSY 0x0a000003u
 #define SERVER_GRACE_MS	 200
 #define DRAIN_MS	 10000
-#define LGR_GRACE_MS	 1000
 #define ERR_LOG_MAX	 8 /* failures described on stderr, per process */
 #define NL_BUF_SIZE	 16384
 
@@ -1047,6 +1044,13 @@ static void contexts_create(void)
 		rc = usmc_ctx_create(&cctx);
 	if (rc)
 		die("usmc_ctx_create", rc);
+	/* A kernel-compatible listener decides by the SYN option, which the
+	 * simulated clients do not send: it would take their PROPOSAL for
+	 * data. They simulate clients of the userspace-only rule. */
+	if (cfg.client == K_CLC && sctx && usmc_ctx_kernel_compat(sctx) == 1)
+		die("--client clc needs a listener on the userspace-only rule "
+		    "(USMC_KERNEL_COMPAT=0)",
+		    -EINVAL);
 }
 
 /* Server only: SIGINT and SIGTERM end the run (blocked in every thread,
@@ -1108,11 +1112,6 @@ int main(int argc, char **argv)
 	elapsed = now_us() - t0;
 	for (int i = 0; i < cfg.threads; i++)
 		pthread_join(ct[i].t, NULL);
-	if (cfg.server == K_NONE && cctx) { /* see the top: client-only runs */
-		struct timespec g = {LGR_GRACE_MS / 1000, LGR_GRACE_MS % 1000 * 1000000L};
-
-		nanosleep(&g, NULL);
-	}
 	if (cfg.server != K_NONE) {
 		struct timespec g = {0, SERVER_GRACE_MS * 1000000L};
 
