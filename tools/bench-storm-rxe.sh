@@ -23,7 +23,7 @@
 #      plain and AF_SMC clients (2), STORM_USMC_THREADS of usmc clients
 #      (default: one per client),
 #      STORM_ROWS (default "a b c k": a subset, to look at one row),
-#      STORM_WRK (1; 0 skips wrk),
+#      STORM_WRK (1; 0 skips wrk), STORM_WRK_ROUNDS (3, alternating),
 #      STORM_PORT first port (18800), USMC_PROBE_MS (default here 1000).
 # Exit 1 on any error (either side, wrk socket errors or non-2xx), when a
 # usmc or kernel SMC row ran no connection over SMC-R, or on a setup failure.
@@ -37,6 +37,7 @@ THREADS=${STORM_THREADS:-2}
 USMC_THREADS=${STORM_USMC_THREADS:-}
 ROWS=${STORM_ROWS:-a b c k}
 WRK=${STORM_WRK:-1}
+WRK_ROUNDS=${STORM_WRK_ROUNDS:-3}
 PORT=${STORM_PORT:-18800}
 STORM=$BUILD/tools/usmc_storm
 HTTPD=$BUILD/examples/httpd
@@ -95,6 +96,19 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 num() { local v; v=$(field "$@") && echo "${v:-0}"; } # a count; 0 if missing
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+# The guest's CPU over a row's client run (both hosts share its kernel, so
+# this is clients, server, TCP and rxe together): "busy" the share of all
+# CPUs in use, "ms/req" busy CPU time per request, "kern" the share of that
+# in the kernel (system, irq, softirq: TCP and rxe's packet processing).
+cpu_stats() { # row reqs: prints "busy ms/req kern"
+	awk -v n="$2" 'NR == 1 { for (i = 2; i <= 9; i++) a[i] = $i }
+		NR == 2 { for (i = 2; i <= 9; i++) d[i] = $i - a[i]
+			tot = 0; for (i = 2; i <= 9; i++) tot += d[i]
+			busy = tot - d[5] - d[6]; kern = d[4] + d[7] + d[8]
+			printf "%.0f%% %.2f %.0f%%", (tot ? 100 * busy / tot : 0),
+				(n ? busy * 10 / n : 0), (busy ? 100 * kern / busy : 0) }' \
+		"$OUT/$1.stat0" "$OUT/$1.stat1"
+}
 share() { awk -v s="$1" -v t="$2" 'BEGIN { if (s + t > 0) printf "%.1f%%", 100 * s / (s + t); else print "-" }'; }
 
 wait_listen() { # port pid: 0 once something listens on B:port
@@ -139,6 +153,7 @@ run() {
 		die "$row: server ${srv_args[*]} does not listen on $B:$port"
 	fi
 	t1=$EPOCHREALTIME
+	head -1 /proc/stat >"$OUT/$row.stat0"
 	timeout -k 5 $((SECS + CLIENT_SLACK)) "$STORM" -a "$B" -p "$port" -d "$SECS" \
 		-c "$c" -t "$t" --server none "${cli_args[@]}" \
 		>"$OUT/$row.cli" 2>"$OUT/$row.cli.err" || rc=$?
@@ -149,6 +164,7 @@ run() {
 	esac
 	[ "$rc" = 0 ] || [ "$rc" = 3 ] || fail=1
 	rc=0
+	head -1 /proc/stat >"$OUT/$row.stat1"
 	t2=$EPOCHREALTIME
 	stop_server "$pid" || rc=$?
 	case $rc in
@@ -175,8 +191,9 @@ echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /pr
 	"(usmc: ${USMC_THREADS:-one per client})," \
 	"USMC_PROBE_MS=$USMC_PROBE_MS"
 summary=()
-printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s\n' clients run 'req/s' errors \
-	'p50 us' 'p99 us' 'SMC-R' 'TCP' 'share' 'cong' 'hserr' 'vs(a)' 'vs(k)' >"$OUT/table"
+printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s %5s %6s %5s\n' clients run \
+	'req/s' errors 'p50 us' 'p99 us' 'SMC-R' 'TCP' 'share' 'cong' 'hserr' 'vs(a)' 'vs(k)' \
+	busy ms/req kern >"$OUT/table"
 for c in $CLIENTS; do
 	declare -A rps=() errs=() smcr=() tcp=() p50=() p99=() cong=() hserr=()
 	for k in $ROWS; do
@@ -201,10 +218,12 @@ for c in $CLIENTS; do
 		if [ "$k" = a ]; then sh=- smc=- tc=-; else
 			sh=$(share "${smcr[$k]}" "${tcp[$k]}") smc=${smcr[$k]} tc=${tcp[$k]}
 		fi
-		printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s\n' "$c" "${NAME[$k]}" \
-			"${rps[$k]}" "${errs[$k]}" "${p50[$k]}" "${p99[$k]}" "$smc" "$tc" "$sh" \
-			"${cong[$k]}" "${hserr[$k]}" "$(ratio "${rps[$k]}" "${rps[a]:-}")" \
-			"$(ratio "${rps[$k]}" "${rps[k]:-}")" >>"$OUT/table"
+		# shellcheck disable=SC2046 # three columns
+		printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s %5s %6s %5s\n' "$c" \
+			"${NAME[$k]}" "${rps[$k]}" "${errs[$k]}" "${p50[$k]}" "${p99[$k]}" "$smc" "$tc" \
+			"$sh" "${cong[$k]}" "${hserr[$k]}" "$(ratio "${rps[$k]}" "${rps[a]:-}")" \
+			"$(ratio "${rps[$k]}" "${rps[k]:-}")" \
+			$(cpu_stats "$c$k" "$(num reqs "$(cat "$OUT/$c$k.cli")")") >>"$OUT/table"
 	done
 	line="$c clients:"
 	for r in c/a b/a b/k c/k; do
@@ -231,10 +250,15 @@ wrk_run() { # name httpd-flags...: req/s in $OUT/wrk.NAME; 1 on errors
 	[ -z "$bad" ] || { echo "bench-storm-rxe: wrk against httpd $*: $bad" >&2 && return 1; }
 	[ -s "$OUT/wrk.$name" ] || { echo "bench-storm-rxe: wrk against httpd $* failed" >&2 && return 1; }
 }
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 if [ "$WRK" = 1 ]; then
-	wrk_run plain -P || fail=1
-	wrk_run usmc || fail=1
-	wplain=$(cat "$OUT/wrk.plain") wusmc=$(cat "$OUT/wrk.usmc")
+	# alternating rounds, medians: single TCG runs vary by up to 40 %
+	for r in $(seq "$WRK_ROUNDS"); do
+		wrk_run "plain$r" -P || fail=1
+		wrk_run "usmc$r" || fail=1
+		echo "wrk round $r: plain $(cat "$OUT/wrk.plain$r"), usmc $(cat "$OUT/wrk.usmc$r")" >&2
+	done
+	wplain=$(cat "$OUT"/wrk.plain* | median) wusmc=$(cat "$OUT"/wrk.usmc* | median)
 fi
 
 echo
@@ -243,7 +267,8 @@ echo
 printf '%s\n' "${summary[@]}"
 if [ "$WRK" = 1 ]; then
 	echo
-	echo "wrk -t 2 -c 64 -d ${SECS}s -H 'Connection: close', host A -> examples/httpd on host B:"
+	echo "wrk -t 2 -c 64 -d ${SECS}s -H 'Connection: close', host A -> examples/httpd on host B" \
+		"(median of $WRK_ROUNDS alternating rounds):"
 	printf '  httpd -P (plain sockets)   %10s req/s\n' "${wplain:-?}"
 	printf '  httpd (libusmc)            %10s req/s  ratio %s\n' "${wusmc:-?}" \
 		"$(ratio "${wusmc:-0}" "${wplain:-0}")"
