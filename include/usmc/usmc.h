@@ -136,7 +136,9 @@ enum usmc_opt {
 	USMC_OPT_LGR_IDLE_MS,
 	/* Listener: take connections from the kernel with an io_uring
 	 * multishot accept where the kernel supports it (0/1; 0 = accept4()
-	 * from epoll). Read by usmc_listen(). Env USMC_ACCEPT_URING, default 1. */
+	 * from epoll; use 0 under valgrind, which hangs while the accept
+	 * thread sleeps in io_uring_enter()). Read by usmc_listen().
+	 * Env USMC_ACCEPT_URING, default 1. */
 	USMC_OPT_ACCEPT_URING,
 	/* Listener: seconds the kernel holds a new connection until its
 	 * first bytes arrive (TCP_DEFER_ACCEPT), so that the probe finds them
