@@ -179,7 +179,7 @@ static void queue_signal(struct usmc_listener *l, bool ready)
 	}
 }
 
-static void queue_push(struct usmc_listener *l, struct usmc_conn *c)
+void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 {
 	if (c->mode == USMC_MODE_SMCR) {
 		atomic_fetch_add(&l->smcr, 1);
@@ -199,11 +199,6 @@ static void queue_push(struct usmc_listener *l, struct usmc_conn *c)
 	atomic_fetch_add(&l->queued, 1);
 	queue_signal(l, true);
 	pthread_mutex_unlock(&l->qlock);
-}
-
-void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
-{
-	queue_push(l, c);
 }
 
 void listener_drop(struct usmc_listener *l, struct usmc_conn *c)
@@ -258,7 +253,7 @@ static void probe_forget(struct usmc_listener *l, struct probing *p)
 static void finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason)
 {
 	conn_set_mode(c, USMC_MODE_TCP, reason, false);
-	queue_push(l, c);
+	listener_enqueue(l, c);
 }
 
 static uint32_t plain_client_reason(struct usmc_listener *l)
@@ -359,7 +354,7 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 		return KC_DECLINE_SETTLED;
 	}
 	conn_set_mode(c, USMC_MODE_TCP, reason, true);
-	queue_push(l, c);
+	listener_enqueue(l, c);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	return KC_DECLINE_SETTLED;
 }
