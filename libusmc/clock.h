@@ -13,4 +13,13 @@ static inline long clock_now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+/* @deadline_ms (a clock_now_ms() value) as a CLOCK_MONOTONIC timespec, for
+ * pthread_cond_timedwait() on a condvar made with CLOCK_MONOTONIC and for
+ * pthread_mutex_clocklock(). */
+static inline void clock_deadline_ts(long deadline_ms, struct timespec *ts)
+{
+	ts->tv_sec = deadline_ms / 1000;
+	ts->tv_nsec = (deadline_ms % 1000) * 1000000L;
+}
+
 #endif

@@ -12,7 +12,9 @@
 #include "conn.h"
 #include "ctx.h"
 #include "kcompat.h"
-#include "smcr.h"
+#include "smcr_clc.h"
+#include "smcr_conn.h"
+#include "wire_err.h"
 
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
 #define CONN_IOV_MAX 1024
@@ -54,12 +56,36 @@ int conn_make_blocking(struct usmc_conn *c)
 void conn_destroy(struct usmc_conn *c)
 {
 	if (c->smcr)
-		smcr_close(c, true);
+		smcr_close(c->smcr, true, 0);
+	c->smcr = NULL;
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->counted_open)
 		atomic_fetch_sub(&c->ctx->open_conns, 1);
 	free(c);
+}
+
+/* ---- the SMC-R handshake's answer ----------------------------------- */
+
+void conn_hs_init(struct usmc_conn *c, struct smcr_hs *hs)
+{
+	*hs = (struct smcr_hs){.fd = c->fd, .sctx = &c->ctx->rdma, .opts = &c->opts};
+}
+
+int conn_apply_handshake(struct usmc_conn *c, int rc, const struct smcr_hs *hs)
+{
+	switch (rc) {
+	case SMCR_HS_SMCR:
+		c->smcr = hs->sc;
+		conn_set_mode(c, USMC_MODE_SMCR, USMC_REASON_NONE, false);
+		return 0;
+	case SMCR_HS_TCP:
+		conn_set_mode(c, USMC_MODE_TCP, hs->reason, hs->peer_declined);
+		return 0;
+	}
+	/* usmc.h promises errnos and USMC_E* codes: a codec's WIRE_E_* is a
+	 * malformed message from the peer */
+	return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
 }
 
 /* ---- connect --------------------------------------------------------- */
@@ -82,6 +108,9 @@ static int check_sockaddr(const struct sockaddr *addr, socklen_t len)
  */
 static int connect_decide_mode(struct usmc_conn *c)
 {
+	struct smcr_hs hs;
+	int rc;
+
 	if (!c->opts.v[USMC_OPT_SMC]) {
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
 		return 0;
@@ -92,7 +121,16 @@ static int connect_decide_mode(struct usmc_conn *c)
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
 		return 0;
 	}
-	return smcr_clc_connect(c);
+	conn_hs_init(c, &hs);
+	rc = smcr_clc_connect(&hs);
+	if (rc != SMCR_HS_NODEV)
+		return conn_apply_handshake(c, rc, &hs);
+	/* no device: a kernel-compat server that expects CLC gets a DECLINE */
+	rc = kcompat_client_decline(c, USMC_REASON_NOSMCRDEV);
+	if (rc)
+		return rc;
+	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
+	return 0;
 }
 
 int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
@@ -255,6 +293,20 @@ static ssize_t tcp_recvv(const struct usmc_conn *c, const struct iovec *iov, int
 	return recvmsg(c->fd, &msg, io_flags(c, flags));
 }
 
+/* recvmsg() restarted on EINTR; a negative errno on failure. */
+static ssize_t tcp_recvv_retry(const struct usmc_conn *c, const struct iovec *iov, int iovcnt,
+			       int flags)
+{
+	ssize_t n;
+
+	do {
+		n = tcp_recvv(c, iov, iovcnt, flags);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
 ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t n;
@@ -267,10 +319,11 @@ ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	if (rc)
 		return rc;
 	if (c->smcr)
-		return smcr_sendv(c, iov, iovcnt, flags);
-	n = tcp_sendv(c, iov, iovcnt, flags);
+		n = smcr_sendv(c->smcr, iov, iovcnt, c->nonblock || (flags & MSG_DONTWAIT));
+	else
+		n = tcp_sendv(c, iov, iovcnt, flags);
 	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return c->smcr ? n : errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	atomic_fetch_add_explicit(&c->bytes_sent, (uint64_t)n, memory_order_relaxed);
 	return n;
 }
@@ -287,12 +340,11 @@ ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	if (rc)
 		return rc;
 	if (c->smcr)
-		return smcr_recvv(c, iov, iovcnt, flags);
-	do {
-		n = tcp_recvv(c, iov, iovcnt, flags);
-	} while (n < 0 && errno == EINTR);
+		n = smcr_recvv(c->smcr, iov, iovcnt, flags, c->nonblock || (flags & MSG_DONTWAIT));
+	else
+		n = tcp_recvv_retry(c, iov, iovcnt, flags);
 	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return n;
 	if (!(flags & MSG_PEEK))
 		atomic_fetch_add_explicit(&c->bytes_received, (uint64_t)n, memory_order_relaxed);
 	return n;
@@ -305,7 +357,7 @@ int usmc_shutdown(struct usmc_conn *c, int how)
 	if (c->fd < 0)
 		return -ENOTCONN;
 	if (c->smcr)
-		return smcr_shutdown(c, how);
+		return smcr_shutdown(c->smcr, how);
 	return shutdown(c->fd, how) ? -errno : 0;
 }
 
@@ -315,7 +367,8 @@ int usmc_close(struct usmc_conn *c)
 		return -EINVAL;
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
 	if (c->smcr) {
-		smcr_close(c, false);
+		smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS]);
+		c->smcr = NULL;
 		/* as Linux: the active closer shuts the TCP socket down */
 		shutdown(c->fd, SHUT_RDWR);
 	}
@@ -338,7 +391,7 @@ int usmc_conn_fd(const struct usmc_conn *c)
 {
 	if (!c)
 		return -EINVAL;
-	return c->smcr ? c->smcr->ev[0] : c->fd;
+	return c->smcr ? smcr_conn_fd(c->smcr) : c->fd;
 }
 
 int usmc_conn_setopt(struct usmc_conn *c, enum usmc_opt opt, long value)

@@ -12,6 +12,7 @@
 
 struct usmc_ctx;
 struct smcr_conn;
+struct smcr_hs;
 
 struct usmc_conn {
 	struct usmc_ctx *ctx;
@@ -41,6 +42,15 @@ void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bo
 /* Put the TCP socket in blocking mode (connections use MSG_DONTWAIT for
  * non-blocking calls, so the user's fd flags never matter). */
 int conn_make_blocking(struct usmc_conn *c);
+
+/* The handshake's inputs from @c (smcr_clc.h). */
+void conn_hs_init(struct usmc_conn *c, struct smcr_hs *hs);
+
+/*
+ * conn_apply_handshake() - record what smcr_clc_connect()/_serve() returned
+ * as @rc: the mode (0), or the error, mapped to what usmc.h promises.
+ */
+int conn_apply_handshake(struct usmc_conn *c, int rc, const struct smcr_hs *hs);
 
 /* Close the socket and free; no accounting of the mode (never handed out). */
 void conn_destroy(struct usmc_conn *c);

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "ctx.h"
-#include "ib.h"
 #include "kcompat.h"
+#include "smcr_dev.h"
 
 int usmc_ctx_create(struct usmc_ctx **out)
 {
@@ -23,7 +23,7 @@ int usmc_ctx_create(struct usmc_ctx **out)
 	rc = smcr_ctx_init(&ctx->rdma);
 	if (rc)
 		goto err;
-	rc = ib_discover(&ctx->devs, &ctx->ndevs);
+	rc = smcr_dev_discover(&ctx->devs, &ctx->ndevs);
 	if (rc)
 		goto err;
 	rc = kcompat_open(&ctx->kc); /* kernel-compat mode: kcompat.c */
@@ -45,7 +45,6 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 		return -EINVAL;
 	if (atomic_load(&ctx->open_conns) || atomic_load(&ctx->open_listeners))
 		return -EBUSY;
-	lgr_destroy_all(ctx);
 	smcr_ctx_fini(&ctx->rdma);
 	pthread_mutex_destroy(&ctx->lock);
 	kcompat_close(ctx->kc);
@@ -132,4 +131,9 @@ uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)
 	if (!ctx || (slot == USMC_REASON_SLOTS - 1 && usmc_reason_lookup(reason)))
 		return 0;
 	return atomic_load(&ctx->fallback_by_reason[slot]);
+}
+
+int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)
+{
+	return ctx ? smcr_ctx_set_ueid(&ctx->rdma, ueid) : -EINVAL;
 }

@@ -11,7 +11,7 @@
 
 #include "opts.h"
 #include "reason.h"
-#include "smcr.h"
+#include "smcr_ctx.h"
 
 struct usmc_ctx {
 	pthread_mutex_t lock; /* guards opts against concurrent setopt */

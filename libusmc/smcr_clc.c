@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * SMC-Rv2 CLC handshake over the TCP socket, both roles (smc-r-protocol.md
- * §1.2, §8.1-§8.5): PROPOSAL, ACCEPT, CONFIRM, then LLC CONFIRM_LINK on a
- * new link group, or CONFIRM_RKEY on a reused one. Positive reasons decline
- * and fall back to TCP on the same socket; timeouts and malformed messages
- * fail the connection.
+ * SMC-Rv2 CLC handshake over the TCP socket, both roles (smcr_clc.h;
+ * net/smc/af_smc.c smc_connect_rdma(), smc_listen_rdma_*(); message
+ * layouts net/smc/smc_clc.h): PROPOSAL, ACCEPT, CONFIRM, then LLC
+ * CONFIRM_LINK on a new link group, or CONFIRM_RKEY on a reused one.
+ * Positive reasons decline and fall back to TCP on the same socket;
+ * timeouts and malformed messages fail the connection.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -12,14 +13,33 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "clc_io.h"
-#include "conn.h"
-#include "ctx.h"
-#include "kcompat.h"
+#include "clock.h"
+#include "lgr.h"
 #include "reason.h"
-#include "smcr.h"
+#include "smcr_clc.h"
+#include "smcr_conn.h"
+#include "wire_err.h"
 
-enum { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
+#define SMCR_RELEASE	  CLC_RELEASE_1
+#define SMCR_MIN_CONNS	  16 /* v2.1: fewer is MAXCONNERR */
+#define SMCR_MAX_LINKS	  1  /* one link per LGR: no ADD_LINK */
+#define SMCR_FEATURE_MASK 0x0001
+#define SMCR_RMBE_IDX	  1    /* one RMBE per RMB, as Linux */
+#define SMCR_CL_WAIT_MS	  4000 /* client: 2 x SMC_LLC_WAIT_TIME for CONFIRM_LINK */
+/* A non-first-contact ACCEPT names a link group that a concurrent connect
+ * of ours may still be confirming: wait for it, boundedly. */
+#define CLIENT_REUSE_WAIT_MS 2000
+
+/* What the next CLC message turned out to be (values apart from enum
+ * smcr_hs_result, so that neither is taken for the other). */
+enum clc_rx {
+	CLC_RX_MSG = 0,		    /* the expected ACCEPT or CONFIRM, decoded */
+	CLC_RX_DECLINED = 100,	    /* a DECLINE: hs says why, TCP from here */
+	CLC_RX_DECLINED_SYNC = 101, /* a DECLINE with the out-of-sync bit: the
+				       peer lost our link group */
+};
 
 static int local_ipv4(int fd, struct in_addr *addr)
 {
@@ -40,11 +60,30 @@ static int local_ipv4(int fd, struct in_addr *addr)
 	return -EAFNOSUPPORT;
 }
 
-static int find_dev(struct usmc_conn *c, struct smcr_dev *dev)
+static int find_dev(const struct smcr_hs *hs, struct smcr_dev *dev)
 {
 	struct in_addr a;
 
-	return local_ipv4(c->fd, &a) ? -ENODEV : smcr_dev_lookup(&c->ctx->rdma, &a, dev);
+	return local_ipv4(hs->fd, &a) ? -ENODEV : smcr_dev_lookup(hs->sctx, &a, dev);
+}
+
+/* A codec's WIRE_E_* is the peer's fault: the API says USMC_EPROTO_CLC. */
+static int hs_error(int rc)
+{
+	return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
+}
+
+static struct lgr_config lgr_config_of(const struct usmc_opts *o)
+{
+	return (struct lgr_config){.busy_poll = o->v[USMC_OPT_BUSY_POLL] != 0,
+				   .testlink_ms = o->v[USMC_OPT_TESTLINK_MS],
+				   .idle_ms = o->v[USMC_OPT_LGR_IDLE_MS]};
+}
+
+static int conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc)
+{
+	return smcr_conn_new(lgr, (size_t)hs->opts->v[USMC_OPT_RMB_SIZE],
+			     (size_t)hs->opts->v[USMC_OPT_SNDBUF_SIZE], sc);
 }
 
 static void fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links)
@@ -73,7 +112,7 @@ static void fill_ac(struct clc_accept_confirm *m, uint8_t type, struct lgr *lgr,
 	m->type = type;
 	m->version = CLC_V2;
 	m->first_contact = fc;
-	memcpy(m->peer_id, lgr->ctx->rdma.system_id, CLC_PEER_ID_LEN);
+	memcpy(m->peer_id, lgr->sctx->system_id, CLC_PEER_ID_LEN);
 	memcpy(m->gid, lgr->dev.gid, CLC_GID_LEN);
 	memcpy(m->mac, lgr->dev.mac, CLC_MAC_LEN);
 	m->qpn = lgr->qp->qp_num;
@@ -94,6 +133,18 @@ static int send_ac(int fd, const struct clc_accept_confirm *m)
 	return len < 0 ? len : clc_io_send(fd, buf, (size_t)len);
 }
 
+/* The peer's RMB as its ACCEPT or CONFIRM describes it. */
+static void set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m)
+{
+	struct smcr_peer_rmb peer = {.token = m->rmbe_alert_token,
+				     .rkey = m->rmb_rkey,
+				     .dma_addr = m->rmb_dma_addr,
+				     .rmbe_idx = m->rmbe_idx,
+				     .size_class = m->rmbe_size};
+
+	smcr_conn_set_peer(sc, &peer);
+}
+
 /* CONFIRM_RKEY for a new RMB on a reused link group (both roles). */
 static int confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
 {
@@ -102,7 +153,7 @@ static int confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
 
 	req.confirm_rkey.rkey = sc->rmb->rkey;
 	req.confirm_rkey.vaddr = (uintptr_t)sc->rmb->addr;
-	rc = lgr_llc_flow(lgr, &req, &resp);
+	rc = smcr_llc_flow(lgr, &req, &resp);
 	if (!rc && (resp.flags & LLC_FLAG_RKEY_NEG))
 		rc = -EIO;
 	return rc;
@@ -113,15 +164,23 @@ static enum ibv_mtu mtu_min(enum ibv_mtu a, uint8_t b)
 	return b && (enum ibv_mtu)b < a ? (enum ibv_mtu)b : a;
 }
 
+/* The handshake ends on TCP for @reason. */
+static int hs_tcp(struct smcr_hs *hs, uint32_t reason, bool peer_declined)
+{
+	hs->reason = reason;
+	hs->peer_declined = peer_declined;
+	return SMCR_HS_TCP;
+}
+
 /*
- * Receive the next CLC message. A DECLINE ends in TCP mode and returns 1,
- * or 2 if it has the out-of-sync bit (the peer lost our link group).
+ * Receive the next CLC message: the @want type into @ac, or a DECLINE
+ * (recorded in @hs). A negative value for anything else.
  */
-static int recv_or_decline(struct usmc_conn *c, uint8_t *buf, size_t cap, uint8_t want,
+static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t want,
 			   struct clc_accept_confirm *ac)
 {
 	struct clc_hdr hdr;
-	int len = clc_io_recv(c->fd, buf, cap, (int)c->opts.v[USMC_OPT_CLC_TIMEOUT_MS], &hdr);
+	int len = clc_io_recv(hs->fd, buf, cap, (int)hs->opts->v[USMC_OPT_CLC_TIMEOUT_MS], &hdr);
 	int rc;
 
 	if (len < 0)
@@ -132,19 +191,19 @@ static int recv_or_decline(struct usmc_conn *c, uint8_t *buf, size_t cap, uint8_
 		rc = clc_decline_decode(buf, (size_t)len, &d);
 		if (rc)
 			return USMC_EPROTO_CLC;
-		conn_set_mode(c, USMC_MODE_TCP, d.diagnosis, true);
-		return d.out_of_sync ? 2 : 1;
+		hs_tcp(hs, d.diagnosis, true);
+		return d.out_of_sync ? CLC_RX_DECLINED_SYNC : CLC_RX_DECLINED;
 	}
 	if (hdr.type != want)
 		return USMC_EPROTO_CLC;
 	rc = clc_accept_confirm_decode(buf, (size_t)len, ac);
 	if (rc || ac->version < CLC_V2 || ac->smcd)
 		return USMC_EPROTO_CLC;
-	return 0;
+	return CLC_RX_MSG;
 }
 
 /* Decline with @reason and continue over TCP. */
-static int decline_fallback(struct usmc_conn *c, uint32_t reason, bool out_of_sync)
+static int decline_fallback(struct smcr_hs *hs, uint32_t reason, bool out_of_sync)
 {
 	struct clc_decline d = {.version = CLC_V2,
 				.typev1 = CLC_TYPE_R,
@@ -154,40 +213,43 @@ static int decline_fallback(struct usmc_conn *c, uint32_t reason, bool out_of_sy
 	uint8_t buf[CLC_DECLINE_V2_LEN];
 	int len, rc;
 
-	memcpy(d.peer_id, c->ctx->rdma.system_id, CLC_PEER_ID_LEN);
+	memcpy(d.peer_id, hs->sctx->system_id, CLC_PEER_ID_LEN);
 	len = clc_decline_encode(&d, buf, sizeof(buf));
-	rc = len < 0 ? len : clc_io_send(c->fd, buf, (size_t)len);
-	if (rc)
-		return rc;
-	conn_set_mode(c, USMC_MODE_TCP, reason, false);
-	return 0;
+	rc = len < 0 ? len : clc_io_send(hs->fd, buf, (size_t)len);
+	return rc ? rc : hs_tcp(hs, reason, false);
 }
 
-static void smcr_established(struct usmc_conn *c, struct smcr_conn *sc)
+/* After a handshake step: a DECLINE received means TCP, else the error. */
+static int hs_declined_or(struct smcr_hs *hs, int rc)
 {
-	c->smcr = sc;
-	lgr_watch_tcp(sc->lgr, sc, c->fd);
-	conn_set_mode(c, USMC_MODE_SMCR, USMC_REASON_NONE, false);
-	/* publish the initial readiness (data may already have arrived) */
-	smcr_conn_fail(sc, 0);
+	return rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC ? SMCR_HS_TCP : rc;
+}
+
+static int hs_established(struct smcr_hs *hs, struct smcr_conn *sc)
+{
+	smcr_conn_establish(sc, hs->fd);
+	hs->sc = sc;
+	return SMCR_HS_SMCR;
 }
 
 /* ==== client ==== */
 
-static void build_proposal(struct usmc_ctx *ctx, const struct smcr_dev *dev, struct clc_proposal *p)
+static void build_proposal(struct smcr_ctx *sctx, const struct smcr_dev *dev,
+			   struct clc_proposal *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->version = CLC_V2;
 	p->typev1 = CLC_TYPE_N;
 	p->typev2 = CLC_TYPE_R;
-	/* §8.2 advice: fill the local fields though Linux leaves them zero */
-	memcpy(p->peer_id, ctx->rdma.system_id, CLC_PEER_ID_LEN);
+	/* fill the local fields though Linux leaves them zero: a v2 peer
+	 * ignores them (net/smc/smc_clc.c smc_clc_send_proposal()) */
+	memcpy(p->peer_id, sctx->system_id, CLC_PEER_ID_LEN);
 	memcpy(p->gid, dev->gid, CLC_GID_LEN);
 	memcpy(p->mac, dev->mac, CLC_MAC_LEN);
 	p->has_smcd_info = true;
 	p->has_v2_ext = true;
 	p->eid_count = 1;
-	smcr_ctx_ueid(ctx, p->eid[0]);
+	smcr_ctx_ueid(sctx, p->eid[0]);
 	p->release = SMCR_RELEASE;
 	memcpy(p->roce_gid, dev->gid, CLC_GID_LEN);
 	p->max_conns = SMCR_MAX_CONNS;
@@ -195,7 +257,8 @@ static void build_proposal(struct usmc_ctx *ctx, const struct smcr_dev *dev, str
 	p->feature_mask = SMCR_FEATURE_MASK;
 }
 
-/* Checks of a first-contact ACCEPT (§8.1); 0 or the decline reason. */
+/* Checks of a first-contact ACCEPT (net/smc/af_smc.c
+ * smc_connect_rdma_v2_prepare()); 0 or the decline reason. */
 static uint32_t client_check_fc(const struct clc_accept_confirm *a)
 {
 	if (a->fce.release >= CLC_RELEASE_1) {
@@ -207,168 +270,177 @@ static uint32_t client_check_fc(const struct clc_accept_confirm *a)
 	return 0;
 }
 
-static int client_first_contact(struct usmc_conn *c, const struct smcr_dev *dev,
-				const struct clc_accept_confirm *a)
+/* The first-contact CONFIRM: our link and RMB, the negotiated FCE. */
+static int client_send_confirm(struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn *sc,
+			       const struct clc_accept_confirm *a, uint8_t release)
 {
 	struct clc_accept_confirm m;
-	struct llc_msg req;
-	struct smcr_conn *sc = NULL;
-	struct lgr *lgr;
-	uint8_t release = a->fce.release > SMCR_RELEASE ? SMCR_RELEASE : a->fce.release;
-	uint32_t reason = client_check_fc(a);
-	int rc;
 
-	if (reason)
-		return decline_fallback(c, reason, false);
-	rc = lgr_create(c->ctx, false, dev, &lgr);
-	if (rc)
-		return decline_fallback(c, SMC_CLC_DECL_MEM, false);
-	memcpy(lgr->peer_id, a->peer_id, SMCR_SYSTEM_ID_LEN);
-	memcpy(lgr->peer_mac, a->mac, 6);
-	rc = smcr_conn_new(lgr, &c->opts, &sc);
-	if (!rc)
-		rc = lgr_qp_rtr(lgr, a->qpn, a->psn, a->gid, mtu_min(dev->active_mtu, a->qp_mtu));
-	if (!rc)
-		rc = lgr_start(lgr);
-	if (rc) {
-		reason = SMC_CLC_DECL_MEM;
-		goto decline;
-	}
-	smcr_conn_set_peer(sc, a);
 	fill_ac(&m, CLC_CONFIRM, lgr, sc, true);
-	m.qp_mtu = (uint8_t)mtu_min(dev->active_mtu, a->qp_mtu);
+	m.qp_mtu = (uint8_t)mtu_min(lgr->dev.active_mtu, a->qp_mtu);
 	memcpy(m.eid, a->eid, CLC_EID_LEN);
 	fill_fce(&m.fce, release, a->fce.max_conns, a->fce.max_links);
 	m.fce.feature_mask = a->fce.feature_mask & SMCR_FEATURE_MASK;
 	m.gid_count = 1;
-	memcpy(m.gids[0], dev->gid, CLC_GID_LEN);
-	rc = send_ac(c->fd, &m);
-	if (rc)
-		goto fail;
-	rc = lgr_wait_confirm_link(lgr, SMCR_CL_WAIT_MS, &req);
-	if (!rc && !(req.flags & LLC_FLAG_NO_RMBE_EYEC)) {
-		reason = SMC_CLC_DECL_RMBE_EC;
-		goto decline;
-	}
-	if (!rc)
-		rc = lgr_qp_rts(lgr);
-	if (rc) {
-		reason = SMC_CLC_DECL_TIMEOUT_CL;
-		goto decline;
-	}
-	lgr->link_num = req.confirm_link.link_num;
-	lgr->max_conns = release >= CLC_RELEASE_1 ? a->fce.max_conns : SMCR_MAX_CONNS;
-	llc_make_response(&req);
-	memcpy(req.confirm_link.mac, dev->mac, 6);
-	memcpy(req.confirm_link.gid, dev->gid, 16);
-	req.confirm_link.qpn = lgr->qp->qp_num;
-	rc = lgr_llc_send(lgr, &req);
-	if (rc)
-		goto fail;
-	atomic_store(&lgr->state, LGR_ACTIVE);
-	lgr_publish(lgr);
-	smcr_established(c, sc);
+	memcpy(m.gids[0], lgr->dev.gid, CLC_GID_LEN);
+	return send_ac(hs->fd, &m);
+}
+
+/* Answer the server's CONFIRM_LINK with our link's address. */
+static int client_confirm_link_resp(struct lgr *lgr, struct llc_msg *req)
+{
+	llc_make_response(req);
+	memcpy(req->confirm_link.mac, lgr->dev.mac, SMCR_MAC_LEN);
+	memcpy(req->confirm_link.gid, lgr->dev.gid, SMCR_GID_LEN);
+	req->confirm_link.qpn = lgr->qp->qp_num;
+	return smcr_llc_send(lgr, req);
+}
+
+/* Set up the link group's QP toward the server and start it; 0 or a reason. */
+static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm *a,
+			       struct smcr_conn **sc, const struct smcr_hs *hs)
+{
+	lgr_set_peer(lgr, a->peer_id, a->mac);
+	if (conn_new(hs, lgr, sc) ||
+	    lgr_qp_rtr(lgr, a->qpn, a->psn, a->gid, mtu_min(lgr->dev.active_mtu, a->qp_mtu)) ||
+	    lgr_start(lgr))
+		return SMC_CLC_DECL_MEM;
+	set_peer_rmb(*sc, a);
 	return 0;
+}
+
+static int client_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
+				const struct clc_accept_confirm *a)
+{
+	struct lgr_config cfg = lgr_config_of(hs->opts);
+	uint8_t release = a->fce.release > SMCR_RELEASE ? SMCR_RELEASE : a->fce.release;
+	uint32_t reason = client_check_fc(a);
+	struct smcr_conn *sc = NULL;
+	struct llc_msg req;
+	struct lgr *lgr;
+	int rc;
+
+	if (reason)
+		return decline_fallback(hs, reason, false);
+	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, false, dev, &lgr))
+		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
+	reason = client_link_up(lgr, a, &sc, hs);
+	if (reason)
+		goto decline;
+	rc = client_send_confirm(hs, lgr, sc, a, release);
+	if (rc)
+		goto fail;
+	reason = SMC_CLC_DECL_TIMEOUT_CL;
+	if (smcr_llc_wait_confirm_link(lgr, SMCR_CL_WAIT_MS, &req))
+		goto decline;
+	reason = SMC_CLC_DECL_RMBE_EC;
+	if (!(req.flags & LLC_FLAG_NO_RMBE_EYEC))
+		goto decline;
+	reason = SMC_CLC_DECL_TIMEOUT_CL;
+	if (lgr_qp_rts(lgr))
+		goto decline;
+	rc = client_confirm_link_resp(lgr, &req);
+	if (!rc)
+		rc = lgr_activate(lgr, req.confirm_link.link_num,
+				  release >= CLC_RELEASE_1 ? a->fce.max_conns : SMCR_MAX_CONNS);
+	if (rc)
+		goto fail;
+	lgr_publish(lgr);
+	return hs_established(hs, sc);
 decline:
-	if (sc)
-		lgr_conn_del(lgr, sc), smcr_conn_put(sc);
-	lgr_free(lgr);
-	return decline_fallback(c, reason, false);
+	rc = decline_fallback(hs, reason, false);
 fail:
 	if (sc)
-		lgr_conn_del(lgr, sc), smcr_conn_put(sc);
+		smcr_conn_discard(sc);
 	lgr_free(lgr);
 	return rc;
 }
 
-/* Reuse @lgr (from lgr_find(), NULL if none: out of sync). */
-static int client_reuse(struct usmc_conn *c, const struct clc_accept_confirm *a, struct lgr *lgr)
+/* Reuse @lgr (from lgr_find_wait(), NULL if none: out of sync). */
+static int client_reuse(struct smcr_hs *hs, const struct clc_accept_confirm *a, struct lgr *lgr)
 {
 	struct clc_accept_confirm m;
 	struct smcr_conn *sc;
 	int rc;
 
 	if (!lgr)
-		return decline_fallback(c, SMC_CLC_DECL_SYNCERR, true);
-	rc = smcr_conn_new(lgr, &c->opts, &sc);
+		return decline_fallback(hs, SMC_CLC_DECL_SYNCERR, true);
+	rc = conn_new(hs, lgr, &sc);
 	lgr_unuse(lgr);
 	if (rc)
-		return decline_fallback(c, SMC_CLC_DECL_MEM, false);
-	smcr_conn_set_peer(sc, a);
+		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
+	set_peer_rmb(sc, a);
 	if (confirm_rkey(lgr, sc)) {
-		lgr_conn_del(lgr, sc);
-		smcr_conn_put(sc);
-		return decline_fallback(c, SMC_CLC_DECL_ERR_REGBUF, false);
+		smcr_conn_discard(sc);
+		return decline_fallback(hs, SMC_CLC_DECL_ERR_REGBUF, false);
 	}
 	fill_ac(&m, CLC_CONFIRM, lgr, sc, false);
 	memcpy(m.eid, a->eid, CLC_EID_LEN);
-	rc = send_ac(c->fd, &m);
+	rc = send_ac(hs->fd, &m);
 	if (rc) {
-		lgr_conn_del(lgr, sc);
-		smcr_conn_put(sc);
+		smcr_conn_discard(sc);
 		return rc;
 	}
-	smcr_established(c, sc);
-	return 0;
+	return hs_established(hs, sc);
 }
 
-/* A non-first-contact ACCEPT names a link group that a concurrent connect
- * of ours may still be confirming (§6): wait for it, boundedly. */
-#define CLIENT_REUSE_WAIT_MS 2000
-
-int smcr_clc_connect(struct usmc_conn *c)
+/* After the ACCEPT: a new link group, or the one it names. */
+static int client_after_accept(struct smcr_hs *hs, const struct smcr_dev *dev,
+			       const struct clc_accept_confirm *a)
 {
-	struct smcr_ctx *s = &c->ctx->rdma;
+	pthread_mutex_t *create = &hs->sctx->create_lock[SMCR_ROLE_CLIENT];
+	struct lgr_key key = {.role = SMCR_ROLE_CLIENT,
+			      .peer_id = a->peer_id,
+			      .peer_gid = a->gid,
+			      .peer_qpn = a->qpn,
+			      .match_qpn = true};
+	int rc;
+
+	if (!a->first_contact)
+		return client_reuse(
+			hs, a,
+			lgr_find_wait(hs->sctx, &key, clock_now_ms() + CLIENT_REUSE_WAIT_MS));
+	/* link group creation is serialised per role (net/smc/af_smc.c
+	 * smc_connect_rdma() under smc_client_lgr_pending) */
+	pthread_mutex_lock(create);
+	rc = client_first_contact(hs, dev, a);
+	pthread_mutex_unlock(create);
+	return rc;
+}
+
+int smcr_clc_connect(struct smcr_hs *hs)
+{
 	uint8_t buf[CLC_ACCEPT_MAX_LEN];
 	struct clc_accept_confirm a;
 	struct clc_proposal p;
 	struct smcr_dev dev;
-	struct lgr *lgr;
-	long deadline;
 	int len, rc;
 
-	if (find_dev(c, &dev)) {
-		/* no device: not a byte of CLC, the server sees a TCP client;
-		 * a kernel-compat server that expects CLC gets a DECLINE */
-		rc = kcompat_client_decline(c, USMC_REASON_NOSMCRDEV);
-		if (rc)
-			return rc;
-		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
-		return 0;
+	/* no device: not a byte of CLC, the server sees a TCP client */
+	if (find_dev(hs, &dev)) {
+		hs->reason = USMC_REASON_NOSMCRDEV;
+		return SMCR_HS_NODEV;
 	}
-	build_proposal(c->ctx, &dev, &p);
+	build_proposal(hs->sctx, &dev, &p);
 	len = clc_proposal_encode(&p, buf, sizeof(buf));
 	if (len < 0)
 		return len;
 	/* THE RULE: the proposal goes right after the connect, never later */
-	rc = clc_io_send(c->fd, buf, (size_t)len);
-	if (!rc)
-		rc = recv_or_decline(c, buf, sizeof(buf), CLC_ACCEPT, &a);
+	rc = clc_io_send(hs->fd, buf, (size_t)len);
 	if (rc)
-		return rc > 0 ? 0 : rc;
-	/* LGR creation is serialised per role (§6) */
-	deadline = smcr_now_ms() + CLIENT_REUSE_WAIT_MS;
-	for (;;) {
-		pthread_mutex_lock(&s->create_lock[ROLE_CLIENT]);
-		if (a.first_contact) {
-			rc = client_first_contact(c, &dev, &a);
-			break;
-		}
-		/* the lock only makes a first contact in progress finish */
-		lgr = lgr_find(c->ctx, false, a.peer_id, a.gid, a.qpn, true);
-		pthread_mutex_unlock(&s->create_lock[ROLE_CLIENT]);
-		if (lgr || smcr_now_ms() >= deadline)
-			return client_reuse(c, &a, lgr);
-		usleep(10000);
-	}
-	pthread_mutex_unlock(&s->create_lock[ROLE_CLIENT]);
-	return rc > 0 ? 0 : rc;
+		return rc;
+	rc = recv_or_decline(hs, buf, sizeof(buf), CLC_ACCEPT, &a);
+	if (rc == CLC_RX_MSG)
+		rc = client_after_accept(hs, &dev, &a);
+	return hs_error(hs_declined_or(hs, rc));
 }
 
 /* ==== server ==== */
 
-/* §8.1 server checks before any device work: 0 or the decline reason. */
-static uint32_t serve_check(struct usmc_ctx *ctx, const struct clc_proposal *p, uint8_t *eid_idx)
+/* Server checks before any device work (net/smc/af_smc.c
+ * smc_listen_v2_check(), smc_clc_srv_v2x_features_validate()); 0 or the
+ * decline reason. */
+static uint32_t serve_check(struct smcr_ctx *sctx, const struct clc_proposal *p, uint8_t *eid_idx)
 {
 	uint8_t ueid[SMCR_UEID_LEN];
 
@@ -383,7 +455,7 @@ static uint32_t serve_check(struct usmc_ctx *ctx, const struct clc_proposal *p, 
 		if (p->max_links < 1)
 			return SMC_CLC_DECL_MAXLINKERR;
 	}
-	smcr_ctx_ueid(ctx, ueid);
+	smcr_ctx_ueid(sctx, ueid);
 	for (uint8_t i = 0; i < p->eid_count; i++)
 		if (!memcmp(p->eid[i], ueid, CLC_EID_LEN)) {
 			*eid_idx = i;
@@ -392,43 +464,40 @@ static uint32_t serve_check(struct usmc_ctx *ctx, const struct clc_proposal *p, 
 	return SMC_CLC_DECL_NOSMCDEV; /* as Linux: no common UEID */
 }
 
+/* What the server's ACCEPT negotiates from the PROPOSAL. */
 struct serve_neg {
 	uint8_t release, max_conns, max_links;
 	const uint8_t *eid;
 };
 
-static int serve_reuse(struct usmc_conn *c, struct lgr *lgr, const struct serve_neg *n)
+/* A connection @sc on the reused link group @lgr: CONFIRM_RKEY, ACCEPT, CONFIRM. */
+static int serve_reuse(struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn *sc,
+		       const struct serve_neg *n)
 {
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_accept_confirm m, conf;
-	struct smcr_conn *sc;
 	int rc;
 
-	rc = smcr_conn_new(lgr, &c->opts, &sc);
-	lgr_unuse(lgr);
-	pthread_mutex_unlock(&c->ctx->rdma.create_lock[ROLE_SERVER]);
-	if (rc)
-		return decline_fallback(c, SMC_CLC_DECL_MEM, false);
 	if (confirm_rkey(lgr, sc)) {
-		rc = decline_fallback(c, SMC_CLC_DECL_ERR_REGBUF, false);
+		rc = decline_fallback(hs, SMC_CLC_DECL_ERR_REGBUF, false);
 		goto drop;
 	}
 	fill_ac(&m, CLC_ACCEPT, lgr, sc, false);
 	memcpy(m.eid, n->eid, CLC_EID_LEN);
-	rc = send_ac(c->fd, &m);
+	rc = send_ac(hs->fd, &m);
 	if (!rc)
-		rc = recv_or_decline(c, buf, sizeof(buf), CLC_CONFIRM, &conf);
-	if (rc == 2) /* §1.4: the client has no such LGR: ours is useless */
+		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf);
+	/* the client has no such link group: ours is useless (net/smc/af_smc.c
+	 * smc_listen_decline() -> smc_lgr_terminate_sched() on out-of-sync) */
+	if (rc == CLC_RX_DECLINED_SYNC)
 		lgr_terminate(lgr, -ECONNABORTED, true);
-	if (rc)
+	if (rc != CLC_RX_MSG)
 		goto drop;
-	smcr_conn_set_peer(sc, &conf);
-	smcr_established(c, sc);
-	return 0;
+	set_peer_rmb(sc, &conf);
+	return hs_established(hs, sc);
 drop:
-	lgr_conn_del(lgr, sc);
-	smcr_conn_put(sc);
-	return rc > 0 ? 0 : rc;
+	smcr_conn_discard(sc);
+	return hs_declined_or(hs, rc);
 }
 
 /* First-contact CONFIRM must repeat what the ACCEPT negotiated. */
@@ -453,97 +522,127 @@ static int serve_confirm_link(struct lgr *lgr, const struct serve_neg *n)
 			      .flags = LLC_FLAG_NO_RMBE_EYEC},
 		       resp;
 
-	memcpy(req.confirm_link.mac, lgr->dev.mac, 6);
-	memcpy(req.confirm_link.gid, lgr->dev.gid, 16);
+	memcpy(req.confirm_link.mac, lgr->dev.mac, SMCR_MAC_LEN);
+	memcpy(req.confirm_link.gid, lgr->dev.gid, SMCR_GID_LEN);
 	req.confirm_link.qpn = lgr->qp->qp_num;
 	req.confirm_link.link_num = lgr->link_num;
 	req.confirm_link.link_uid = lgr->id + lgr->link_num;
 	req.confirm_link.max_links = n->release >= CLC_RELEASE_1 ? n->max_links : 2;
 	req.confirm_link.max_conns = n->release >= CLC_RELEASE_1 ? n->max_conns : 0;
-	return lgr_llc_flow(lgr, &req, &resp);
+	return smcr_llc_flow(lgr, &req, &resp);
 }
 
-static int serve_first_contact(struct usmc_conn *c, const struct smcr_dev *dev,
+/* The client's CONFIRM arrived: bring the link up; 0 or the decline reason. */
+static uint32_t serve_link_up(struct lgr *lgr, const struct clc_proposal *p,
+			      const struct clc_accept_confirm *conf, const struct serve_neg *n)
+{
+	if (lgr_qp_rtr(lgr, conf->qpn, conf->psn, p->roce_gid,
+		       mtu_min(lgr->dev.active_mtu, conf->qp_mtu)) ||
+	    lgr_qp_rts(lgr) || lgr_start(lgr))
+		return SMC_CLC_DECL_ERR_RDYLNK;
+	if (serve_confirm_link(lgr, n) || lgr_activate(lgr, lgr->link_num, n->max_conns))
+		return SMC_CLC_DECL_TIMEOUT_CL;
+	return 0;
+}
+
+static int serve_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 			       const struct clc_proposal *p, const struct serve_neg *n)
 {
+	struct lgr_config cfg = lgr_config_of(hs->opts);
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_accept_confirm m, conf;
 	struct smcr_conn *sc = NULL;
-	struct lgr *lgr;
 	uint32_t reason = SMC_CLC_DECL_MEM;
+	struct lgr *lgr;
 	int rc;
 
-	rc = lgr_create(c->ctx, true, dev, &lgr);
-	if (rc)
-		return decline_fallback(c, SMC_CLC_DECL_MEM, false);
-	memcpy(lgr->peer_id, p->peer_id, SMCR_SYSTEM_ID_LEN);
-	memcpy(lgr->peer_gid, p->roce_gid, 16);
-	memcpy(lgr->peer_mac, p->mac, 6);
-	lgr->max_conns = n->max_conns;
-	if (smcr_conn_new(lgr, &c->opts, &sc))
+	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, true, dev, &lgr))
+		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
+	lgr_set_peer(lgr, p->peer_id, p->mac);
+	if (conn_new(hs, lgr, &sc))
 		goto decline;
 	fill_ac(&m, CLC_ACCEPT, lgr, sc, true);
 	memcpy(m.eid, n->eid, CLC_EID_LEN);
 	fill_fce(&m.fce, n->release, n->max_conns, n->max_links);
-	rc = send_ac(c->fd, &m);
+	rc = send_ac(hs->fd, &m);
 	if (!rc)
-		rc = recv_or_decline(c, buf, sizeof(buf), CLC_CONFIRM, &conf);
-	if (rc)
+		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf);
+	if (rc != CLC_RX_MSG)
 		goto out;
 	reason = serve_check_confirm(&conf, n);
 	if (reason)
 		goto decline;
-	smcr_conn_set_peer(sc, &conf);
-	reason = SMC_CLC_DECL_ERR_RDYLNK;
-	if (lgr_qp_rtr(lgr, conf.qpn, conf.psn, p->roce_gid,
-		       mtu_min(dev->active_mtu, conf.qp_mtu)) ||
-	    lgr_qp_rts(lgr) || lgr_start(lgr))
+	set_peer_rmb(sc, &conf);
+	reason = serve_link_up(lgr, p, &conf, n);
+	if (reason)
 		goto decline;
-	reason = SMC_CLC_DECL_TIMEOUT_CL;
-	if (serve_confirm_link(lgr, n))
-		goto decline;
-	atomic_store(&lgr->state, LGR_ACTIVE);
 	lgr_publish(lgr);
-	smcr_established(c, sc);
-	return 0;
+	return hs_established(hs, sc);
 decline:
-	rc = decline_fallback(c, reason, false);
+	rc = decline_fallback(hs, reason, false);
 out:
-	if (sc) {
-		lgr_conn_del(lgr, sc);
-		smcr_conn_put(sc);
-	}
+	if (sc)
+		smcr_conn_discard(sc);
 	lgr_free(lgr);
-	return rc > 0 ? 0 : rc;
+	return hs_declined_or(hs, rc);
 }
 
-int smcr_clc_serve(struct usmc_conn *c, const struct clc_proposal *p)
+/* Negotiate release, limits and UEID from the PROPOSAL; 0 or a reason. */
+static uint32_t serve_negotiate(struct smcr_hs *hs, const struct clc_proposal *p,
+				struct serve_neg *n)
 {
-	struct smcr_ctx *s = &c->ctx->rdma;
-	struct serve_neg n;
-	struct smcr_dev dev;
-	struct lgr *lgr;
 	uint8_t eid_idx = 0;
-	uint32_t reason = serve_check(c->ctx, p, &eid_idx);
-	int rc;
+	uint32_t reason = serve_check(hs->sctx, p, &eid_idx);
 
 	/* a host without any SMC-R device says so first (Linux would name
 	 * a UEID mismatch first; the device is the more useful answer) */
-	if (!ctx_has_smcr_device(c->ctx))
-		return decline_fallback(c, SMC_CLC_DECL_NOSMCRDEV, false);
+	if (!hs->have_device)
+		return SMC_CLC_DECL_NOSMCRDEV;
 	if (reason)
-		return decline_fallback(c, reason, false);
-	if (find_dev(c, &dev))
-		return decline_fallback(c, SMC_CLC_DECL_NOSMCRDEV, false);
-	n.release = p->release > SMCR_RELEASE ? SMCR_RELEASE : p->release;
-	n.max_conns = p->max_conns < SMCR_MAX_CONNS ? p->max_conns : SMCR_MAX_CONNS;
-	n.max_links = p->max_links < SMCR_MAX_LINKS ? p->max_links : SMCR_MAX_LINKS;
-	n.eid = p->eid[eid_idx];
-	pthread_mutex_lock(&s->create_lock[ROLE_SERVER]);
-	lgr = lgr_find(c->ctx, true, p->peer_id, p->roce_gid, 0, false);
-	if (lgr)
-		return serve_reuse(c, lgr, &n); /* unlocks */
-	rc = serve_first_contact(c, &dev, p, &n);
-	pthread_mutex_unlock(&s->create_lock[ROLE_SERVER]);
-	return rc;
+		return reason;
+	n->release = p->release > SMCR_RELEASE ? SMCR_RELEASE : p->release;
+	n->max_conns = p->max_conns < SMCR_MAX_CONNS ? p->max_conns : SMCR_MAX_CONNS;
+	n->max_links = p->max_links < SMCR_MAX_LINKS ? p->max_links : SMCR_MAX_LINKS;
+	n->eid = p->eid[eid_idx];
+	return 0;
+}
+
+/* Under the server's creation lock: reuse a link group with this peer, or
+ * run the first contact. */
+static int serve_locked(struct smcr_hs *hs, const struct smcr_dev *dev,
+			const struct clc_proposal *p, const struct serve_neg *n, struct lgr **reuse,
+			struct smcr_conn **sc)
+{
+	struct lgr_key key = {
+		.role = SMCR_ROLE_SERVER, .peer_id = p->peer_id, .peer_gid = p->roce_gid};
+	int rc;
+
+	*reuse = lgr_find(hs->sctx, &key);
+	if (!*reuse)
+		return serve_first_contact(hs, dev, p, n);
+	rc = conn_new(hs, *reuse, sc);
+	lgr_unuse(*reuse);
+	return rc ? decline_fallback(hs, SMC_CLC_DECL_MEM, false) : 0;
+}
+
+int smcr_clc_serve(struct smcr_hs *hs, const struct clc_proposal *p)
+{
+	pthread_mutex_t *create = &hs->sctx->create_lock[SMCR_ROLE_SERVER];
+	struct smcr_conn *sc = NULL;
+	struct serve_neg n;
+	struct smcr_dev dev;
+	struct lgr *reuse = NULL;
+	uint32_t reason = serve_negotiate(hs, p, &n);
+	int rc;
+
+	if (!reason && find_dev(hs, &dev))
+		reason = SMC_CLC_DECL_NOSMCRDEV;
+	if (reason)
+		return hs_error(decline_fallback(hs, reason, false));
+	pthread_mutex_lock(create);
+	rc = serve_locked(hs, &dev, p, &n, &reuse, &sc);
+	pthread_mutex_unlock(create);
+	if (sc)
+		rc = serve_reuse(hs, reuse, sc, &n);
+	return hs_error(rc);
 }

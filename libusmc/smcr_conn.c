@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * SMC-R connection data path (smc-r-protocol.md §4): the send buffer ring is
+ * SMC-R connection data path (smcr_conn.h; net/smc/smc_tx.c, smc_rx.c,
+ * smc_cdc.c): the send buffer ring is
  * RDMA-written into the peer's RMB (split at both rings' wraps) followed by a
  * CDC SEND on the same QP; received CDCs move the cursors. Cursors are kept
  * as 64-bit byte totals of the stream and converted to (wrap, count) on the
@@ -21,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "cdc.h"
-#include "conn.h"
-#include "ctx.h"
-#include "smcr.h"
+#include "clock.h"
+#include "smcr_conn.h"
 
 #define EV_FILL_CHUNK 4096
 
@@ -47,8 +48,9 @@ static bool sc_writable(const struct smcr_conn *sc)
 	       sc->closed;
 }
 
-/* Called with sc->lock held after every state change. */
-static void sc_update_ready(struct smcr_conn *sc)
+/* Publish readiness on the user's descriptor; requires sc->lock, after
+ * every state change. */
+static void sc_update_ready_locked(struct smcr_conn *sc)
 {
 	static const uint8_t fill[EV_FILL_CHUNK];
 	uint8_t tmp[EV_FILL_CHUNK];
@@ -82,9 +84,10 @@ static int ev_pair(int ev[2])
 
 /* ---- life cycle ------------------------------------------------------ */
 
-int smcr_conn_new(struct lgr *lgr, const struct usmc_opts *opts, struct smcr_conn **out)
+int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr_conn **out)
 {
 	struct smcr_conn *sc = calloc(1, sizeof(*sc));
+	pthread_condattr_t ca;
 	int rc;
 
 	if (!sc)
@@ -94,17 +97,19 @@ int smcr_conn_new(struct lgr *lgr, const struct usmc_opts *opts, struct smcr_con
 	atomic_init(&sc->refs, 1);
 	sc->lgr = lgr;
 	pthread_mutex_init(&sc->lock, NULL);
-	pthread_cond_init(&sc->cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are monotonic */
+	pthread_cond_init(&sc->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	rc = ev_pair(sc->ev);
 	if (!rc)
-		rc = bufpool_claim(lgr->rmbs, (size_t)opts->v[USMC_OPT_RMB_SIZE], &sc->rmb);
+		rc = bufpool_claim(lgr->rmbs, rmb_size, &sc->rmb);
 	if (!rc)
-		rc = bufpool_claim(lgr->sndbufs, (size_t)opts->v[USMC_OPT_SNDBUF_SIZE],
-				   &sc->sndbuf);
+		rc = bufpool_claim(lgr->sndbufs, snd_size, &sc->sndbuf);
 	if (!rc) {
 		sc->rmb_len = (uint32_t)sc->rmb->len;
 		sc->snd_len = (uint32_t)sc->sndbuf->len;
-		rc = lgr_conn_add(lgr, sc);
+		rc = lgr_conn_add(lgr, sc, &sc->token);
 	}
 	if (rc) {
 		smcr_conn_put(sc);
@@ -115,9 +120,10 @@ int smcr_conn_new(struct lgr *lgr, const struct usmc_opts *opts, struct smcr_con
 }
 
 /*
- * The RMB goes back to the pool: tell the peer to forget its rkey (§3), as
- * Linux does, so a Linux peer's 255 rtoken slots do not fill up. Not waited
- * for: this may run in the progress thread, which delivers the answer.
+ * The RMB goes back to the pool: tell the peer to forget its rkey, as
+ * Linux does (net/smc/smc_core.c smcr_buf_unuse() -> smc_llc_do_delete_rkey()), so a Linux peer's
+ * 255 rtoken slots do not fill up. Not waited for: this may run in the progress thread, which
+ * delivers the answer.
  */
 static void sc_delete_rkey(struct smcr_conn *sc)
 {
@@ -126,7 +132,7 @@ static void sc_delete_rkey(struct smcr_conn *sc)
 	m.delete_rkey.num_rkeys = 1;
 	m.delete_rkey.rkeys[0] = sc->rmb->rkey;
 	if (atomic_load(&sc->lgr->state) == LGR_ACTIVE)
-		lgr_llc_send(sc->lgr, &m);
+		smcr_llc_send(sc->lgr, &m);
 }
 
 void smcr_conn_put(struct smcr_conn *sc)
@@ -149,25 +155,41 @@ void smcr_conn_put(struct smcr_conn *sc)
 	free(sc);
 }
 
-static bool sc_cdc_apply(struct smcr_conn *sc, const struct cdc_msg *m);
-static void sc_tx_push(struct smcr_conn *sc);
+static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m);
+static void sc_tx_push_locked(struct smcr_conn *sc);
 
-void smcr_conn_set_peer(struct smcr_conn *sc, const struct clc_accept_confirm *m)
+static void sc_get(struct smcr_conn *sc)
+{
+	atomic_fetch_add(&sc->refs, 1);
+}
+
+void smcr_conn_discard(struct smcr_conn *sc)
+{
+	lgr_conn_del(sc->lgr, sc->token);
+	smcr_conn_put(sc);
+}
+
+int smcr_conn_fd(const struct smcr_conn *sc)
+{
+	return sc->ev[0];
+}
+
+void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
 {
 	pthread_mutex_lock(&sc->lock);
-	sc->peer_token = m->rmbe_alert_token;
-	sc->peer_rkey = m->rmb_rkey;
-	sc->peer_len = (uint32_t)smc_uncompress_bufsize(m->rmbe_size);
+	sc->peer_token = peer->token;
+	sc->peer_rkey = peer->rkey;
+	sc->peer_len = (uint32_t)smc_uncompress_bufsize(peer->size_class);
 	/* RMBE index counts from 1 (Linux: always 1) */
-	sc->peer_rmb_addr = m->rmb_dma_addr + (uint64_t)(m->rmbe_idx - 1) * sc->peer_len;
+	sc->peer_rmb_addr = peer->dma_addr + (uint64_t)(peer->rmbe_idx - 1) * sc->peer_len;
 	/* on a reused link group the peer's first CDC may beat its CLC CONFIRM */
 	if (sc->early_valid) {
 		sc->early_valid = false;
 		sc->rx_seq = sc->early.seqno;
 		sc->rx_seq_seen = true;
-		if (!sc_cdc_apply(sc, &sc->early)) {
+		if (!sc_cdc_apply_locked(sc, &sc->early)) {
 			sc->aborting = true;
-			sc_tx_push(sc);
+			sc_tx_push_locked(sc);
 			if (!sc->err)
 				sc->err = -EPROTO;
 		}
@@ -184,10 +206,10 @@ static void sc_fail_locked(struct smcr_conn *sc, int err)
 		sc->err_after_eof = sc->peer_done_writing || sc->peer_closed;
 	}
 	pthread_cond_broadcast(&sc->cond);
-	sc_update_ready(sc);
+	sc_update_ready_locked(sc);
 }
 
-bool smcr_conn_fail(struct smcr_conn *sc, int err)
+static bool sc_fail(struct smcr_conn *sc, int err)
 {
 	bool orphan;
 
@@ -198,7 +220,18 @@ bool smcr_conn_fail(struct smcr_conn *sc, int err)
 	return orphan;
 }
 
-void smcr_tcp_hup(struct lgr *lgr, uint32_t token)
+void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd)
+{
+	if (!lgr_watch_tcp(sc->lgr, sc->token, tcp_fd)) {
+		pthread_mutex_lock(&sc->lock);
+		sc->tcp_fd = tcp_fd;
+		pthread_mutex_unlock(&sc->lock);
+	}
+	/* publish the initial readiness (data may already have arrived) */
+	sc_fail(sc, 0);
+}
+
+static void sc_tcp_hup(struct lgr *lgr, uint32_t token)
 {
 	struct smcr_conn *sc = lgr_conn_get(lgr, token);
 
@@ -206,21 +239,22 @@ void smcr_tcp_hup(struct lgr *lgr, uint32_t token)
 		return;
 	pthread_mutex_lock(&sc->lock);
 	if (!sc->tcp_eof_ms)
-		sc->tcp_eof_ms = smcr_now_ms();
+		sc->tcp_eof_ms = clock_now_ms();
 	pthread_mutex_unlock(&sc->lock);
 	atomic_store(&lgr->tcp_eof_seen, true);
 	smcr_conn_put(sc);
 }
 
 /*
- * A peer closes its TCP socket only after its close CDC (§1.2), so a
+ * A peer closes its TCP socket only after its close CDC (net/smc/smc_close.c
+ * smc_close_active() sends it before the TCP close), so a
  * hang-up with no close or abort CDC within the grace time means the peer
  * process died: the connection ends with ECONNRESET.
  */
-void smcr_tcp_eof_check(struct lgr *lgr)
+static void sc_tcp_eof_check(struct lgr *lgr)
 {
-	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
-	long now = smcr_now_ms();
+	struct smcr_conn *list[SMCR_MAX_CONNS];
+	long now = clock_now_ms();
 	bool again = false;
 	int n;
 
@@ -235,7 +269,7 @@ void smcr_tcp_eof_check(struct lgr *lgr)
 			if (now - sc->tcp_eof_ms > SMCR_TCP_EOF_GRACE_MS) {
 				sc_fail_locked(sc, -ECONNRESET);
 				/* and the link group: is that peer gone altogether? */
-				atomic_store(&lgr->test_now, true);
+				atomic_store(&lgr->llc.test_now, true);
 			} else
 				again = true;
 		}
@@ -302,10 +336,10 @@ static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr 
 
 /*
  * Send what the window allows plus a CDC, if there is anything to say.
- * Called with sc->lock held. No room in the send queue: tx_pending, and the
+ * Requires sc->lock. No room in the send queue: tx_pending, and the
  * progress thread calls again when a send completes.
  */
-static void sc_tx_push(struct smcr_conn *sc)
+static void sc_tx_push_locked(struct smcr_conn *sc)
 {
 	struct ibv_send_wr wr[SMCR_TX_WRS_PER_CDC];
 	struct ibv_sge sge[SMCR_TX_WRS_PER_CDC];
@@ -341,7 +375,7 @@ static void sc_tx_push(struct smcr_conn *sc)
 				     .send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
 						   IBV_SEND_INLINE};
 	atomic_fetch_add(&sc->refs, 1); /* the pending send's; before the completion can run */
-	rc = lgr_post_send(sc->lgr, wr, k + 1, &p, false);
+	rc = smcr_wr_post_send(sc->lgr, wr, k + 1, &p, SMCR_SQ_CDC);
 	if (rc) {
 		atomic_fetch_sub(&sc->refs, 1);
 		if (rc == -EAGAIN) {
@@ -364,7 +398,7 @@ static void sc_tx_push(struct smcr_conn *sc)
 		sc->abort_sent = true;
 }
 
-void smcr_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
+static void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
 {
 	struct smcr_conn *sc = p->conn;
 
@@ -373,15 +407,15 @@ void smcr_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
 	if (p->mark > sc->tx_fin) {
 		sc->tx_fin = p->mark;
 		pthread_cond_broadcast(&sc->cond);
-		sc_update_ready(sc);
+		sc_update_ready_locked(sc);
 	}
 	pthread_mutex_unlock(&sc->lock);
 	smcr_conn_put(sc);
 }
 
-void smcr_kick_pending(struct lgr *lgr)
+static void sc_kick_pending(struct lgr *lgr)
 {
-	struct smcr_conn *list[SMCR_MAX_CONNS + 1];
+	struct smcr_conn *list[SMCR_MAX_CONNS];
 	int n;
 
 	if (!atomic_exchange(&lgr->any_pending, false))
@@ -393,7 +427,7 @@ void smcr_kick_pending(struct lgr *lgr)
 		pthread_mutex_lock(&sc->lock);
 		if (sc->tx_pending) {
 			sc->tx_pending = false;
-			sc_tx_push(sc);
+			sc_tx_push_locked(sc);
 		}
 		pthread_mutex_unlock(&sc->lock);
 		smcr_conn_put(sc);
@@ -402,8 +436,8 @@ void smcr_kick_pending(struct lgr *lgr)
 
 /* ---- receive --------------------------------------------------------- */
 
-/* Apply a CDC to sc (locked). Returns false for a protocol violation. */
-static bool sc_cdc_apply(struct smcr_conn *sc, const struct cdc_msg *m)
+/* Apply a CDC to sc; requires sc->lock. Returns false for a protocol violation. */
+static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m)
 {
 	int64_t used;
 
@@ -434,7 +468,7 @@ static bool sc_cdc_apply(struct smcr_conn *sc, const struct cdc_msg *m)
 	return true;
 }
 
-void smcr_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
+static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 {
 	struct smcr_conn *sc;
 	struct cdc_msg m;
@@ -458,38 +492,33 @@ void smcr_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	} else if (!sc->err && !(sc->rx_seq_seen && cdc_seq_before(m.seqno, sc->rx_seq))) {
 		sc->rx_seq = m.seqno;
 		sc->rx_seq_seen = true;
-		if (sc_cdc_apply(sc, &m)) {
+		if (sc_cdc_apply_locked(sc, &m)) {
 			if (!sc->peer_abort)
-				sc_tx_push(sc);
+				sc_tx_push_locked(sc);
 		} else {
 			/* a lying peer costs only this connection */
 			sc->aborting = true;
-			sc_tx_push(sc);
+			sc_tx_push_locked(sc);
 			sc_fail_locked(sc, -EPROTO);
 		}
 		pthread_cond_broadcast(&sc->cond);
-		sc_update_ready(sc);
+		sc_update_ready_locked(sc);
 	}
 	drop_conn = sc->orphan && (sc->peer_closed || sc->peer_abort || sc->err);
 	pthread_mutex_unlock(&sc->lock);
 	if (drop_conn)
-		lgr_conn_del(lgr, sc);
+		lgr_conn_del(lgr, sc->token);
 	smcr_conn_put(sc);
 }
 
 /* ---- user calls ------------------------------------------------------ */
 
-static void cond_wait_ms(struct smcr_conn *sc, long ms)
+/* Wait for a change at most @ms; requires sc->lock. */
+static void sc_wait_locked(struct smcr_conn *sc, long ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	clock_deadline_ts(clock_now_ms() + ms, &ts);
 	pthread_cond_timedwait(&sc->cond, &sc->lock, &ts);
 }
 
@@ -533,10 +562,8 @@ static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct i
 	}
 }
 
-ssize_t smcr_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock)
 {
-	struct smcr_conn *sc = c->smcr;
-	bool nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	size_t total = iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
 
@@ -560,7 +587,7 @@ ssize_t smcr_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 				rc = -EAGAIN;
 				break;
 			}
-			cond_wait_ms(sc, 1000);
+			sc_wait_locked(sc, 1000);
 			continue;
 		}
 		if (n > room)
@@ -568,21 +595,18 @@ ssize_t smcr_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 		ring_copy(sc->sndbuf->addr, sc->snd_len, sc->tx_prep, iov, iovcnt, done, n, true);
 		sc->tx_prep += n;
 		done += n;
-		sc_tx_push(sc);
+		sc_tx_push_locked(sc);
 		if (nonblock)
 			break;
 	}
-	sc_update_ready(sc);
+	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
-	if (done) {
-		atomic_fetch_add_explicit(&c->bytes_sent, done, memory_order_relaxed);
-		return (ssize_t)done;
-	}
-	return rc;
+	return done ? (ssize_t)done : rc;
 }
 
-/* §4.3: tell the peer about consumed bytes when it matters. */
-static void sc_consumer_update(struct smcr_conn *sc)
+/* Tell the peer about consumed bytes when it matters (net/smc/smc_tx.c
+ * smc_tx_consumer_update(), with smc_rx.c smc_rx_update_consumer()'s limit). */
+static void sc_consumer_update_locked(struct smcr_conn *sc)
 {
 	uint64_t unconf = sc->rx_cons - sc->rx_cons_sent;
 	uint64_t limit =
@@ -591,14 +615,13 @@ static void sc_consumer_update(struct smcr_conn *sc)
 
 	if (unconf > limit && (sender_free <= sc->rmb_len / 2 || sc->peer_write_blocked)) {
 		sc->cons_update_due = true;
-		sc_tx_push(sc);
+		sc_tx_push_locked(sc);
 	}
 }
 
-ssize_t smcr_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
+ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
+		   bool nonblock)
 {
-	struct smcr_conn *sc = c->smcr;
-	bool nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	size_t total = iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
 
@@ -616,7 +639,7 @@ ssize_t smcr_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 			done += n;
 			if (!(flags & MSG_PEEK)) {
 				sc->rx_cons += n;
-				sc_consumer_update(sc);
+				sc_consumer_update_locked(sc);
 			}
 			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))
 				break;
@@ -635,64 +658,72 @@ ssize_t smcr_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 		if (nonblock || done) {
 			rc = -EAGAIN;
 			if (!nonblock && (flags & MSG_WAITALL)) {
-				cond_wait_ms(sc, 1000);
+				sc_wait_locked(sc, 1000);
 				continue;
 			}
 			break;
 		}
-		cond_wait_ms(sc, 1000);
+		sc_wait_locked(sc, 1000);
 	}
-	sc_update_ready(sc);
+	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
-	if (done) {
-		if (!(flags & MSG_PEEK))
-			atomic_fetch_add_explicit(&c->bytes_received, done, memory_order_relaxed);
+	if (done)
 		return (ssize_t)done;
-	}
 	return rc == -EAGAIN && !nonblock ? 0 : rc;
 }
 
-int smcr_shutdown(struct usmc_conn *c, int how)
+int smcr_shutdown(struct smcr_conn *sc, int how)
 {
-	struct smcr_conn *sc = c->smcr;
-
 	pthread_mutex_lock(&sc->lock);
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		sc->shut_rd = true;
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		sc->shut_wr = true;
-		sc_tx_push(sc);
+		sc_tx_push_locked(sc);
 	}
 	pthread_cond_broadcast(&sc->cond);
-	sc_update_ready(sc);
+	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
 	return 0;
 }
 
-void smcr_close(struct usmc_conn *c, bool abort)
+void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms)
 {
-	struct smcr_conn *sc = c->smcr;
-	long deadline = smcr_now_ms() + c->opts.v[USMC_OPT_LINGER_MS];
+	long deadline = clock_now_ms() + linger_ms;
+	int tcp_fd;
 	bool peer_gone;
 
 	pthread_mutex_lock(&sc->lock);
 	/* linger: give unsent data time to leave (and be completed) */
 	while (!abort && !sc->err && !sc->peer_abort && sc->tx_fin < sc->tx_prep &&
-	       smcr_now_ms() < deadline)
-		cond_wait_ms(sc, 50);
+	       clock_now_ms() < deadline)
+		sc_wait_locked(sc, 50);
 	/* unread data, leftovers or an explicit abort: abort, as Linux */
 	if (abort || sc->rx_prod > sc->rx_cons || sc->tx_sent < sc->tx_prep)
 		sc->aborting = true;
 	sc->closed = true;
-	sc_tx_push(sc);
+	sc_tx_push_locked(sc);
 	/* the RMB goes back to the pool only once the peer can no longer write */
 	peer_gone = sc->peer_closed || sc->peer_abort || sc->err;
 	sc->orphan = !peer_gone;
+	tcp_fd = sc->tcp_fd;
+	sc->tcp_fd = -1;
 	pthread_mutex_unlock(&sc->lock);
 	/* the TCP socket is closed after this: stop watching it */
-	lgr_unwatch_tcp(sc->lgr, sc);
-	c->smcr = NULL;
+	if (tcp_fd >= 0)
+		lgr_unwatch_tcp(sc->lgr, tcp_fd);
 	if (peer_gone)
-		lgr_conn_del(sc->lgr, sc);
+		lgr_conn_del(sc->lgr, sc->token);
 	smcr_conn_put(sc);
 }
+
+const struct lgr_conn_ops smcr_conn_lgr_ops = {
+	.get = sc_get,
+	.put = smcr_conn_put,
+	.cdc_rx = sc_cdc_rx,
+	.tx_done = sc_tx_done,
+	.kick_pending = sc_kick_pending,
+	.fail = sc_fail,
+	.tcp_hup = sc_tcp_hup,
+	.tcp_eof_check = sc_tcp_eof_check,
+};

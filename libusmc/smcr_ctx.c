@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: MIT
-/* Per-context SMC-R state: system identifier, UEID, the link group list. */
+/* Per-context SMC-R state (smcr_ctx.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include "ctx.h"
-#include "smcr.h"
+#include "lgr.h"
+#include "smcr_ctx.h"
 
 int smcr_ueid_pad(const char *in, uint8_t out[SMCR_UEID_LEN])
 {
 	size_t n = in ? strlen(in) : 0;
 
-	/* §8.1: A-Z 0-9 . -, first character alphanumeric, blank padded */
+	/* A-Z 0-9 . -, first character alphanumeric, blank padded
+	 * (net/smc/smc_clc.c smc_clc_ueid_add() validates the same way) */
 	if (!n || n > SMCR_UEID_LEN)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++) {
@@ -31,16 +33,24 @@ int smcr_ctx_init(struct smcr_ctx *s)
 {
 	const char *env = getenv("USMC_UEID");
 
+	pthread_condattr_t ca;
+
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are monotonic */
+	pthread_cond_init(&s->lgrs_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->dev_lock, NULL);
-	pthread_mutex_init(&s->create_lock[0], NULL);
-	pthread_mutex_init(&s->create_lock[1], NULL);
+	pthread_mutex_init(&s->ueid_lock, NULL);
+	pthread_mutex_init(&s->create_lock[SMCR_ROLE_CLIENT], NULL);
+	pthread_mutex_init(&s->create_lock[SMCR_ROLE_SERVER], NULL);
 	/*
-	 * §6: every independent stack needs its own system ID, or peers would
-	 * mix up link groups of different processes. Linux uses 2 random bytes
-	 * and a MAC; a context takes 8 random bytes (a MAC adds nothing when
-	 * several processes share it).
+	 * Every independent stack needs its own system ID, or peers would mix
+	 * up link groups of different processes (RFC 7609 3.3.1). Linux uses 2
+	 * random bytes and a MAC (net/smc/smc_core.c smc_lgr_create(),
+	 * local_systemid); a context takes 8 random bytes (a MAC adds nothing
+	 * when several processes share it).
 	 */
 	if (getrandom(s->system_id, sizeof(s->system_id), 0) != sizeof(s->system_id))
 		return -EIO;
@@ -51,24 +61,37 @@ int smcr_ctx_init(struct smcr_ctx *s)
 
 void smcr_ctx_fini(struct smcr_ctx *s)
 {
-	pthread_mutex_destroy(&s->create_lock[1]);
-	pthread_mutex_destroy(&s->create_lock[0]);
+	lgr_destroy_all(s);
+	pthread_mutex_destroy(&s->create_lock[SMCR_ROLE_SERVER]);
+	pthread_mutex_destroy(&s->create_lock[SMCR_ROLE_CLIENT]);
+	pthread_mutex_destroy(&s->ueid_lock);
 	pthread_mutex_destroy(&s->dev_lock);
+	pthread_cond_destroy(&s->lgrs_cond);
 	pthread_mutex_destroy(&s->lock);
+}
+
+/* A cached lookup of @addr; requires @s->dev_lock. */
+static bool dev_cache_get_locked(struct smcr_ctx *s, const struct in_addr *addr,
+				 struct smcr_dev *dev)
+{
+	for (int i = 0; i < s->dev_n; i++)
+		if (s->dev_addr[i].s_addr == addr->s_addr) {
+			*dev = s->dev_cache[i];
+			return true;
+		}
+	return false;
 }
 
 int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev)
 {
+	bool hit;
 	int rc;
 
 	pthread_mutex_lock(&s->dev_lock);
-	for (int i = 0; i < s->dev_n; i++)
-		if (s->dev_addr[i].s_addr == addr->s_addr) {
-			*dev = s->dev_cache[i];
-			pthread_mutex_unlock(&s->dev_lock);
-			return 0;
-		}
+	hit = dev_cache_get_locked(s, addr, dev);
 	pthread_mutex_unlock(&s->dev_lock);
+	if (hit)
+		return 0;
 	/* a miss scans the GID tables (not cached: an address may get a GID later) */
 	rc = smcr_dev_find(addr, dev);
 	if (rc)
@@ -82,26 +105,23 @@ int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_
 	return 0;
 }
 
-int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)
+int smcr_ctx_set_ueid(struct smcr_ctx *s, const char *ueid)
 {
 	uint8_t padded[SMCR_UEID_LEN];
-	int rc;
+	int rc = smcr_ueid_pad(ueid, padded);
 
-	if (!ctx)
-		return -EINVAL;
-	rc = smcr_ueid_pad(ueid, padded);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&ctx->lock);
-	memcpy(ctx->rdma.ueid, padded, SMCR_UEID_LEN);
-	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_lock(&s->ueid_lock);
+	memcpy(s->ueid, padded, SMCR_UEID_LEN);
+	pthread_mutex_unlock(&s->ueid_lock);
 	return 0;
 }
 
-void smcr_ctx_ueid(struct usmc_ctx *ctx, uint8_t out[SMCR_UEID_LEN])
+void smcr_ctx_ueid(struct smcr_ctx *s, uint8_t out[SMCR_UEID_LEN])
 {
 	/* usmc_ctx_set_ueid() may run concurrently with handshakes */
-	pthread_mutex_lock(&ctx->lock);
-	memcpy(out, ctx->rdma.ueid, SMCR_UEID_LEN);
-	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_lock(&s->ueid_lock);
+	memcpy(out, s->ueid, SMCR_UEID_LEN);
+	pthread_mutex_unlock(&s->ueid_lock);
 }

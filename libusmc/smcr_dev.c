@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * SMC-Rv2 device selection: the RoCE v2 GID whose IPv4-mapped address is
- * the TCP connection's own local address, read from the GID table with its
- * attributes (type, netdev), never guessed from the index.
+ * RoCE devices (smcr_dev.h). One walk over the GID tables serves both
+ * questions asked of them: which ports can carry SMC-Rv2 at all, and which
+ * port owns a given local IPv4 address (net/smc/smc_ib.c
+ * smc_ib_determine_gid() does the same matching for the kernel).
  */
 #include <errno.h>
 #include <net/if.h>
@@ -12,17 +13,111 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ib.h"
-#include "smcr.h"
+#include "smcr_dev.h"
 
+/* A device has at most this many GID entries that we look at. */
 #define SMCR_GID_TABLE_MAX 1024
 
-static void netdev_mac(uint32_t ifindex, uint8_t mac[6])
+bool smcr_gid_is_v4mapped(const uint8_t gid[SMCR_GID_LEN])
+{
+	static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	return memcmp(gid, prefix, sizeof(prefix)) == 0;
+}
+
+/*
+ * Call @visit for each IPv4-mapped RoCE v2 entry of @ib's GID table, in
+ * table order, until it returns true. Returns true if one did.
+ */
+static bool gid_table_walk(struct ibv_context *ib,
+			   bool (*visit)(struct ibv_context *ib, const struct ibv_gid_entry *e,
+					 void *arg),
+			   void *arg)
+{
+	struct ibv_gid_entry *tbl = calloc(SMCR_GID_TABLE_MAX, sizeof(*tbl));
+	ssize_t n = tbl ? ibv_query_gid_table(ib, tbl, SMCR_GID_TABLE_MAX, 0) : 0;
+	bool found = false;
+
+	for (ssize_t i = 0; i < n && !found; i++)
+		if (tbl[i].gid_type == IBV_GID_TYPE_ROCE_V2 && smcr_gid_is_v4mapped(tbl[i].gid.raw))
+			found = visit(ib, &tbl[i], arg);
+	free(tbl);
+	return found;
+}
+
+/* ---- discovery: usmc_ctx_devices() ----------------------------------- */
+
+/* The first SMC-Rv2 GID of the port @arg describes. */
+static bool pick_port_gid(struct ibv_context *ib, const struct ibv_gid_entry *e, void *arg)
+{
+	struct usmc_device_info *info = arg;
+
+	if (e->port_num != info->port)
+		return false;
+	info->gid_index = (int)e->gid_index;
+	if (!if_indextoname(e->ndev_ifindex, info->netdev))
+		info->netdev[0] = '\0';
+	return true;
+}
+
+static int add_ports(struct ibv_context *ib, struct usmc_device_info **devs, int *ndevs)
+{
+	struct ibv_device_attr attr;
+
+	if (ibv_query_device(ib, &attr))
+		return 0; /* unusable device: skip it */
+	for (uint8_t p = 1; p <= attr.phys_port_cnt; p++) {
+		struct usmc_device_info *grown = realloc(*devs, (*ndevs + 1) * sizeof(**devs));
+		struct usmc_device_info *info;
+
+		if (!grown)
+			return -ENOMEM;
+		*devs = grown;
+		info = &grown[(*ndevs)++];
+		memset(info, 0, sizeof(*info));
+		strncpy(info->name, ibv_get_device_name(ib->device), sizeof(info->name) - 1);
+		info->port = p;
+		info->gid_index = -1;
+		gid_table_walk(ib, pick_port_gid, info);
+	}
+	return 0;
+}
+
+int smcr_dev_discover(struct usmc_device_info **devs, int *ndevs)
+{
+	struct ibv_device **list;
+	int n = 0, rc = 0;
+
+	*devs = NULL;
+	*ndevs = 0;
+	list = ibv_get_device_list(&n);
+	if (!list)
+		return 0; /* no RDMA subsystem at all: TCP only */
+	for (int i = 0; i < n && !rc; i++) {
+		struct ibv_context *ib = ibv_open_device(list[i]);
+
+		if (!ib)
+			continue;
+		rc = add_ports(ib, devs, ndevs);
+		ibv_close_device(ib);
+	}
+	ibv_free_device_list(list);
+	if (rc) {
+		free(*devs);
+		*devs = NULL;
+		*ndevs = 0;
+	}
+	return rc;
+}
+
+/* ---- lookup: the port of a local address ----------------------------- */
+
+static void netdev_mac(uint32_t ifindex, uint8_t mac[SMCR_MAC_LEN])
 {
 	struct ifreq ifr;
 	int fd;
 
-	memset(mac, 0, 6);
+	memset(mac, 0, SMCR_MAC_LEN);
 	memset(&ifr, 0, sizeof(ifr));
 	if (!if_indextoname(ifindex, ifr.ifr_name))
 		return;
@@ -30,60 +125,64 @@ static void netdev_mac(uint32_t ifindex, uint8_t mac[6])
 	if (fd < 0)
 		return;
 	if (!ioctl(fd, SIOCGIFHWADDR, &ifr))
-		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+		memcpy(mac, ifr.ifr_hwaddr.sa_data, SMCR_MAC_LEN);
 	close(fd);
 }
 
-static bool gid_is_addr(const union ibv_gid *gid, const struct in_addr *addr)
+struct addr_match {
+	const struct in_addr *addr;
+	struct smcr_dev *dev;
+};
+
+/* The entry is @arg's address on an active port: fill its smcr_dev. */
+static bool match_addr(struct ibv_context *ib, const struct ibv_gid_entry *e, void *arg)
 {
-	return ib_gid_is_v4mapped(gid->raw) && !memcmp(gid->raw + 12, &addr->s_addr, 4);
-}
+	struct addr_match *m = arg;
+	struct ibv_port_attr pa;
 
-/* Look for @addr in one device's GID table; 0 and *dev filled if found. */
-static int dev_match(struct ibv_context *ib, const struct in_addr *addr, struct ibv_gid_entry *tbl,
-		     struct smcr_dev *dev)
-{
-	ssize_t n = ibv_query_gid_table(ib, tbl, SMCR_GID_TABLE_MAX, 0);
-
-	for (ssize_t i = 0; i < n; i++) {
-		struct ibv_port_attr pa;
-
-		if (tbl[i].gid_type != IBV_GID_TYPE_ROCE_V2 || !gid_is_addr(&tbl[i].gid, addr))
-			continue;
-		if (ibv_query_port(ib, (uint8_t)tbl[i].port_num, &pa) ||
-		    pa.state != IBV_PORT_ACTIVE)
-			continue;
-		memset(dev, 0, sizeof(*dev));
-		strncpy(dev->name, ibv_get_device_name(ib->device), sizeof(dev->name) - 1);
-		dev->port = (uint8_t)tbl[i].port_num;
-		dev->gid_index = (int)tbl[i].gid_index;
-		memcpy(dev->gid, tbl[i].gid.raw, 16);
-		dev->active_mtu = pa.active_mtu;
-		netdev_mac(tbl[i].ndev_ifindex, dev->mac);
-		return 0;
-	}
-	return -ENODEV;
+	if (memcmp(e->gid.raw + 12, &m->addr->s_addr, 4) ||
+	    ibv_query_port(ib, (uint8_t)e->port_num, &pa) || pa.state != IBV_PORT_ACTIVE)
+		return false;
+	memset(m->dev, 0, sizeof(*m->dev));
+	strncpy(m->dev->name, ibv_get_device_name(ib->device), sizeof(m->dev->name) - 1);
+	m->dev->port = (uint8_t)e->port_num;
+	m->dev->gid_index = (int)e->gid_index;
+	memcpy(m->dev->gid, e->gid.raw, SMCR_GID_LEN);
+	m->dev->active_mtu = pa.active_mtu;
+	netdev_mac(e->ndev_ifindex, m->dev->mac);
+	return true;
 }
 
 int smcr_dev_find(const struct in_addr *addr, struct smcr_dev *dev)
 {
-	struct ibv_gid_entry *tbl = calloc(SMCR_GID_TABLE_MAX, sizeof(*tbl));
+	struct addr_match m = {.addr = addr, .dev = dev};
 	struct ibv_device **list;
-	int n = 0, rc = -ENODEV;
+	int n = 0;
+	bool found = false;
 
-	if (!tbl)
-		return -ENOMEM;
 	list = ibv_get_device_list(&n);
-	for (int i = 0; list && i < n && rc; i++) {
+	for (int i = 0; list && i < n && !found; i++) {
 		struct ibv_context *ib = ibv_open_device(list[i]);
 
 		if (!ib)
 			continue;
-		rc = dev_match(ib, addr, tbl, dev);
+		found = gid_table_walk(ib, match_addr, &m);
 		ibv_close_device(ib);
 	}
 	if (list)
 		ibv_free_device_list(list);
-	free(tbl);
-	return rc;
+	return found ? 0 : -ENODEV;
+}
+
+struct ibv_context *smcr_dev_open(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ib = NULL;
+
+	for (int i = 0; list && list[i] && !ib; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ib = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	return ib;
 }

@@ -6,7 +6,8 @@
 #include "clc_io.h"
 #include "conn.h"
 #include "ctx.h"
-#include "smcr.h"
+#include "smcr_clc.h"
+#include "wire_err.h"
 #include "srv_clc.h"
 
 int srv_clc_handshake(struct usmc_conn *c)
@@ -23,9 +24,14 @@ int srv_clc_handshake(struct usmc_conn *c)
 		return USMC_EPROTO_CLC;
 	rc = clc_proposal_decode(buf, (size_t)len, &prop);
 	if (rc)
-		return rc;
-	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2)
-		return smcr_clc_serve(c, &prop);
+		return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
+	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2) {
+		struct smcr_hs hs;
+
+		conn_hs_init(c, &hs);
+		hs.have_device = ctx_has_smcr_device(c->ctx);
+		return conn_apply_handshake(c, smcr_clc_serve(&hs, &prop), &hs);
+	}
 	/* SMC-R v1 (RoCE v1 GIDs) is not offered: decline in the proposal's
 	 * version, both ends continue over TCP */
 	rc = clc_io_send_decline(c->fd, prop.version, NULL, SMC_CLC_DECL_NOSMCRDEV);

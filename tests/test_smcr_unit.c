@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "ctx.h"
-#include "smcr.h"
+#include "smcr_ctx.h"
 
 static void test_ueid_pad(void **state)
 {

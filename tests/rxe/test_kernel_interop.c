@@ -51,7 +51,8 @@
 #include "../common/pattern.h"
 #include "conn.h"
 #include "kernel_peer.h"
-#include "smcr.h"
+#include "lgr.h"
+#include "smcr_conn.h"
 
 #define UEID	      "USMC-INTEROP-TEST"
 #define TESTLINK_PATH "/proc/sys/net/smc/smcr_testlink_time"
@@ -588,11 +589,11 @@ static void testlink_test(bool k2u)
 	check_script(&cs, "client", 0);
 	check_script(&ss, "server", 0);
 	sleep(6);
-	answered = atomic_load(&lgr->test_link_answered);
+	answered = atomic_load(&lgr->llc.test_link_answered);
 	print_message("  idle 6 s with smcr_testlink_time=1: usmc answered %llu TEST_LINKs, "
 		      "sent %llu\n",
 		      (unsigned long long)answered,
-		      (unsigned long long)atomic_load(&lgr->test_link_sent));
+		      (unsigned long long)atomic_load(&lgr->llc.test_link_sent));
 	assert_true(answered >= 3);
 	/* still SMC-R, still moving data */
 	expect_smcr(&p);

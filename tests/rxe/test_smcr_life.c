@@ -30,7 +30,8 @@
 #include "../common/pattern.h"
 #include "conn.h"
 #include "ctx.h"
-#include "smcr.h"
+#include "lgr.h"
+#include "smcr_conn.h"
 #include "smcr_common.h"
 
 #define PEEREXIT_WAIT_US 1000000
@@ -162,15 +163,15 @@ static void run_reuse(void)
 		pthread_mutex_unlock(&cs->rdma.lock);
 
 		CHECK(lc && ls, "link groups gone");
-		conf = atomic_load(&lc->rkey_confirmed) + atomic_load(&ls->rkey_confirmed);
+		conf = atomic_load(&lc->llc.rkey_confirmed) + atomic_load(&ls->llc.rkey_confirmed);
 		usleep(200000); /* the last DELETE_RKEYs are not waited for */
 		CHECK(conf == 2 * (uint64_t)(nconns - 1), "CONFIRM_RKEY answered %llu, want %ld",
 		      (unsigned long long)conf, 2 * (nconns - 1));
-		CHECK(atomic_load(&lc->rkey_deleted) + atomic_load(&ls->rkey_deleted) >=
+		CHECK(atomic_load(&lc->llc.rkey_deleted) + atomic_load(&ls->llc.rkey_deleted) >=
 			      2 * (uint64_t)(nconns - 1),
 		      "DELETE_RKEY answered: client %llu, server %llu",
-		      (unsigned long long)atomic_load(&lc->rkey_deleted),
-		      (unsigned long long)atomic_load(&ls->rkey_deleted));
+		      (unsigned long long)atomic_load(&lc->llc.rkey_deleted),
+		      (unsigned long long)atomic_load(&ls->llc.rkey_deleted));
 	}
 	printf("%ld sequential SMC-R connections, 1 link group, %.2f ms per connection\n", nconns,
 	       (now_s() - t0) * 1e3 / (double)nconns);
@@ -447,15 +448,15 @@ static void run_testlink(void)
 	s = accept_one();
 	expect_smcr(c, "client");
 	sleep(3); /* idle: the client tests the link, the server answers */
-	CHECK(atomic_load(&c->smcr->lgr->test_link_sent) >= 2, "client sent %llu TEST_LINKs",
-	      (unsigned long long)atomic_load(&c->smcr->lgr->test_link_sent));
-	CHECK(atomic_load(&s->smcr->lgr->test_link_answered) >= 2, "server answered %llu",
-	      (unsigned long long)atomic_load(&s->smcr->lgr->test_link_answered));
+	CHECK(atomic_load(&c->smcr->lgr->llc.test_link_sent) >= 2, "client sent %llu TEST_LINKs",
+	      (unsigned long long)atomic_load(&c->smcr->lgr->llc.test_link_sent));
+	CHECK(atomic_load(&s->smcr->lgr->llc.test_link_answered) >= 2, "server answered %llu",
+	      (unsigned long long)atomic_load(&s->smcr->lgr->llc.test_link_answered));
 	send_all(c, "live", 4);
 	recv_all(s, buf, 4);
 	printf("TEST_LINK: %llu sent, %llu answered, link alive\n",
-	       (unsigned long long)atomic_load(&c->smcr->lgr->test_link_sent),
-	       (unsigned long long)atomic_load(&s->smcr->lgr->test_link_answered));
+	       (unsigned long long)atomic_load(&c->smcr->lgr->llc.test_link_sent),
+	       (unsigned long long)atomic_load(&s->smcr->lgr->llc.test_link_answered));
 	CHECK(!usmc_close(s) && !usmc_close(c), "close");
 }
 
@@ -590,7 +591,7 @@ static void inject_cdc(struct usmc_conn *c, struct cdc_cursor prod, uint32_t tok
 
 	CHECK(cdc_encode(&m, buf, sizeof(buf)) == CDC_MSG_LEN, "encode");
 	/* as if it came from the wire, through the progress thread's handler */
-	smcr_cdc_rx(c->smcr->lgr, buf, sizeof(buf));
+	c->smcr->lgr->ops->cdc_rx(c->smcr->lgr, buf, sizeof(buf));
 }
 
 static void run_liar(void)

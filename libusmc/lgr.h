@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A link group (net/smc/smc_core.h struct smc_link_group): one RC QP to one
+ * peer (max_links 1), its buffer pools, its connection table, and the
+ * progress thread that dispatches completions and runs the timers. The
+ * send queue is smcr_wr.h's, the LLC flows smcr_llc.h's; the connections
+ * plug in through struct lgr_conn_ops, so this file never sees their
+ * insides.
+ *
+ * Life cycle: LGR_INIT (created, handshaking) -> LGR_ACTIVE (lgr_activate:
+ * CONFIRM_LINK done; reusable once published) -> LGR_DEAD (lgr_terminate,
+ * from any state; final). Only this file changes the state.
+ */
+#ifndef USMC_LGR_H
+#define USMC_LGR_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "smcr_ctx.h"
+#include "smcr_dev.h"
+#include "smcr_llc.h"
+#include "smcr_wr.h"
+
+#define SMCR_MAX_CONNS 255 /* SMC_CONN_PER_LGR_MAX */
+
+enum lgr_state { LGR_INIT, LGR_ACTIVE, LGR_DEAD };
+
+struct smcr_conn;
+struct bufpool;
+
+/*
+ * What a link group calls on its connections (the way rdma-core's providers
+ * hang off verbs_context_ops): connections are defined above this layer.
+ * All but get/put run in the progress thread.
+ */
+struct lgr_conn_ops {
+	void (*get)(struct smcr_conn *sc); /* take a reference */
+	void (*put)(struct smcr_conn *sc); /* drop one */
+	/* A CDC message arrived (not yet decoded). */
+	void (*cdc_rx)(struct lgr *lgr, const uint8_t *buf, uint32_t len);
+	/* A CDC send of @p->conn completed (the reference it held is the callee's). */
+	void (*tx_done)(struct lgr *lgr, const struct smcr_tx_pend *p);
+	/* Send queue room came back: retry connections that found none. */
+	void (*kick_pending)(struct lgr *lgr);
+	/* The link group died: fail @sc with @err; true if nobody but the
+	 * link group holds it any more (closed by the user). */
+	bool (*fail)(struct smcr_conn *sc, int err);
+	/* The TCP socket of connection @token hung up. */
+	void (*tcp_hup)(struct lgr *lgr, uint32_t token);
+	/* Timer tick: connections whose TCP hung up without a close. */
+	void (*tcp_eof_check)(struct lgr *lgr);
+};
+
+/* Per link group settings, from the context's options. */
+struct lgr_config {
+	bool busy_poll;	  /* USMC_OPT_BUSY_POLL */
+	long testlink_ms; /* USMC_OPT_TESTLINK_MS, 0: no keepalive */
+	long idle_ms;	  /* USMC_OPT_LGR_IDLE_MS */
+};
+
+/* One connection table entry: the token is ours, the slot its low byte. */
+struct lgr_slot {
+	struct smcr_conn *conn;
+	uint32_t token;
+};
+
+struct lgr {
+	struct smcr_ctx *sctx; /* the owning context */
+	const struct lgr_conn_ops *ops;
+	struct lgr_config cfg;
+	bool is_server;
+	uint32_t id;
+	_Atomic int state; /* enum lgr_state; changed only in lgr.c */
+
+	/* sctx->lock protects these two */
+	struct lgr *next; /* sctx->lgrs */
+	int users;	  /* finders between lgr_find() and lgr_unuse() */
+
+	/* The peer and the link: written while LGR_INIT by the one handshake
+	 * that owns the link group, read-only once it is published. */
+	uint8_t peer_id[SMCR_SYSTEM_ID_LEN];
+	uint8_t peer_gid[SMCR_GID_LEN];
+	uint8_t peer_mac[SMCR_MAC_LEN];
+	uint32_t peer_qpn;
+	uint8_t link_num;
+	uint8_t max_conns;
+	struct smcr_dev dev;
+	uint32_t psn;
+
+	/* verbs objects: created by lgr_create(), freed by lgr_free() */
+	struct ibv_context *ib;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	uint8_t *rx_bufs;
+	struct ibv_mr *rx_mr;
+	struct bufpool *rmbs, *sndbufs; /* lock-free themselves */
+
+	pthread_mutex_t lock;			   /* protects conns, nconns, idle_since_ms */
+	struct lgr_slot conns[SMCR_MAX_CONNS + 1]; /* by token slot; 0 unused */
+	int nconns;
+	long idle_since_ms; /* when nconns dropped to 0 */
+
+	struct smcr_sq sq;   /* its own lock */
+	struct smcr_llc llc; /* its own locks */
+
+	/* progress thread */
+	pthread_t thread;
+	bool thread_started; /* written by lgr_start() and lgr_stop_thread() */
+	atomic_bool stop;
+	int stop_fd;		 /* eventfd: ask the progress thread to stop */
+	int ep;			 /* epoll: completion channel, stop_fd, TCP sockets */
+	long last_rx_ms;	 /* progress thread only */
+	atomic_bool any_pending; /* some connection waits for send queue room */
+	atomic_bool tcp_eof_seen;
+};
+
+/* ---- life cycle ---- */
+
+/* A new LGR_INIT link group on @dev with its QP in INIT, receives posted. */
+int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const struct lgr_config *cfg,
+	       bool is_server, const struct smcr_dev *dev, struct lgr **out);
+/* The peer's identity, from its CLC message (LGR_INIT only). */
+void lgr_set_peer(struct lgr *lgr, const uint8_t peer_id[SMCR_SYSTEM_ID_LEN],
+		  const uint8_t peer_mac[SMCR_MAC_LEN]);
+/* QP to RTR (receives already posted) and to RTS. */
+int lgr_qp_rtr(struct lgr *lgr, uint32_t peer_qpn, uint32_t peer_psn,
+	       const uint8_t peer_gid[SMCR_GID_LEN], enum ibv_mtu mtu);
+int lgr_qp_rts(struct lgr *lgr);
+/* Start the progress thread. */
+int lgr_start(struct lgr *lgr);
+/* CONFIRM_LINK done: LGR_INIT -> LGR_ACTIVE; -ECONNABORTED if it died. */
+int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns);
+/* Make an active link group findable for reuse (sctx->lgrs). */
+void lgr_publish(struct lgr *lgr);
+/* What a reusable link group must match. */
+struct lgr_key {
+	enum smcr_role role;
+	const uint8_t *peer_id;	 /* SMCR_SYSTEM_ID_LEN bytes */
+	const uint8_t *peer_gid; /* SMCR_GID_LEN bytes */
+	uint32_t peer_qpn;
+	bool match_qpn;
+};
+
+/*
+ * lgr_find() - an active link group matching @k (a server's only if it has
+ * room for one more connection), or NULL. The caller must lgr_unuse() it
+ * once its connection is added (a link group in use is never reaped).
+ * lgr_find_wait() - the same, waiting until @deadline_ms for one that a
+ * concurrent first contact is still confirming.
+ */
+struct lgr *lgr_find(struct smcr_ctx *sctx, const struct lgr_key *k);
+struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms);
+void lgr_unuse(struct lgr *lgr);
+/* Mark dead and fail every connection (from any thread). */
+void lgr_terminate(struct lgr *lgr, int err, bool send_delete);
+/* Terminate and free a link group no one else can reach. */
+void lgr_free(struct lgr *lgr);
+/* Free every link group of @sctx (context teardown). */
+void lgr_destroy_all(struct smcr_ctx *sctx);
+
+/* ---- connection table ---- */
+
+/* Add @sc (takes a reference); its new alert token in *@token. -ENOSPC if full. */
+int lgr_conn_add(struct lgr *lgr, struct smcr_conn *sc, uint32_t *token);
+/* Remove connection @token (drops the table's reference); no-op if gone. */
+void lgr_conn_del(struct lgr *lgr, uint32_t token);
+/* The connection of @token with a reference for the caller, or NULL. */
+struct smcr_conn *lgr_conn_get(struct lgr *lgr, uint32_t token);
+/* A snapshot of the connections, each with a reference the caller drops. */
+int lgr_conns_get(struct lgr *lgr, struct smcr_conn *list[SMCR_MAX_CONNS]);
+
+/* ---- TCP sockets watched by the progress thread ---- */
+
+/* Report a hang-up of @fd once (ops->tcp_hup with @token). */
+int lgr_watch_tcp(struct lgr *lgr, uint32_t token, int fd);
+void lgr_unwatch_tcp(struct lgr *lgr, int fd);
+
+#endif

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One SMC-R connection's data path (net/smc/smc_tx.c, smc_rx.c, smc_cdc.c,
+ * smc_close.c): the send buffer ring RDMA-written into the peer's RMB, CDC
+ * messages carrying the cursors, close and abort, and the readiness of the
+ * descriptor the user polls. The API object (struct usmc_conn, conn.h)
+ * owns one of these once the handshake moved it onto SMC-R.
+ */
+#ifndef USMC_SMCR_CONN_H
+#define USMC_SMCR_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "cdc.h"
+#include "lgr.h"
+
+/* SOCK_MIN_SNDBUF / 2 on x86-64 Linux: floor of the consumer update limit */
+#define SMCR_CONS_UPDATE_MIN  2304
+#define SMCR_TCP_EOF_GRACE_MS 1000 /* TCP hung up but no close CDC: the peer died */
+
+struct bufpool_buf;
+
+/* What the peer's ACCEPT or CONFIRM says about its RMB. */
+struct smcr_peer_rmb {
+	uint32_t token; /* its alert token: written into our CDCs */
+	uint32_t rkey;
+	uint64_t dma_addr; /* of the RMB */
+	uint8_t rmbe_idx;  /* counts from 1 */
+	uint8_t size_class;
+};
+
+struct smcr_conn {
+	/* set at creation, constant after */
+	struct lgr *lgr;
+	atomic_int refs;
+	uint32_t token; /* ours: the peer writes it into its CDCs */
+	struct bufpool_buf *rmb, *sndbuf;
+	uint32_t rmb_len, snd_len;
+
+	pthread_mutex_t lock; /* protects every field below */
+	pthread_cond_t cond;  /* with lock: cursors or state changed */
+	/* the peer's RMB (smcr_conn_set_peer); peer_len 0 until then */
+	uint32_t peer_token;
+	uint64_t peer_rmb_addr;
+	uint32_t peer_rkey, peer_len;
+	/* receive side, byte totals of the stream */
+	uint64_t rx_prod;      /* the peer has written up to here */
+	uint64_t rx_cons;      /* the application consumed up to here */
+	uint64_t rx_cons_sent; /* consumer cursor last told to the peer */
+	uint16_t rx_seq;
+	bool rx_seq_seen;
+	bool peer_write_blocked, peer_done_writing, peer_closed, peer_abort;
+	bool cons_update_due;
+	bool early_valid; /* a CDC came before the CLC told us the peer's RMB */
+	struct cdc_msg early;
+	/* send side */
+	uint64_t tx_prep; /* copied into the send buffer */
+	uint64_t tx_sent; /* RDMA-written to the peer */
+	uint64_t tx_fin;  /* CDC completed: send buffer space free again */
+	uint64_t peer_cons;
+	uint16_t tx_seq;
+	bool tx_pending; /* something to send once send queue space frees */
+	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;
+	bool orphan;	    /* smcr_close() done: freed when the peer closes */
+	int err;	    /* sticky negative errno (LGR down, protocol error) */
+	bool err_after_eof; /* err came after the peer's clean close: reads see EOF */
+	/* readiness: the user polls ev[0] (see docs/smcr.md) */
+	int ev[2];
+	bool rd_sig, wr_blocked_sig;
+	int tcp_fd;	 /* watched for the peer's death; -1 once closed */
+	long tcp_eof_ms; /* the TCP socket hung up then (0: not) */
+};
+
+/* The link group's view of its connections (lgr.h). */
+extern const struct lgr_conn_ops smcr_conn_lgr_ops;
+
+/*
+ * smcr_conn_new() - a connection on @lgr with an RMB of @rmb_size and a
+ * send buffer of @snd_size (rounded to a size class), in @lgr's table.
+ */
+int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr_conn **out);
+/* Drop a reference; the last one frees (and returns the buffers). */
+void smcr_conn_put(struct smcr_conn *sc);
+/* Undo smcr_conn_new() of a handshake that failed: out of the table, freed. */
+void smcr_conn_discard(struct smcr_conn *sc);
+/* The peer's RMB, from its CLC message; applies a CDC that came first. */
+void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer);
+/* The handshake is done: watch @tcp_fd for the peer's death, publish readiness. */
+void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd);
+
+/* The descriptor the user polls (readable/writable like a socket). */
+int smcr_conn_fd(const struct smcr_conn *sc);
+
+/* The user's calls; @nonblock: the connection's or MSG_DONTWAIT. */
+ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock);
+ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
+		   bool nonblock);
+int smcr_shutdown(struct smcr_conn *sc, int how);
+/* Close (lingering up to @linger_ms for unsent data) or abort; consumes @sc. */
+void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms);
+
+#endif

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A context's SMC-R state: its system identifier, its UEID, its link groups
+ * and a cache of address -> RoCE port lookups. Owned by struct usmc_ctx
+ * (ctx.h); the SMC-R files see only this.
+ */
+#ifndef USMC_SMCR_CTX_H
+#define USMC_SMCR_CTX_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "smcr_dev.h"
+
+#define SMCR_SYSTEM_ID_LEN 8
+#define SMCR_UEID_LEN	   32
+#define SMCR_DEFAULT_UEID  "LIBUSMC" /* blank padded to 32 bytes */
+#define SMCR_DEV_CACHE	   8
+
+/* The two roles a link group is created in; each has its own creation lock. */
+enum smcr_role { SMCR_ROLE_CLIENT = 0, SMCR_ROLE_SERVER = 1 };
+
+struct lgr;
+
+struct smcr_ctx {
+	pthread_mutex_t lock;	  /* protects lgrs, and each lgr's next and users */
+	struct lgr *lgrs;	  /* published link groups (lgr_publish) */
+	pthread_cond_t lgrs_cond; /* with lock: a link group was published or lgrs_open hit 0 */
+	/*
+	 * Per role: held from the lookup of a link group through the end of a
+	 * first contact's CONFIRM_LINK, so that two handshakes with one peer
+	 * do not both create a link group (net/smc/smc_core.c
+	 * smc_lgr_create() runs under smc_server_lgr_pending or
+	 * smc_client_lgr_pending for the same reason).
+	 */
+	pthread_mutex_t create_lock[2];
+	uint8_t system_id[SMCR_SYSTEM_ID_LEN]; /* set once at init */
+
+	pthread_mutex_t ueid_lock;   /* protects ueid */
+	uint8_t ueid[SMCR_UEID_LEN]; /* blank padded */
+
+	atomic_uint token_seq; /* generation part of the next alert token */
+	atomic_uint lgr_seq;   /* the last link group id handed out */
+	atomic_uint_least64_t lgrs_created;
+	atomic_int lgrs_open; /* created and not yet freed */
+
+	/* last device lookups (address -> port/GID), so that a PROPOSAL leaves
+	 * right after the connect instead of after a GID table scan */
+	pthread_mutex_t dev_lock; /* protects dev_addr, dev_cache, dev_n */
+	struct in_addr dev_addr[SMCR_DEV_CACHE];
+	struct smcr_dev dev_cache[SMCR_DEV_CACHE];
+	int dev_n;
+};
+
+/* Fills the system id and the UEID (USMC_UEID, else SMCR_DEFAULT_UEID). */
+int smcr_ctx_init(struct smcr_ctx *s);
+/* Frees every link group, then the context's own state. */
+void smcr_ctx_fini(struct smcr_ctx *s);
+
+/* smcr_dev_lookup() - smcr_dev_find() through the context's cache. */
+int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev);
+
+/* smcr_ctx_ueid() - a copy of the context's UEID (blank padded). */
+void smcr_ctx_ueid(struct smcr_ctx *s, uint8_t out[SMCR_UEID_LEN]);
+/* smcr_ctx_set_ueid() - validate, pad and store; -EINVAL if malformed. */
+int smcr_ctx_set_ueid(struct smcr_ctx *s, const char *ueid);
+/* smcr_ueid_pad() - validate and blank-pad a UEID (A-Z 0-9 . -). */
+int smcr_ueid_pad(const char *in, uint8_t out[SMCR_UEID_LEN]);
+
+#endif

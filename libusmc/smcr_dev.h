@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RoCE devices: which ports can carry SMC-Rv2 (for usmc_ctx_devices()) and
+ * which port a connection's local IPv4 address maps to. Both read the GID
+ * table with its attributes (type, netdev), never guess from an index.
+ */
+#ifndef USMC_SMCR_DEV_H
+#define USMC_SMCR_DEV_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include <usmc/usmc.h>
+
+#define SMCR_GID_LEN 16 /* an IPv6-format GID (union ibv_gid) */
+#define SMCR_MAC_LEN 6	/* ETH_ALEN */
+
+/* The port and GID a connection's local IPv4 address maps to. */
+struct smcr_dev {
+	char name[64];
+	uint8_t port;
+	int gid_index;
+	uint8_t gid[SMCR_GID_LEN];
+	uint8_t mac[SMCR_MAC_LEN];
+	enum ibv_mtu active_mtu;
+};
+
+/*
+ * smcr_dev_discover() - list every port of every RDMA device, with the
+ * first IPv4-mapped RoCE v2 GID of each (what SMC-Rv2 needs). No device at
+ * all is not an error: *@ndevs is 0 and *@devs NULL.
+ */
+int smcr_dev_discover(struct usmc_device_info **devs, int *ndevs);
+
+/* smcr_dev_find() - the active RoCE v2 port whose IPv4-mapped GID is @addr. */
+int smcr_dev_find(const struct in_addr *addr, struct smcr_dev *dev);
+
+/* smcr_dev_open() - a verbs context on the device named @name, or NULL. */
+struct ibv_context *smcr_dev_open(const char *name);
+
+/* True if @gid is an IPv4-mapped IPv6 address (::ffff:a.b.c.d). */
+bool smcr_gid_is_v4mapped(const uint8_t gid[SMCR_GID_LEN]);
+
+#endif

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+/*
+ * LLC flows of a link group (smcr_llc.h), as net/smc/smc_llc.c: one
+ * locally started flow at a time, the peer's requests answered from the
+ * progress thread on the send queue entries reserved for LLC, TEST_LINK
+ * when the link has been quiet.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "clock.h"
+#include "lgr.h"
+#include "smcr_llc.h"
+
+void smcr_llc_init(struct smcr_llc *llc)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&llc->lock, NULL);
+	/* deadlines are monotonic: the wall clock may jump */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&llc->cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+void smcr_llc_fini(struct smcr_llc *llc)
+{
+	pthread_cond_destroy(&llc->cond);
+	pthread_mutex_destroy(&llc->lock);
+}
+
+static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class cls)
+{
+	uint8_t buf[LLC_MSG_LEN];
+	struct ibv_sge sge = {.addr = (uintptr_t)buf};
+	struct ibv_send_wr wr = {
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE,
+	};
+	struct smcr_tx_pend p = {0};
+	int len = llc_encode(m, buf, sizeof(buf));
+
+	if (len < 0)
+		return len; /* we only send 44-byte LLC messages */
+	sge.length = (uint32_t)len;
+	return smcr_wr_post_send(lgr, &wr, 1, &p, cls);
+}
+
+int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m)
+{
+	return llc_post(lgr, m, SMCR_SQ_LLC);
+}
+
+int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m)
+{
+	return llc_post(lgr, m, SMCR_SQ_LLC_FORCE);
+}
+
+/* Wait on @llc->cond until @deadline_ms; requires @llc->lock. */
+static int llc_wait_until_locked(struct smcr_llc *llc, long deadline_ms)
+{
+	struct timespec ts;
+
+	if (clock_now_ms() >= deadline_ms)
+		return -ETIMEDOUT;
+	clock_deadline_ts(deadline_ms, &ts);
+	pthread_cond_timedwait(&llc->cond, &llc->lock, &ts);
+	return 0;
+}
+
+/* Wait until *@done, the link group's death or @deadline_ms; requires
+ * lgr->llc.lock. */
+static int llc_await_locked(struct lgr *lgr, const bool *done, long deadline_ms)
+{
+	int rc = 0;
+
+	while (!rc && !*done) {
+		if (atomic_load(&lgr->state) == LGR_DEAD)
+			rc = -ECONNABORTED;
+		else
+			rc = llc_wait_until_locked(&lgr->llc, deadline_ms);
+	}
+	return rc;
+}
+
+/* Own the flow, waiting for a running one at most SMCR_FLOW_WAIT_MS;
+ * requires @llc->lock. */
+static int flow_begin_locked(struct smcr_llc *llc)
+{
+	long deadline = clock_now_ms() + SMCR_FLOW_WAIT_MS;
+	int rc = 0;
+
+	while (!rc && llc->flow_busy)
+		rc = llc_wait_until_locked(llc, deadline);
+	if (!rc)
+		llc->flow_busy = true;
+	return rc;
+}
+
+/* The flow is over; requires @llc->lock. */
+static void flow_end_locked(struct smcr_llc *llc)
+{
+	llc->flow_busy = false;
+	llc->wait_type = 0;
+	pthread_cond_broadcast(&llc->cond);
+}
+
+int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp)
+{
+	struct smcr_llc *llc = &lgr->llc;
+	long deadline;
+	int rc;
+
+	/* Linux waits up to 20 s for a running flow, then 2 s for the answer */
+	pthread_mutex_lock(&llc->lock);
+	rc = flow_begin_locked(llc);
+	if (rc) {
+		pthread_mutex_unlock(&llc->lock);
+		return rc;
+	}
+	llc->wait_type = req->type;
+	llc->resp_valid = false;
+	pthread_mutex_unlock(&llc->lock);
+	rc = smcr_llc_send(lgr, req);
+	deadline = clock_now_ms() + SMCR_LLC_WAIT_MS;
+	pthread_mutex_lock(&llc->lock);
+	if (!rc)
+		rc = llc_await_locked(lgr, &llc->resp_valid, deadline);
+	if (!rc)
+		*resp = llc->resp;
+	flow_end_locked(llc);
+	pthread_mutex_unlock(&llc->lock);
+	return rc;
+}
+
+int smcr_llc_wait_confirm_link(struct lgr *lgr, int timeout_ms, struct llc_msg *req)
+{
+	struct smcr_llc *llc = &lgr->llc;
+	long deadline = clock_now_ms() + timeout_ms;
+	int rc;
+
+	pthread_mutex_lock(&llc->lock);
+	rc = llc_await_locked(lgr, &llc->confirm_req_valid, deadline);
+	if (!rc)
+		*req = llc->confirm_req;
+	pthread_mutex_unlock(&llc->lock);
+	return rc;
+}
+
+void smcr_llc_wake_all(struct lgr *lgr)
+{
+	pthread_mutex_lock(&lgr->llc.lock);
+	pthread_cond_broadcast(&lgr->llc.cond);
+	pthread_mutex_unlock(&lgr->llc.lock);
+}
+
+/* ---- receive --------------------------------------------------------- */
+
+static void deliver_resp(struct smcr_llc *llc, const struct llc_msg *m)
+{
+	pthread_mutex_lock(&llc->lock);
+	if (llc->wait_type == m->type && !llc->resp_valid) {
+		llc->resp = *m;
+		llc->resp_valid = true;
+		pthread_cond_broadcast(&llc->cond);
+	}
+	pthread_mutex_unlock(&llc->lock);
+}
+
+static void deliver_confirm_link(struct lgr *lgr, const struct llc_msg *m)
+{
+	struct smcr_llc *llc = &lgr->llc;
+
+	pthread_mutex_lock(&llc->lock);
+	if (!lgr->is_server && !llc->confirm_req_valid) {
+		llc->confirm_req = *m;
+		llc->confirm_req_valid = true;
+		pthread_cond_broadcast(&llc->cond);
+	}
+	pthread_mutex_unlock(&llc->lock);
+}
+
+/* Answer a request the peer started; the reserved LLC send entries make room. */
+static void answer(struct lgr *lgr, struct llc_msg *m)
+{
+	switch (m->type) {
+	case LLC_TEST_LINK:
+		llc_make_response(m);
+		atomic_fetch_add(&lgr->llc.test_link_answered, 1);
+		break;
+	case LLC_CONFIRM_RKEY:
+		/* single link: the same rkey arrives in CLC; accept and echo */
+		llc_confirm_rkey_response(m, true);
+		atomic_fetch_add(&lgr->llc.rkey_confirmed, 1);
+		break;
+	case LLC_DELETE_RKEY: {
+		bool unknown[LLC_V2_DEL_RKEY_MAX] = {false};
+
+		llc_delete_rkey_response(m, unknown);
+		atomic_fetch_add(&lgr->llc.rkey_deleted, 1);
+		break;
+	}
+	case LLC_ADD_LINK: /* max_links 1: never a second link */
+		llc_add_link_reject(m);
+		break;
+	case LLC_REQ_ADD_LINK:
+		/* "cannot start": a response of zeros (net/smc/smc_llc.c
+		 * smc_llc_process_srv_add_link() on a v2 request it refuses) */
+		memset(&m->req_add_link, 0, sizeof(m->req_add_link));
+		m->flags = LLC_FLAG_RESP;
+		break;
+	default:
+		return;
+	}
+	smcr_llc_send(lgr, m);
+}
+
+void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
+{
+	static _Thread_local struct llc_msg m; /* large (ADD_LINK rkeys): not on the stack */
+
+	if (llc_decode(buf, len, &m))
+		return; /* Linux drops malformed LLC silently */
+	if (m.flags & LLC_FLAG_RESP) {
+		if (m.type == LLC_TEST_LINK)
+			lgr->llc.tl_deadline = 0;
+		deliver_resp(&lgr->llc, &m);
+		return;
+	}
+	switch (m.type) {
+	case LLC_CONFIRM_LINK:
+		deliver_confirm_link(lgr, &m);
+		break;
+	case LLC_DELETE_LINK:
+		/* one link: deleting it (or ALL) ends the link group */
+		lgr_terminate(lgr, -ECONNABORTED, false);
+		break;
+	default:
+		answer(lgr, &m);
+	}
+}
+
+/* ---- keepalive ------------------------------------------------------- */
+
+void smcr_llc_tick(struct lgr *lgr, long now)
+{
+	struct smcr_llc *llc = &lgr->llc;
+	struct llc_msg m = {.version = LLC_V2, .type = LLC_TEST_LINK};
+
+	if (atomic_load(&lgr->state) != LGR_ACTIVE)
+		return;
+	if (llc->tl_deadline && now > llc->tl_deadline) {
+		lgr_terminate(lgr, -ETIMEDOUT, false); /* TEST_LINK unanswered */
+		return;
+	}
+	if (!llc->tl_deadline &&
+	    (atomic_exchange(&llc->test_now, false) ||
+	     (lgr->cfg.testlink_ms && now - lgr->last_rx_ms > lgr->cfg.testlink_ms))) {
+		if (!smcr_llc_send(lgr, &m)) {
+			atomic_fetch_add(&llc->test_link_sent, 1);
+			llc->tl_deadline = now + SMCR_LLC_WAIT_MS;
+		}
+	}
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * LLC flows of a link group (net/smc/smc_llc.c): sending LLC messages,
+ * running one locally started request/response flow at a time, answering
+ * the peer's requests, and TEST_LINK keepalive. The codec is wire/llc.h.
+ */
+#ifndef USMC_SMCR_LLC_H
+#define USMC_SMCR_LLC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "llc.h"
+
+#define SMCR_LLC_WAIT_MS  2000	/* SMC_LLC_WAIT_TIME */
+#define SMCR_FLOW_WAIT_MS 20000 /* waiting for a running LLC flow to end */
+#define SMCR_TESTLINK_MS  30000 /* SMC_LLC_TESTLINK_DEFAULT_TIME */
+
+struct lgr;
+
+/* A link group's LLC state (struct lgr.llc). */
+struct smcr_llc {
+	pthread_mutex_t lock; /* protects the fields up to 'counters' */
+	pthread_cond_t cond;  /* a response, a CONFIRM_LINK, a flow's end, the link group's */
+	/* One locally started flow at a time (net/smc/smc_llc.c
+	 * smc_llc_flow_initiate()): set for the whole request/response. */
+	bool flow_busy;
+	uint8_t wait_type; /* response type the running flow waits for, 0 none */
+	bool resp_valid;
+	struct llc_msg resp;
+	bool confirm_req_valid;	    /* client: the server's CONFIRM_LINK arrived */
+	struct llc_msg confirm_req; /* its content */
+
+	/* counters: atomics, read by tests and statistics without a lock */
+	atomic_uint_least64_t test_link_answered, test_link_sent;
+	atomic_uint_least64_t rkey_confirmed, rkey_deleted; /* peer requests answered */
+
+	/* TEST_LINK keepalive: the progress thread only */
+	long tl_deadline;     /* TEST_LINK sent: answer due by then, 0 none */
+	atomic_bool test_now; /* a peer looks dead: TEST_LINK at the next tick */
+};
+
+void smcr_llc_init(struct smcr_llc *llc);
+void smcr_llc_fini(struct smcr_llc *llc);
+
+/* Send one LLC message; -EAGAIN if the send queue is full. */
+int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m);
+/* The same on a DEAD link group: its last words (DELETE_LINK). */
+int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m);
+
+/*
+ * smcr_llc_flow() - send @req and wait for its response (SMCR_LLC_WAIT_MS),
+ * after waiting for a running flow to end (SMCR_FLOW_WAIT_MS).
+ * -ETIMEDOUT, -ECONNABORTED if the link group dies meanwhile.
+ */
+int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp);
+
+/* Client: wait for the server's CONFIRM_LINK request. */
+int smcr_llc_wait_confirm_link(struct lgr *lgr, int timeout_ms, struct llc_msg *req);
+
+/* A received LLC message (progress thread). Malformed ones are dropped. */
+void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);
+
+/* Progress thread tick: TEST_LINK when idle or asked, end the link group
+ * when one goes unanswered. */
+void smcr_llc_tick(struct lgr *lgr, long now_ms);
+
+/* Wake every LLC waiter: the link group died. */
+void smcr_llc_wake_all(struct lgr *lgr);
+
+#endif

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Work requests of a link group's QP (smcr_wr.h), as net/smc/smc_wr.c:
+ * receive buffers reposted at once (there is no credit scheme for SENDs),
+ * a send queue split so that LLC always finds room, and completions handed
+ * to their owners in posting order.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cdc.h"
+#include "clock.h"
+#include "lgr.h"
+#include "smcr_wr.h"
+
+#define WR_RX_TAG   (1ull << 63) /* wr_id of a receive: tag | buffer index */
+#define WR_CQ_BATCH 16
+
+/* ---- receive --------------------------------------------------------- */
+
+static int post_recv(struct lgr *lgr, uint32_t idx)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(lgr->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN),
+		.length = SMCR_RX_BUF_LEN,
+		.lkey = lgr->rx_mr->lkey,
+	};
+	struct ibv_recv_wr wr = {.wr_id = WR_RX_TAG | idx, .sg_list = &sge, .num_sge = 1};
+	struct ibv_recv_wr *bad;
+
+	return -ibv_post_recv(lgr->qp, &wr, &bad);
+}
+
+int smcr_wr_rx_setup(struct lgr *lgr)
+{
+	size_t len = (size_t)SMCR_RX_WRS * SMCR_RX_BUF_LEN;
+	int rc;
+
+	lgr->rx_bufs = aligned_alloc(4096, len);
+	if (!lgr->rx_bufs)
+		return -ENOMEM;
+	lgr->rx_mr = ibv_reg_mr(lgr->pd, lgr->rx_bufs, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!lgr->rx_mr)
+		return errno ? -errno : -ENOMEM;
+	/* receives may be posted in INIT; they must be there before RTR */
+	for (uint32_t i = 0; i < SMCR_RX_WRS; i++) {
+		rc = post_recv(lgr, i);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void smcr_wr_rx_free(struct lgr *lgr)
+{
+	if (lgr->rx_mr)
+		ibv_dereg_mr(lgr->rx_mr);
+	free(lgr->rx_bufs);
+}
+
+/* A receive completed: hand the message to CDC or LLC, repost the buffer. */
+static void rx_done(struct lgr *lgr, const struct ibv_wc *wc)
+{
+	uint32_t idx = (uint32_t)(wc->wr_id & ~WR_RX_TAG);
+	const uint8_t *buf;
+
+	if (wc->status != IBV_WC_SUCCESS || idx >= SMCR_RX_WRS)
+		return;
+	buf = lgr->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN;
+	lgr->last_rx_ms = clock_now_ms();
+	if (wc->byte_len >= 1 && buf[0] == CDC_MSG_TYPE)
+		lgr->ops->cdc_rx(lgr, buf, wc->byte_len);
+	else
+		smcr_llc_rx(lgr, buf, wc->byte_len);
+	if (post_recv(lgr, idx))
+		lgr_terminate(lgr, -ECONNABORTED, false);
+}
+
+/* ---- send ------------------------------------------------------------ */
+
+static int sq_limit(enum smcr_sq_class cls)
+{
+	return cls == SMCR_SQ_CDC ? SMCR_TX_CDC_WRS : SMCR_MAX_SEND_WR;
+}
+
+int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const struct smcr_tx_pend *p,
+		      enum smcr_sq_class cls)
+{
+	struct smcr_sq *sq = &lgr->sq;
+	struct ibv_send_wr *bad;
+	int rc = 0;
+
+	pthread_mutex_lock(&sq->lock);
+	if (atomic_load(&lgr->state) == LGR_DEAD && cls != SMCR_SQ_LLC_FORCE)
+		rc = -ECONNABORTED;
+	else if (sq->used + n > sq_limit(cls))
+		rc = -EAGAIN;
+	if (!rc) {
+		struct smcr_tx_pend *slot = &sq->pend[sq->head % SMCR_MAX_SEND_WR];
+
+		*slot = *p;
+		slot->nwr = (uint16_t)n;
+		rc = -ibv_post_send(lgr->qp, wr, &bad);
+		if (!rc) {
+			sq->head++;
+			sq->used += n;
+		}
+	}
+	pthread_mutex_unlock(&sq->lock);
+	return rc;
+}
+
+/* A signaled send completed: its entries (and the unsignaled ones before it) are free. */
+bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p)
+{
+	struct smcr_sq *sq = &lgr->sq;
+	bool ok = false;
+
+	pthread_mutex_lock(&sq->lock);
+	if (sq->tail != sq->head) {
+		*p = sq->pend[sq->tail++ % SMCR_MAX_SEND_WR];
+		sq->used -= p->nwr;
+		ok = true;
+	}
+	pthread_mutex_unlock(&sq->lock);
+	return ok;
+}
+
+/* ---- completion queue ------------------------------------------------ */
+
+int smcr_wr_drain_cq(struct lgr *lgr)
+{
+	struct ibv_wc wc[WR_CQ_BATCH];
+	bool sent = false;
+	int n, total = 0;
+
+	while ((n = ibv_poll_cq(lgr->cq, WR_CQ_BATCH, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			struct smcr_tx_pend p;
+
+			if (wc[i].status != IBV_WC_SUCCESS && atomic_load(&lgr->state) != LGR_DEAD)
+				lgr_terminate(lgr, -ECONNABORTED, false);
+			if (wc[i].wr_id & WR_RX_TAG) {
+				rx_done(lgr, &wc[i]);
+			} else if (smcr_wr_send_done(lgr, &p)) {
+				sent = true;
+				if (p.conn)
+					lgr->ops->tx_done(lgr, &p);
+			}
+		}
+		total += n;
+	}
+	if (sent)
+		lgr->ops->kick_pending(lgr);
+	return total;
+}
