@@ -293,7 +293,7 @@ static bool should_decline(struct usmc_listener *l, struct usmc_conn *c)
  * pool. Returns false while the PROPOSAL is still incomplete. */
 static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
 {
-	int rc = srv_clc_decline_now(c, USMC_DECL_SERVER_BUSY);
+	int rc = srv_clc_decline_now(c, USMC_REASON_SERVER_BUSY);
 
 	if (rc == -EAGAIN)
 		return false;

@@ -11,7 +11,7 @@
 	}
 #define OWN(sym, txt)                      \
 	{                                  \
-		USMC_DECL_##sym, #sym, txt \
+		USMC_REASON_##sym, #sym, txt \
 	}
 
 static const struct usmc_reason_desc reasons[] = {
@@ -57,6 +57,19 @@ static const struct usmc_reason_desc reasons[] = {
 	OWN(SERVER_BUSY, "server handshake queue congested"),
 	OWN(HS_TIMEOUT, "CLC handshake timed out"),
 };
+
+/* A public USMC_REASON_* of a wire code is that code, never a second value. */
+#define SAME_CODE(sym) \
+	_Static_assert(USMC_REASON_##sym == SMC_CLC_DECL_##sym, #sym " drifted from Linux")
+SAME_CODE(MEM);
+SAME_CODE(TIMEOUT_CL);
+SAME_CODE(PEERNOSMC);
+SAME_CODE(NOSMCDEV);
+SAME_CODE(NOSMCRDEV);
+SAME_CODE(NOUEID);
+SAME_CODE(SYNCERR);
+SAME_CODE(PEERDECL);
+SAME_CODE(INTERR);
 
 #define NREASONS (sizeof(reasons) / sizeof(reasons[0]))
 _Static_assert(NREASONS < USMC_REASON_SLOTS, "reason slots too few");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fallback / decline reason codes: the SMC_CLC_DECL_* values Linux puts in a
- * CLC DECLINE (smc-r-protocol.md §2.4), plus libusmc's own local reasons.
+ * CLC DECLINE (net/smc/smc_clc.h SMC_CLC_DECL_*), plus libusmc's own local reasons.
  * The public names (USMC_REASON_*) are in <usmc/usmc.h>; this table gives
  * each code its name and short text.
  */
@@ -48,14 +48,12 @@
 #define SMC_CLC_DECL_ERR_REGBUF 0x09990003u /* reg rdma bufs failed */
 
 /*
- * libusmc's own reasons, never sent on the wire (the DECLINE carries the
- * nearest SMC_CLC_DECL_* value). They live in the 0x0a.. range, which Linux
- * does not use.
+ * libusmc's own reasons (never sent on the wire: the DECLINE carries the
+ * nearest SMC_CLC_DECL_* value) have only their public names,
+ * USMC_REASON_DISABLED and friends in <usmc/usmc.h>, in the 0x0a.. range
+ * that Linux does not use. The public names of wire codes equal the
+ * SMC_CLC_DECL_* above (checked in reason.c).
  */
-#define USMC_DECL_DISABLED     0x0a000001u /* SMC-R disabled by option */
-#define USMC_DECL_HS_CONGESTED 0x0a000002u /* listener's handshake queue congested */
-#define USMC_DECL_SERVER_BUSY  0x0a000003u /* server announced congestion */
-#define USMC_DECL_HS_TIMEOUT   0x0a000004u /* CLC message not received in time */
 
 struct usmc_reason_desc {
 	uint32_t code;
