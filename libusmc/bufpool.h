@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Per-link-group buffer pools: RMBs (the peer RDMA-WRITEs into them) and send
- * buffers, one free list per size class (smc-r-protocol.md §5, docs/buffers.md).
+ * buffers, one free list per size class (net/smc/smc_core.c __smc_buf_create(),
+ * smc_compress_bufsize(); docs/buffers.md).
  *
  * A buffer is allocated and registered once, the first time its class has no
  * free buffer, and then stays allocated and registered until the pool is

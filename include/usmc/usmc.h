@@ -47,7 +47,10 @@ const char *usmc_version(void);
 
 /* libusmc's own error codes (negative, below -4095 so they never collide
  * with a negated errno). */
-#define USMC_EPROTO_CLC	 (-5001) /* malformed or unexpected CLC message from the peer */
+#define USMC_EPROTO_CLC (-5001) /* malformed or unexpected CLC message from the peer */
+/* Reserved for an SMC-R-only mode (no fallback): this version never returns
+ * them, since every connection that cannot use SMC-R falls back to TCP and
+ * records why (usmc_conn_info()). usmc_strerror() names them. */
 #define USMC_EPEERDECL	 (-5002) /* peer declined where no fallback is possible */
 #define USMC_ENODEV_SMCR (-5003) /* operation needs an SMC-R device; none usable */
 
