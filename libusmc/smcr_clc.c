@@ -146,17 +146,10 @@ static int recv_or_decline(struct usmc_conn *c, uint8_t *buf, size_t cap, uint8_
 /* Decline with @reason and continue over TCP. */
 static int decline_fallback(struct usmc_conn *c, uint32_t reason, bool out_of_sync)
 {
-	struct clc_decline d = {.version = CLC_V2,
-				.typev1 = CLC_TYPE_R,
-				.diagnosis = reason,
-				.os_type = CLC_OS_LINUX,
-				.out_of_sync = out_of_sync};
 	uint8_t buf[CLC_DECLINE_V2_LEN];
-	int len, rc;
-
-	memcpy(d.peer_id, c->ctx->rdma.system_id, CLC_PEER_ID_LEN);
-	len = clc_decline_encode(&d, buf, sizeof(buf));
-	rc = len < 0 ? len : clc_io_send(c->fd, buf, (size_t)len);
+	int len = clc_decline_build(buf, sizeof(buf), CLC_V2, c->ctx->rdma.system_id, reason,
+				    out_of_sync);
+	int rc = len < 0 ? len : clc_io_send(c->fd, buf, (size_t)len);
 	if (rc)
 		return rc;
 	conn_set_mode(c, USMC_MODE_TCP, reason, false);
