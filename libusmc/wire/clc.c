@@ -521,9 +521,8 @@ int clc_proposal_encode(const struct clc_proposal *m, uint8_t *buf, size_t cap)
 	rc = clc_proposal_layout(m, &l);
 	if (rc)
 		return rc;
-	if (cap < l.length)
+	if (wire_out_claim(buf, cap, l.length))
 		return -ENOSPC;
-	memset(buf, 0, l.length);
 	clc_hdr_put(buf, CLC_PROPOSAL, l.length, m->version, m->typev2, m->typev1, m->smcd);
 	memcpy(buf + CLC_P_OFF_PEER_ID, m->peer_id, sizeof(m->peer_id));
 	memcpy(buf + CLC_P_OFF_GID, m->gid, sizeof(m->gid));
@@ -681,9 +680,8 @@ int clc_accept_confirm_encode(const struct clc_accept_confirm *m, uint8_t *buf, 
 	if (!clc_ac_fields_ok(m))
 		return -EINVAL;
 	length = clc_accept_confirm_len(m);
-	if (cap < length)
+	if (wire_out_claim(buf, cap, length))
 		return -ENOSPC;
-	memset(buf, 0, length);
 	/* the first-contact flag is the high bit of typev2 */
 	clc_hdr_put(buf, m->type, length, m->version,
 		    m->first_contact ? CLC_FLAG_MASK >> CLC_TYPEV2_SHIFT : 0, CLC_TYPE_R, m->smcd);
@@ -757,9 +755,8 @@ int clc_decline_encode(const struct clc_decline *m, uint8_t *buf, size_t cap)
 	if (!m->version || m->version > CLC_NIBBLE_MAX || m->typev1 > CLC_TYPE_B ||
 	    m->os_type > CLC_NIBBLE_MAX)
 		return -EINVAL;
-	if (cap < length)
+	if (wire_out_claim(buf, cap, length))
 		return -ENOSPC;
-	memset(buf, 0, length);
 	clc_hdr_put(buf, CLC_DECLINE, length, m->version,
 		    m->out_of_sync ? CLC_FLAG_MASK >> CLC_TYPEV2_SHIFT : 0, m->typev1, m->smcd);
 	memcpy(buf + CLC_D_OFF_PEER_ID, m->peer_id, sizeof(m->peer_id));

@@ -448,9 +448,8 @@ int llc_encode(const struct llc_msg *m, uint8_t *buf, size_t cap)
 	if (!llc_fields_ok(m))
 		return -EINVAL;
 	len = llc_msg_len(m);
-	if (cap < len)
+	if (wire_out_claim(buf, cap, len))
 		return -ENOSPC;
-	memset(buf, 0, len);
 	llc_hdr_put(buf, m, len);
 	switch (m->type) {
 	case LLC_CONFIRM_LINK:
