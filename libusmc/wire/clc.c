@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * CLC codec. Layouts and Linux's validation rules: smc-r-protocol.md §2,
- * §8.2, §8.3; the rules we apply and where we are stricter: docs/wire.md.
+ * CLC codec. Layouts: Linux net/smc/smc_clc.h (struct smc_clc_msg_hdr and
+ * the per-type structs); Linux's validation rules: net/smc/smc_clc.c
+ * smc_clc_wait_msg(), smc_clc_msg_hdr_valid() and smc_clc_msg_prop_valid().
+ * The rules we apply and where we are stricter: docs/wire.md.
  */
 #include <errno.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CLC message codec (smc-r-protocol.md §2, §8.2, §8.3): the handshake
- * messages PROPOSAL, ACCEPT, CONFIRM and DECLINE sent over the TCP
- * connection. Pure encode/decode into host-order structs, no I/O.
+ * CLC message codec: the handshake messages PROPOSAL, ACCEPT, CONFIRM and
+ * DECLINE sent over the TCP connection (layouts as Linux net/smc/smc_clc.h
+ * struct smc_clc_msg_proposal, smc_clc_msg_accept_confirm and
+ * smc_clc_msg_decline, v2 extensions included). Pure encode/decode into host-order structs, no I/O.
  *
  * Receiving: peek CLC_HDR_LEN bytes, clc_hdr_decode() them to learn type and
  * length (bounded by CLC_MAX_LEN), read exactly hdr.length bytes, then call
