@@ -69,18 +69,18 @@
 #include "common/linux_proposal.h"
 #include "reason.h"
 
-#define MSG_SIZE	 64
-#define MAX_EVENTS	 256
-#define DEFAULT_PORT	 7471
-#define DEFAULT_CLIENTS	 64
-#define DEFAULT_SECONDS	 5
-#define DEFAULT_THREADS	 2
-#define DEFAULT_BACKLOG	 4096
-#define DECLINE_MAX	 CLC_DECLINE_V2_LEN
-#define SERVER_GRACE_MS	 200
-#define DRAIN_MS	 10000
-#define ERR_LOG_MAX	 8 /* failures described on stderr, per process */
-#define NL_BUF_SIZE	 16384
+#define MSG_SIZE	64
+#define MAX_EVENTS	256
+#define DEFAULT_PORT	7471
+#define DEFAULT_CLIENTS 64
+#define DEFAULT_SECONDS 5
+#define DEFAULT_THREADS 2
+#define DEFAULT_BACKLOG 4096
+#define DECLINE_MAX	CLC_DECLINE_V2_LEN
+#define SERVER_GRACE_MS 200
+#define DRAIN_MS	10000
+#define ERR_LOG_MAX	8 /* failures described on stderr, per process */
+#define NL_BUF_SIZE	16384
 
 #ifndef AF_SMC
 #define AF_SMC 43
