@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <poll.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -101,18 +100,9 @@ int clc_io_send(int fd, const uint8_t *buf, size_t len)
 int clc_io_send_decline(int fd, uint8_t version, const uint8_t peer_id[CLC_PEER_ID_LEN],
 			uint32_t reason)
 {
-	struct clc_decline d = {
-		.version = version >= CLC_V2 ? CLC_V2 : CLC_V1,
-		.typev1 = CLC_TYPE_R,
-		.diagnosis = reason,
-		.os_type = version >= CLC_V2 ? CLC_OS_LINUX : 0,
-	};
 	uint8_t buf[CLC_DECLINE_V2_LEN];
-	int len;
+	int len = clc_decline_build(buf, sizeof(buf), version, peer_id, reason, false);
 
-	if (peer_id)
-		memcpy(d.peer_id, peer_id, CLC_PEER_ID_LEN);
-	len = clc_decline_encode(&d, buf, sizeof(buf));
 	if (len < 0)
 		return len;
 	return clc_io_send(fd, buf, (size_t)len);

@@ -80,9 +80,9 @@ int kcompat_client_decline(struct usmc_conn *c, uint32_t reason)
 	return clc_io_send_decline(c->fd, CLC_V1, NULL, reason);
 }
 
-/* The longest DECLINE (v2) and the bytes that start every SMC-R DECLINE. */
+/* The longest DECLINE (v2); the SYN option's magic is the CLC eyecatcher. */
 #define KC_DECLINE_MAX 44
-static const uint8_t decline_start[] = {0xE2, 0xD4, 0xC3, 0xD9, CLC_DECLINE};
+_Static_assert(KC_OPT_MAGIC == CLC_EYECATCHER_SMCR, "SMC option magic is \"SMCR\" in EBCDIC");
 
 int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
 {
@@ -97,8 +97,7 @@ int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
 	n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n <= 0) /* nothing yet, EOF or an error: the probe decides */
 		return 0;
-	if (memcmp(buf, decline_start,
-		   (size_t)n < sizeof(decline_start) ? (size_t)n : sizeof(decline_start)))
+	if (!clc_hdr_starts(buf, (size_t)n, CLC_DECLINE))
 		return 0;
 	if (n < CLC_HDR_LEN)
 		return -EAGAIN;

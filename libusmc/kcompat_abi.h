@@ -16,8 +16,13 @@
  * front; a BPF program can only write the option itself, so the kernel pads
  * after it instead. Receivers skip NOPs anywhere, so both forms parse alike.
  */
-#define KC_OPT_KIND  254
-#define KC_OPT_LEN   6
+#define KC_OPT_KIND 254
+#define KC_OPT_LEN  6
+/*
+ * The same word as the CLC eyecatcher CLC_EYECATCHER_SMCR (wire/clc.h), but
+ * kept here: this header is compiled by clang -target bpf, which has no libc
+ * and must not pull the codecs in. kcompat.c asserts that the two agree.
+ */
 #define KC_OPT_MAGIC 0xE2D4C3D9u
 
 /* Per-socket flags (BPF_MAP_TYPE_SK_STORAGE "usmc_socks"). */

@@ -205,17 +205,11 @@ static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t
 /* Decline with @reason and continue over TCP. */
 static int decline_fallback(struct smcr_hs *hs, uint32_t reason, bool out_of_sync)
 {
-	struct clc_decline d = {.version = CLC_V2,
-				.typev1 = CLC_TYPE_R,
-				.diagnosis = reason,
-				.os_type = CLC_OS_LINUX,
-				.out_of_sync = out_of_sync};
 	uint8_t buf[CLC_DECLINE_V2_LEN];
-	int len, rc;
+	int len = clc_decline_build(buf, sizeof(buf), CLC_V2, hs->sctx->system_id, reason,
+				    out_of_sync);
+	int rc = len < 0 ? len : clc_io_send(hs->fd, buf, (size_t)len);
 
-	memcpy(d.peer_id, hs->sctx->system_id, CLC_PEER_ID_LEN);
-	len = clc_decline_encode(&d, buf, sizeof(buf));
-	rc = len < 0 ? len : clc_io_send(hs->fd, buf, (size_t)len);
 	return rc ? rc : hs_tcp(hs, reason, false);
 }
 

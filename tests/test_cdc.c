@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* CDC message codec: §6a byte example, round trips, malformed inputs. */
+/* CDC message codec: byte vectors, round trips, malformed inputs. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,7 +11,7 @@
 #include "cdc.h"
 #include "wire_err.h"
 
-/* §6a: 4096 bytes written into a fresh peer RMBE, nothing consumed. */
+/* 4096 bytes written into a fresh peer RMBE, nothing consumed. */
 static const uint8_t cdc_6a[CDC_MSG_LEN] = {
 	0xFE, 0x2C, 0x00, 0x01, 0x00, 0x00, 0x12, 0x34, /* hdr, seq 1, token */
 	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, /* prod (0, 4096) */

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Byte vectors of the wire formats (smc-r-protocol.md §6a, §8.2, §8.9),
- * shared by the unit tests and the fuzz corpus generator. Hex strings:
+ * Byte vectors of the wire formats, laid out as Linux net/smc builds them
+ * (smc_clc_send_proposal(), smc_clc_send_confirm_accept() and
+ * smc_clc_send_decline() in smc_clc.c; the smc_llc_send_*() of smc_llc.c;
+ * smc_cdc_msg_send() in smc_cdc.c), x86 byte order where Linux writes host
+ * order. Shared by the unit tests and the fuzz corpus generator. Hex strings:
  * whitespace is ignored. Variable fields (peer ID, GIDs, MAC, keys) use
  * fixed sample values.
  */
@@ -41,10 +44,10 @@ struct wire_vector {
 };
 
 static const struct wire_vector clc_vectors[] = {
-	/* §6a v1 PROPOSAL, 10.1.2.3/24 */
+	/* v1 PROPOSAL, 10.1.2.3/24 */
 	{"prop_v1_ipv4", EYE "01 00 34 10 " V_PEER V_GID1 V_MAC "00 00 "
 			     "0A 01 02 00 18 00 00 00 " EYE},
-	/* §8.2 worked example: v2-only, one UEID, Linux defaults (156 bytes) */
+	/* v2-only, one UEID, Linux defaults (156 bytes) */
 	{"prop_v2_linux", EYE "01 00 9C 22 " Z8 Z16 "00 00 00 00 00 00 00 00 " /* MAC, ipa */
 	 Z8 "00 00 00 1C " Z4 Z8 Z8 Z8					       /* SMC-D */
 			      "01 00 00 10 00 00 00 00 " V_GID2C "FF 02 00 01 " Z4 Z8 V_EID EYE},
@@ -61,38 +64,38 @@ static const struct wire_vector clc_vectors[] = {
 			      "00 00 00 1C " Z4 Z8 Z8 Z8 "01 02 00 10 00 00 00 40 " V_GID2C
 			      "FF 02 00 01 " Z4 Z8 V_EID Z16 Z16 Z16 /* SEID, reserved */
 			      "00 00 00 00 00 00 00 07 FF FF 00 00 00 00 00 00 00 08 FF FF " EYE},
-	/* §6a v1 ACCEPT, first contact */
+	/* v1 ACCEPT, first contact */
 	{"acc_v1_fc", EYE "02 00 44 18 " V_AC_BODY(V_GID1) EYE},
-	/* §6a v1 CONFIRM, no first contact */
+	/* v1 CONFIRM, no first contact */
 	{"conf_v1", EYE "03 00 44 10 " V_AC_BODY(V_GID1) EYE},
-	/* §8.9 v2 ACCEPT first contact (160 bytes) */
+	/* v2 ACCEPT first contact: struct smc_clc_first_contact_ext_v2x (160 bytes) */
 	{"acc_v2_fc", EYE "02 00 A0 28 " V_AC_BODY(V_GID2S) V_EID Z8 V_FCE EYE},
-	/* §8.9 v2 CONFIRM first contact, one GID (180 bytes) */
+	/* v2 CONFIRM first contact, one GID (180 bytes) */
 	{"conf_v2_fc",
 	 EYE "03 00 B4 28 " V_AC_BODY(V_GID2C) V_EID Z8 V_FCE "01 00 00 00 " V_GID2C EYE},
-	/* §8.9 v2 ACCEPT / CONFIRM on a reused LGR (108 bytes) */
+	/* v2 ACCEPT / CONFIRM on a reused LGR (108 bytes) */
 	{"acc_v2", EYE "02 00 6C 20 " V_AC_BODY(V_GID2S) V_EID Z8 EYE},
 	{"conf_v2", EYE "03 00 6C 20 " V_AC_BODY(V_GID2C) V_EID Z8 EYE},
-	/* §6a v1 DECLINE prefix mismatch, and out of sync */
+	/* v1 DECLINE prefix mismatch, and out of sync */
 	{"decl_v1", EYE "04 00 1C 10 " V_PEER "03 07 00 00 00 00 00 00 " EYE},
 	{"decl_v1_sync", EYE "04 00 1C 18 " V_PEER "04 00 00 00 00 00 00 00 " EYE},
-	/* §8.9 v2 DECLINE no SMC device */
+	/* v2 DECLINE no SMC device */
 	{"decl_v2", EYE "04 00 2C 20 " V_PEER "03 03 00 00 20 00 00 00 " Z16 EYE},
 };
 
-/* LLC: v1 (44 bytes) and v2 (§8.4, §8.9) */
+/* LLC: v1 (44 bytes) and v2 (length u16 in host order: smc_llc_init_msg_hdr()) */
 #define V_LLC_MAC "02 00 00 00 00 02 "
 static const struct wire_vector llc_vectors[] = {
-	/* §6a CONFIRM_LINK request: QPN 0x11, link 1, UID, max links 2 */
+	/* CONFIRM_LINK request: QPN 0x11, link 1, UID, max links 2 */
 	{"confirm_link_v1", "01 2C 00 03 " V_LLC_MAC V_GID1 "00 00 11 01 00 00 01 01 02 00 " Z8},
 	{"confirm_link_v1_resp",
 	 "01 2C 00 83 " V_LLC_MAC V_GID1 "00 00 11 01 00 00 01 01 02 00 " Z8},
 	{"confirm_link_v2", "21 2C 00 03 " V_LLC_MAC V_GID2S "00 00 11 01 00 00 01 01 01 FF " Z8},
 	/* ADD_LINK v1 request: QPN 0x22, link 2, MTU 3, PSN 0xABCDEF */
 	{"add_link_v1", "02 2C 00 00 " V_LLC_MAC "00 00 " V_GID1 "00 00 22 02 03 AB CD EF " Z8},
-	/* §6a ADD_LINK reject */
+	/* ADD_LINK reject */
 	{"add_link_v1_rej", "02 2C 01 C0 " V_LLC_MAC "00 00 " V_GID1 "00 00 22 02 03 AB CD EF " Z8},
-	/* §8.9 ADD_LINK v2 request, one connection (88 bytes) */
+	/* ADD_LINK v2 request, one connection (88 bytes): smc_llc_msg_add_link_v2_ext */
 	{"add_link_v2",
 	 "22 58 00 00 " V_LLC_MAC "00 00 " V_GID2S "00 00 22 02 03 AB CD EF " Z8 "80 00 " V_GID2S Z8
 	 "01 00 00 00 12 34 00 00 56 78 00 00 7F 00 00 20 00 00 "},
@@ -103,7 +106,7 @@ static const struct wire_vector llc_vectors[] = {
 	 "03 2C 00 00 02 01 00 00 00 00 12 34 00 00 56 78 00 00 7F 00 00 20 00 00 " Z16 Z4},
 	/* DELETE_LINK v1 single link 2, reason lost path */
 	{"delete_link_v1", "04 2C 00 00 02 00 01 00 00 " Z16 Z16 "00 00 00 "},
-	/* §8.4 idle teardown: ALL|ORDERLY, program-initiated */
+	/* idle teardown: ALL|ORDERLY, program-initiated */
 	{"delete_link_v2_all", "24 2C 00 60 00 00 03 00 00 " Z16 Z16 "00 00 00 "},
 	/* REQ_ADD_LINK v2, two GIDs (60 bytes) */
 	{"req_add_link_v2", "25 3C 00 00 " Z16 Z4 "02 00 00 00 " V_GID2C
@@ -120,21 +123,21 @@ static const struct wire_vector llc_vectors[] = {
 	/* CONFIRM_RKEY_CONT: 1 entry */
 	{"confirm_rkey_cont",
 	 "08 2C 00 00 01 02 00 00 56 78 00 00 7F 00 00 10 00 00 " Z16 Z8 "00 00 "},
-	/* §6a TEST_LINK response with user data */
+	/* TEST_LINK response with user data */
 	{"test_link_v1_resp",
 	 "07 2C 00 80 00 01 02 03 04 05 06 07 08 09 0A 0B 0C 0D 0E 0F " Z16 Z8},
-	/* §8.4 Linux TEST_LINK v2 request */
+	/* Linux TEST_LINK v2 request */
 	{"test_link_v2", "27 2C 00 00 " Z16 Z16 Z8},
 	/* DELETE_RKEY v1: two rkeys; response with rkey 1 unknown (mask bit 6) */
 	{"delete_rkey_v1", "09 2C 00 00 02 00 00 00 00 00 12 34 00 00 56 78 " Z16 Z8 Z4},
 	{"delete_rkey_v1_resp", "09 2C 00 A0 02 40 00 00 00 00 12 34 00 00 56 78 " Z16 Z8 Z4},
-	/* §8.4 Linux DELETE_RKEY v2, one rkey; response: 1 not found */
+	/* Linux DELETE_RKEY v2 (smc_llc_msg_delete_rkey_v2), one rkey; response: 1 not found */
 	{"delete_rkey_v2", "29 2C 00 00 01 00 00 00 00 00 12 34 " Z16 Z16},
 	{"delete_rkey_v2_resp", "29 2C 00 A0 01 01 00 00 " Z16 Z16 Z4},
 };
 
 static const struct wire_vector cdc_vectors[] = {
-	/* §6a: 4096 bytes written, nothing consumed */
+	/* 4096 bytes written, nothing consumed */
 	{"cdc_6a", "FE 2C 00 01 00 00 12 34 00 00 00 00 00 00 10 00 " Z8 "00 00 " Z16 "00 00 "},
 	{"cdc_close", "FE 2C 12 34 00 00 00 05 00 00 00 03 00 00 20 00 00 00 00 02 00 00 01 00 "
 		      "80 40 " Z16 "00 00 "},

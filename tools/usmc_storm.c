@@ -65,23 +65,21 @@
 
 #include <usmc/usmc.h>
 
+#include "clc.h" /* libusmc's wire codecs, to read the DECLINE */
 #include "common/linux_proposal.h"
 
-#define MSG_SIZE	 64
-#define MAX_EVENTS	 256
-#define DEFAULT_PORT	 7471
-#define DEFAULT_CLIENTS	 64
-#define DEFAULT_SECONDS	 5
-#define DEFAULT_THREADS	 2
-#define DEFAULT_BACKLOG	 4096
-#define CLC_HDR_LEN	 8
-#define DECLINE_MAX	 64
-#define DIAG_OFF	 16
-#define DIAG_SERVER_BUSY 0x0a000003u
-#define SERVER_GRACE_MS	 200
-#define DRAIN_MS	 10000
-#define ERR_LOG_MAX	 8 /* failures described on stderr, per process */
-#define NL_BUF_SIZE	 16384
+#define MSG_SIZE	64
+#define MAX_EVENTS	256
+#define DEFAULT_PORT	7471
+#define DEFAULT_CLIENTS 64
+#define DEFAULT_SECONDS 5
+#define DEFAULT_THREADS 2
+#define DEFAULT_BACKLOG 4096
+#define DECLINE_MAX	CLC_DECLINE_V2_LEN
+#define SERVER_GRACE_MS 200
+#define DRAIN_MS	10000
+#define ERR_LOG_MAX	8 /* failures described on stderr, per process */
+#define NL_BUF_SIZE	16384
 
 #ifndef AF_SMC
 #define AF_SMC 43
@@ -569,17 +567,18 @@ static bool c_readable(int ep, struct cthread *ct, struct cslot *s)
 		}
 		/* DECLINE: header first, then the rest by its length */
 		if (s->want == CLC_HDR_LEN) {
-			size_t len = (size_t)s->buf[5] << 8 | s->buf[6];
+			struct clc_hdr h;
 
-			if (s->buf[4] != 4 || len <= DIAG_OFF + 4 || len > DECLINE_MAX)
+			if (clc_hdr_decode(s->buf, CLC_HDR_LEN, &h) || h.type != CLC_DECLINE)
 				return c_fail(s, -EPROTO);
-			s->want = len;
+			s->want = h.length; /* clc_hdr_decode() bounds it by DECLINE_MAX */
 			continue;
 		}
-		uint32_t diag;
+		struct clc_decline d;
 
-		memcpy(&diag, s->buf + DIAG_OFF, sizeof(diag));
-		if (ntohl(diag) == DIAG_SERVER_BUSY)
+		if (clc_decline_decode(s->buf, s->got, &d))
+			return c_fail(s, -EPROTO);
+		if (d.diagnosis == USMC_REASON_SERVER_BUSY)
 			ct->declined_busy++;
 		return c_established(ep, ct, s);
 	}

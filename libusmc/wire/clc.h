@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CLC message codec (smc-r-protocol.md §2, §8.2, §8.3): the handshake
- * messages PROPOSAL, ACCEPT, CONFIRM and DECLINE sent over the TCP
- * connection. Pure encode/decode into host-order structs, no I/O.
+ * CLC message codec: the handshake messages PROPOSAL, ACCEPT, CONFIRM and
+ * DECLINE sent over the TCP connection (layouts as Linux net/smc/smc_clc.h
+ * struct smc_clc_msg_proposal, smc_clc_msg_accept_confirm and
+ * smc_clc_msg_decline, v2 extensions included). Pure encode/decode into host-order structs, no I/O.
  *
  * Receiving: peek CLC_HDR_LEN bytes, clc_hdr_decode() them to learn type and
  * length (bounded by CLC_MAX_LEN), read exactly hdr.length bytes, then call
@@ -22,6 +23,14 @@
 
 #define CLC_HDR_LEN 8
 #define CLC_TRL_LEN 4
+
+/*
+ * The eyecatchers that open and close every CLC message: "SMCR" and "SMCD"
+ * in EBCDIC, as big-endian words. The SMC TCP option carries the same SMCR
+ * word (KC_OPT_MAGIC in kcompat_abi.h, kept apart for the BPF build).
+ */
+#define CLC_EYECATCHER_SMCR 0xE2D4C3D9u
+#define CLC_EYECATCHER_SMCD 0xE2D4C3C4u
 
 /* message types (byte 4) */
 #define CLC_PROPOSAL 1
@@ -91,6 +100,16 @@ struct clc_hdr {
  * can size its read by hdr.length.
  */
 int clc_hdr_decode(const uint8_t *buf, size_t len, struct clc_hdr *hdr);
+
+/*
+ * For peeking at a stream that may or may not be CLC: true while the first
+ * @len bytes (any number, 0 included) agree with the start of an SMC-R
+ * header of @type, i.e. the SMCR eyecatcher followed by the type byte.
+ */
+bool clc_hdr_starts(const uint8_t *buf, size_t len, uint8_t type);
+
+/* The version nibble of a header (@buf holds at least CLC_HDR_LEN bytes). */
+uint8_t clc_hdr_version(const uint8_t *buf);
 
 struct clc_ipv6_prefix {
 	uint8_t prefix[16];
@@ -212,5 +231,13 @@ struct clc_decline {
 int clc_decline_decode(const uint8_t *buf, size_t len, struct clc_decline *out);
 int clc_decline_encode(const struct clc_decline *m, uint8_t *buf, size_t cap);
 size_t clc_decline_len(const struct clc_decline *m);
+
+/*
+ * The DECLINE libusmc sends: v2 if @version >= 2 (os_type Linux), else v1;
+ * SMC-R; @peer_id may be NULL (all zero, as before the peer is known).
+ * Returns clc_decline_encode()'s result.
+ */
+int clc_decline_build(uint8_t *buf, size_t cap, uint8_t version, const uint8_t *peer_id,
+		      uint32_t diagnosis, bool out_of_sync);
 
 #endif

@@ -55,10 +55,8 @@ int cdc_decode(const uint8_t *buf, size_t byte_len, struct cdc_msg *out)
 
 int cdc_encode(const struct cdc_msg *m, uint8_t *buf, size_t cap)
 {
-	if (cap < CDC_MSG_LEN)
+	if (wire_out_claim(buf, cap, CDC_MSG_LEN))
 		return -ENOSPC;
-
-	memset(buf, 0, CDC_MSG_LEN);
 	buf[CDC_OFF_TYPE] = CDC_MSG_TYPE;
 	buf[CDC_OFF_LEN] = CDC_MSG_LEN;
 	put_be16(buf + CDC_OFF_SEQNO, m->seqno);

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * LLC codec. Layouts: smc-r-protocol.md §3 (v1) and §8.4 (v2); rules and
- * deviations from Linux: docs/wire.md.
+ * LLC codec. Layouts: Linux net/smc/smc_llc.c struct smc_llc_hdr and the
+ * struct smc_llc_msg_* (v2: smc_llc_msg_add_link_v2_ext,
+ * smc_llc_msg_req_add_link_v2, smc_llc_msg_delete_rkey_v2); what Linux
+ * accepts: smc_llc_rx_handler(). Rules and deviations from Linux:
+ * docs/wire.md.
  */
 #include <errno.h>
 #include <string.h>
@@ -448,9 +451,8 @@ int llc_encode(const struct llc_msg *m, uint8_t *buf, size_t cap)
 	if (!llc_fields_ok(m))
 		return -EINVAL;
 	len = llc_msg_len(m);
-	if (cap < len)
+	if (wire_out_claim(buf, cap, len))
 		return -ENOSPC;
-	memset(buf, 0, len);
 	llc_hdr_put(buf, m, len);
 	switch (m->type) {
 	case LLC_CONFIRM_LINK:

@@ -1,13 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Byte-order helpers for the wire codecs: read and write big-endian (and,
- * for the LLC v2 length, little-endian) integers at unaligned offsets.
- * Header-only so every codec inlines them.
+ * for the LLC v2 length, little-endian) integers at unaligned offsets, and
+ * claim an output buffer. Header-only so every codec inlines them.
  */
 #ifndef USMC_WIRE_BYTES_H
 #define USMC_WIRE_BYTES_H
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/*
+ * Every encoder's contract on its output: -ENOSPC and nothing written if
+ * @len bytes do not fit in @cap, else 0 with the message zeroed, so that
+ * reserved bytes go out as zero and only the fields need writing.
+ */
+static inline int wire_out_claim(uint8_t *buf, size_t cap, size_t len)
+{
+	if (cap < len)
+		return -ENOSPC;
+	memset(buf, 0, len);
+	return 0;
+}
 
 static inline uint16_t get_be16(const uint8_t *p)
 {

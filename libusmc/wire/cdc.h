@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CDC message codec (smc-r-protocol.md §4.1): the 44-byte connection data
- * control message (type 0xFE) sent with IB SEND after RDMA WRITEs. Pure
- * encode/decode; cursor arithmetic is in cdc_cursor.h.
+ * CDC message codec: the 44-byte connection data control message (type
+ * 0xFE) sent with IB SEND after RDMA WRITEs; layout as Linux
+ * net/smc/smc_cdc.h struct smc_cdc_msg, receive checks as net/smc/smc_cdc.c
+ * smc_cdc_rx_handler(). Pure encode/decode; cursor arithmetic is in
+ * cdc_cursor.h.
  */
 #ifndef USMC_CDC_H
 #define USMC_CDC_H

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CDC cursor arithmetic (smc-r-protocol.md §4.1).
+ * CDC cursor arithmetic (Linux net/smc/smc_cdc.h union smc_host_cursor,
+ * smc_curs_diff(), smc_curs_comp()).
  *
  * A cursor is (wrap, count): count is a byte offset in [0, ring size) of an
  * RMBE or send ring, wrap counts how often count went round (16 bits, wraps

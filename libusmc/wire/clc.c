@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * CLC codec. Layouts and Linux's validation rules: smc-r-protocol.md §2,
- * §8.2, §8.3; the rules we apply and where we are stricter: docs/wire.md.
+ * CLC codec. Layouts: Linux net/smc/smc_clc.h (struct smc_clc_msg_hdr and
+ * the per-type structs); Linux's validation rules: net/smc/smc_clc.c
+ * smc_clc_wait_msg(), smc_clc_msg_hdr_valid() and smc_clc_msg_prop_valid().
+ * The rules we apply and where we are stricter: docs/wire.md.
  */
 #include <errno.h>
 #include <string.h>
@@ -9,10 +11,6 @@
 #include "clc.h"
 #include "wire_bytes.h"
 #include "wire_err.h"
-
-/* "SMCR" and "SMCD" in EBCDIC */
-static const uint8_t clc_eye_r[CLC_TRL_LEN] = {0xE2, 0xD4, 0xC3, 0xD9};
-static const uint8_t clc_eye_d[CLC_TRL_LEN] = {0xE2, 0xD4, 0xC3, 0xC4};
 
 /* header */
 #define CLC_OFF_TYPE	  4
@@ -108,15 +106,10 @@ static const uint8_t clc_eye_d[CLC_TRL_LEN] = {0xE2, 0xD4, 0xC3, 0xC4};
 
 static bool clc_eye_ok(const uint8_t *p, bool *smcd)
 {
-	if (!memcmp(p, clc_eye_r, CLC_TRL_LEN)) {
-		*smcd = false;
-		return true;
-	}
-	if (!memcmp(p, clc_eye_d, CLC_TRL_LEN)) {
-		*smcd = true;
-		return true;
-	}
-	return false;
+	uint32_t eye = get_be32(p);
+
+	*smcd = eye == CLC_EYECATCHER_SMCD;
+	return eye == CLC_EYECATCHER_SMCR || eye == CLC_EYECATCHER_SMCD;
 }
 
 static bool smcd_indicated(uint8_t t)
@@ -163,7 +156,7 @@ int clc_hdr_decode(const uint8_t *buf, size_t len, struct clc_hdr *hdr)
 	h.type = buf[CLC_OFF_TYPE];
 	if (h.type < CLC_PROPOSAL || h.type > CLC_DECLINE)
 		return WIRE_E_TYPE;
-	h.version = buf[CLC_OFF_VERSION] >> CLC_VERSION_SHIFT;
+	h.version = clc_hdr_version(buf);
 	if (h.version < CLC_V1)
 		return WIRE_E_VERSION;
 	h.typev2 = (buf[CLC_OFF_VERSION] >> CLC_TYPEV2_SHIFT) & CLC_TYPE_BITS;
@@ -175,6 +168,20 @@ int clc_hdr_decode(const uint8_t *buf, size_t len, struct clc_hdr *hdr)
 		return WIRE_E_TOO_LONG;
 	memcpy(hdr, &h, sizeof(h));
 	return 0;
+}
+
+bool clc_hdr_starts(const uint8_t *buf, size_t len, uint8_t type)
+{
+	uint8_t start[CLC_OFF_TYPE + 1];
+
+	put_be32(start, CLC_EYECATCHER_SMCR);
+	start[CLC_OFF_TYPE] = type;
+	return !memcmp(buf, start, len < sizeof(start) ? len : sizeof(start));
+}
+
+uint8_t clc_hdr_version(const uint8_t *buf)
+{
+	return buf[CLC_OFF_VERSION] >> CLC_VERSION_SHIFT;
 }
 
 /*
@@ -205,15 +212,15 @@ static int clc_trailer_check(const uint8_t *buf, uint16_t length)
 static void clc_hdr_put(uint8_t *buf, uint8_t type, size_t length, uint8_t version, uint8_t typev2,
 			uint8_t typev1, bool smcd)
 {
-	const uint8_t *eye = smcd ? clc_eye_d : clc_eye_r;
+	uint32_t eye = smcd ? CLC_EYECATCHER_SMCD : CLC_EYECATCHER_SMCR;
 
-	memcpy(buf, eye, CLC_TRL_LEN);
+	put_be32(buf, eye);
 	buf[CLC_OFF_TYPE] = type;
 	put_be16(buf + CLC_OFF_LENGTH, (uint16_t)length);
 	buf[CLC_OFF_VERSION] =
 		(uint8_t)(version << CLC_VERSION_SHIFT |
 			  (typev2 & CLC_TYPE_BITS) << CLC_TYPEV2_SHIFT | (typev1 & CLC_TYPE_BITS));
-	memcpy(buf + length - CLC_TRL_LEN, eye, CLC_TRL_LEN);
+	put_be32(buf + length - CLC_TRL_LEN, eye);
 }
 
 /* ---------------------------------------------------------------- PROPOSAL */
@@ -516,9 +523,8 @@ int clc_proposal_encode(const struct clc_proposal *m, uint8_t *buf, size_t cap)
 	rc = clc_proposal_layout(m, &l);
 	if (rc)
 		return rc;
-	if (cap < l.length)
+	if (wire_out_claim(buf, cap, l.length))
 		return -ENOSPC;
-	memset(buf, 0, l.length);
 	clc_hdr_put(buf, CLC_PROPOSAL, l.length, m->version, m->typev2, m->typev1, m->smcd);
 	memcpy(buf + CLC_P_OFF_PEER_ID, m->peer_id, sizeof(m->peer_id));
 	memcpy(buf + CLC_P_OFF_GID, m->gid, sizeof(m->gid));
@@ -676,9 +682,8 @@ int clc_accept_confirm_encode(const struct clc_accept_confirm *m, uint8_t *buf, 
 	if (!clc_ac_fields_ok(m))
 		return -EINVAL;
 	length = clc_accept_confirm_len(m);
-	if (cap < length)
+	if (wire_out_claim(buf, cap, length))
 		return -ENOSPC;
-	memset(buf, 0, length);
 	/* the first-contact flag is the high bit of typev2 */
 	clc_hdr_put(buf, m->type, length, m->version,
 		    m->first_contact ? CLC_FLAG_MASK >> CLC_TYPEV2_SHIFT : 0, CLC_TYPE_R, m->smcd);
@@ -752,9 +757,8 @@ int clc_decline_encode(const struct clc_decline *m, uint8_t *buf, size_t cap)
 	if (!m->version || m->version > CLC_NIBBLE_MAX || m->typev1 > CLC_TYPE_B ||
 	    m->os_type > CLC_NIBBLE_MAX)
 		return -EINVAL;
-	if (cap < length)
+	if (wire_out_claim(buf, cap, length))
 		return -ENOSPC;
-	memset(buf, 0, length);
 	clc_hdr_put(buf, CLC_DECLINE, length, m->version,
 		    m->out_of_sync ? CLC_FLAG_MASK >> CLC_TYPEV2_SHIFT : 0, m->typev1, m->smcd);
 	memcpy(buf + CLC_D_OFF_PEER_ID, m->peer_id, sizeof(m->peer_id));
@@ -764,4 +768,21 @@ int clc_decline_encode(const struct clc_decline *m, uint8_t *buf, size_t cap)
 		for (int i = 0; i < CLC_DECLINE_DIAG_EXT; i++)
 			put_be32(buf + CLC_D_OFF_DIAG_EXT + 4 * i, m->diag_ext[i]);
 	return (int)length;
+}
+
+int clc_decline_build(uint8_t *buf, size_t cap, uint8_t version, const uint8_t *peer_id,
+		      uint32_t diagnosis, bool out_of_sync)
+{
+	bool v2 = version >= CLC_V2;
+	struct clc_decline d = {
+		.version = v2 ? CLC_V2 : CLC_V1,
+		.out_of_sync = out_of_sync,
+		.typev1 = CLC_TYPE_R,
+		.diagnosis = diagnosis,
+		.os_type = v2 ? CLC_OS_LINUX : 0, /* Linux sends 0 in a v1 DECLINE */
+	};
+
+	if (peer_id)
+		memcpy(d.peer_id, peer_id, CLC_PEER_ID_LEN);
+	return clc_decline_encode(&d, buf, cap);
 }

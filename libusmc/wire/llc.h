@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * LLC message codec (smc-r-protocol.md §3, §8.4): link control messages
- * sent with IB SEND on a link's QP. v1 messages are 44 bytes; v2 (version
- * nibble 2, first bytes 0x21-0x29) carry a u16 length that x86 Linux writes
- * little-endian, and ADD_LINK / REQ_ADD_LINK / large DELETE_RKEY may be
- * longer (up to the 8 KiB v2 buffer).
+ * LLC message codec: link control messages sent with IB SEND on a link's QP
+ * (layouts as the struct smc_llc_msg_* of Linux net/smc/smc_llc.c). v1
+ * messages are 44 bytes; v2 (version nibble 2, first bytes 0x21-0x29) carry
+ * a u16 length that x86 Linux writes little-endian (smc_llc_init_msg_hdr()),
+ * and ADD_LINK / REQ_ADD_LINK / large DELETE_RKEY may be longer (up to the
+ * 8 KiB v2 buffer).
  *
  * llc_decode() takes the completion's real byte_len and never reads past
  * it; a v2 length field only ever shortens what is parsed. Encoders return
