@@ -17,7 +17,7 @@
  * none of it ever touches the application's threads.
  *
  * The thread never waits on a handshake: SMC clients go to the handshake
- * pool (hs.c), plain clients straight to the accept queue.
+ * pool (handshake_pool.c), plain clients straight to the accept queue.
  */
 #include <errno.h>
 #include <linux/sock_diag.h>
@@ -37,7 +37,7 @@
 #include "ctx.h"
 #include "probe.h"
 #include "listen.h"
-#include "srv_clc.h"
+#include "listen_handshake.h"
 
 #define LISTEN_BACKLOG_MAX  65535
 #define ACCEPT_EVENTS	    64
@@ -293,7 +293,7 @@ static bool should_decline(struct usmc_listener *l, struct usmc_conn *c)
  * pool. Returns false while the PROPOSAL is still incomplete. */
 static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
 {
-	int rc = srv_clc_decline_now(c, USMC_DECL_SERVER_BUSY);
+	int rc = listen_decline_now(c, USMC_DECL_SERVER_BUSY);
 
 	if (rc == -EAGAIN)
 		return false;
@@ -951,7 +951,7 @@ static void handshake(void *arg, struct usmc_conn *c)
 	int rc;
 
 	kcompat_update_congestion(l, &c->opts); /* kernel-compat: the queue shrank */
-	rc = srv_clc_handshake(c);		/* the socket is blocking (ACCEPT_FLAGS) */
+	rc = listen_handshake(c);		/* the socket is blocking (ACCEPT_FLAGS) */
 
 	if (rc) {
 		listener_drop(l, c);

@@ -15,7 +15,7 @@
 
 #include <usmc/usmc.h>
 
-#include "hs.h"
+#include "handshake_pool.h"
 #include "kcompat.h"
 #include "opts.h"
 #include "reason.h"

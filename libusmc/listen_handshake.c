@@ -7,9 +7,9 @@
 #include "conn.h"
 #include "ctx.h"
 #include "smcr.h"
-#include "srv_clc.h"
+#include "listen_handshake.h"
 
-int srv_clc_handshake(struct usmc_conn *c)
+int listen_handshake(struct usmc_conn *c)
 {
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal prop;
@@ -35,7 +35,7 @@ int srv_clc_handshake(struct usmc_conn *c)
 	return 0;
 }
 
-int srv_clc_decline_now(struct usmc_conn *c, uint32_t reason)
+int listen_decline_now(struct usmc_conn *c, uint32_t reason)
 {
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal prop;

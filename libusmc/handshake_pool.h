@@ -4,8 +4,8 @@
  * CLC (and, with SMC-R, first-contact link setup) runs here so that the
  * accept thread never waits on a handshake.
  */
-#ifndef USMC_HS_H
-#define USMC_HS_H
+#ifndef USMC_HANDSHAKE_POOL_H
+#define USMC_HANDSHAKE_POOL_H
 
 #include <pthread.h>
 #include <stdatomic.h>

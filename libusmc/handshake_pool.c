@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "conn.h"
-#include "hs.h"
+#include "handshake_pool.h"
 
 static void *hs_worker(void *arg)
 {
