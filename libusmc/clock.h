@@ -3,7 +3,18 @@
 #ifndef USMC_CLOCK_H
 #define USMC_CLOCK_H
 
+#include <stdint.h>
 #include <time.h>
+
+#define CLOCK_NSEC_PER_SEC 1000000000ULL
+
+static inline uint64_t clock_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * CLOCK_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
 
 static inline long clock_now_ms(void)
 {

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "ctx.h"
 #include "probe.h"
@@ -60,7 +61,6 @@
 #define RING_STOP_WAIT_MS 100
 #define NSEC_PER_USEC	  1000ULL
 #define NSEC_PER_MSEC	  1000000ULL
-#define NSEC_PER_SEC	  1000000000ULL
 
 /* A connection whose first bytes the accept thread is waiting for. */
 struct probing {
@@ -79,14 +79,6 @@ struct probing {
 
 /* epoll data for the non-connection descriptors */
 static char lfd_tag, wake_tag;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static void wake_accept_thread(struct usmc_listener *l)
 {
@@ -151,7 +143,7 @@ static void note_backlog_high(struct usmc_listener *l)
 
 static void record_hs_time(struct usmc_listener *l, const struct usmc_conn *c)
 {
-	uint64_t us = (now_ns() - c->t_accept_ns) / NSEC_PER_USEC;
+	uint64_t us = (clock_now_ns() - c->t_accept_ns) / NSEC_PER_USEC;
 
 	atomic_fetch_add_explicit(&l->hs_hist[listen_hist_bucket(us)], 1, memory_order_relaxed);
 }
@@ -450,7 +442,7 @@ static void probe_event(struct usmc_listener *l, struct probing *p)
 
 static void probes_expire(struct usmc_listener *l)
 {
-	uint64_t now = now_ns();
+	uint64_t now = clock_now_ns();
 
 	/* the list is in deadline order (see probe_start) */
 	while (l->probes && l->probes->deadline_ns <= now) {
@@ -485,7 +477,7 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_
 	if (!p)
 		return -ENOMEM;
 	p->c = c;
-	p->deadline_ns = now_ns() + (uint64_t)probe_ms * NSEC_PER_MSEC;
+	p->deadline_ns = clock_now_ns() + (uint64_t)probe_ms * NSEC_PER_MSEC;
 	probe_arm(l, p, EPOLL_CTL_ADD);
 	if (!p->armed) {
 		free(p);
@@ -531,7 +523,7 @@ static void accept_one(struct usmc_listener *l, int fd)
 		atomic_fetch_add(&l->hs_failed, 1);
 		return;
 	}
-	c->t_accept_ns = now_ns();
+	c->t_accept_ns = clock_now_ns();
 	if (!o.v[USMC_OPT_SMC]) {
 		finish_tcp(l, c, USMC_REASON_DISABLED);
 		note_backlog_high(l);
@@ -581,7 +573,7 @@ static int next_timeout(struct usmc_listener *l)
 
 	if (!l->probes)
 		return -1;
-	now = now_ns();
+	now = clock_now_ns();
 	if (l->probes->deadline_ns <= now)
 		return 0;
 	/* round up: waking a little late is fine, spinning early is not */
