@@ -80,13 +80,12 @@ int kcompat_client_decline(struct usmc_conn *c, uint32_t reason)
 	return clc_io_send_decline(c->fd, CLC_V1, NULL, reason);
 }
 
-/* The longest DECLINE (v2) and the bytes that start every SMC-R DECLINE. */
-#define KC_DECLINE_MAX 44
+/* The bytes that start every SMC-R DECLINE. */
 static const uint8_t decline_start[] = {0xE2, 0xD4, 0xC3, 0xD9, CLC_DECLINE};
 
 int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
 {
-	uint8_t buf[KC_DECLINE_MAX];
+	uint8_t buf[CLC_DECLINE_V2_LEN]; /* the longest DECLINE */
 	struct clc_decline d;
 	struct clc_hdr hdr;
 	ssize_t n;
@@ -100,18 +99,10 @@ int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
 	if (memcmp(buf, decline_start,
 		   (size_t)n < sizeof(decline_start) ? (size_t)n : sizeof(decline_start)))
 		return 0;
-	if (n < CLC_HDR_LEN)
-		return -EAGAIN;
-	rc = clc_hdr_decode(buf, (size_t)n, &hdr);
-	if (rc)
+	rc = clc_io_take_peeked(c->fd, buf, (size_t)n, sizeof(buf), &hdr);
+	if (rc < 0)
 		return rc;
-	if (hdr.length > sizeof(buf))
-		return USMC_EPROTO_CLC;
-	if (n < hdr.length)
-		return -EAGAIN;
-	if (recv(c->fd, buf, hdr.length, MSG_DONTWAIT) != (ssize_t)hdr.length)
-		return -EIO; /* cannot happen: the bytes were peeked */
-	rc = clc_decline_decode(buf, hdr.length, &d);
+	rc = clc_decline_decode(buf, (size_t)rc, &d);
 	if (rc)
 		return rc;
 	*reason = d.diagnosis;

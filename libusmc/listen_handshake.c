@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <sys/socket.h>
 
 #include "clc.h"
 #include "clc_io.h"
@@ -40,23 +39,14 @@ int listen_decline_now(struct usmc_conn *c, uint32_t reason)
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal prop;
 	struct clc_hdr hdr;
-	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	int len = clc_io_take(c->fd, buf, sizeof(buf), &hdr);
 	int rc;
 
-	if (n < 0)
-		return errno == EAGAIN ? -EAGAIN : -errno;
-	if (n < CLC_HDR_LEN)
-		return n == 0 ? -ECONNRESET : -EAGAIN;
-	rc = clc_hdr_decode(buf, (size_t)n, &hdr);
-	if (rc)
-		return rc;
+	if (len < 0)
+		return len;
 	if (hdr.type != CLC_PROPOSAL)
 		return USMC_EPROTO_CLC;
-	if ((size_t)n < hdr.length)
-		return -EAGAIN;
-	if (recv(c->fd, buf, hdr.length, MSG_DONTWAIT) != (ssize_t)hdr.length)
-		return -EIO; /* cannot happen: the bytes were peeked */
-	rc = clc_proposal_decode(buf, hdr.length, &prop);
+	rc = clc_proposal_decode(buf, (size_t)len, &prop);
 	if (rc)
 		return rc;
 	/* a DECLINE (<= 44 bytes) always fits a new socket's send buffer */
