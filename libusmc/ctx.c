@@ -83,6 +83,13 @@ void ctx_copy_opts(struct usmc_ctx *ctx, struct usmc_opts *out)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	return ctx->kc != NULL;
+}
+
 int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max)
 {
 	if (!ctx || max < 0 || (max > 0 && !devs))

@@ -12,8 +12,6 @@
 
 #include "clc.h"
 #include "clc_io.h"
-#include "conn.h"
-#include "ctx.h"
 #include "kcompat.h"
 
 #ifdef USMC_HAVE_BPF
@@ -72,18 +70,18 @@ enum kc_peer kc_peer_from_flags(bool found, uint32_t flags)
 
 /* ---- client decline (needs no BPF) ------------------------------------- */
 
-int kcompat_client_decline(struct usmc_conn *c, uint32_t reason)
+int kcompat_client_decline(enum kc_peer peer, int fd, uint32_t reason)
 {
-	if (c->kc_peer != KC_PEER_SMC)
+	if (peer != KC_PEER_SMC)
 		return 0;
 	/* before an ACCEPT a Linux client without ISMv2 declines with v1 */
-	return clc_io_send_decline(c->fd, CLC_V1, NULL, reason);
+	return clc_io_send_decline(fd, CLC_V1, NULL, reason);
 }
 
 /* The bytes that start every SMC-R DECLINE. */
 static const uint8_t decline_start[] = {0xE2, 0xD4, 0xC3, 0xD9, CLC_DECLINE};
 
-int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
+int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason)
 {
 	uint8_t buf[CLC_DECLINE_V2_LEN]; /* the longest DECLINE */
 	struct clc_decline d;
@@ -91,15 +89,15 @@ int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
 	ssize_t n;
 	int rc;
 
-	if (c->kc_peer != KC_PEER_SMC)
+	if (peer != KC_PEER_SMC)
 		return 0;
-	n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n <= 0) /* nothing yet, EOF or an error: the probe decides */
 		return 0;
 	if (memcmp(buf, decline_start,
 		   (size_t)n < sizeof(decline_start) ? (size_t)n : sizeof(decline_start)))
 		return 0;
-	rc = clc_io_take_peeked(c->fd, buf, (size_t)n, sizeof(buf), &hdr);
+	rc = clc_io_take_peeked(fd, buf, (size_t)n, sizeof(buf), &hdr);
 	if (rc < 0)
 		return rc;
 	rc = clc_decline_decode(buf, (size_t)rc, &d);
@@ -424,10 +422,3 @@ enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *l
 }
 
 #endif /* USMC_HAVE_BPF */
-
-int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx)
-{
-	if (!ctx)
-		return -EINVAL;
-	return ctx->kc != NULL;
-}

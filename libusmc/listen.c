@@ -334,7 +334,7 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 					     struct probing *p, bool expired)
 {
 	uint32_t reason;
-	int rc = kcompat_take_decline(c, &reason);
+	int rc = kcompat_take_decline(c->kc_peer, c->fd, &reason);
 
 	if (rc == 0)
 		return KC_DECLINE_NONE;

@@ -330,7 +330,7 @@ int smcr_clc_connect(struct usmc_conn *c)
 	if (find_dev(c, &dev)) {
 		/* no device: not a byte of CLC, the server sees a TCP client;
 		 * a kernel-compat server that expects CLC gets a DECLINE */
-		rc = kcompat_client_decline(c, USMC_REASON_NOSMCRDEV);
+		rc = kcompat_client_decline(c->kc_peer, c->fd, USMC_REASON_NOSMCRDEV);
 		if (rc)
 			return rc;
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
