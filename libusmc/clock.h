@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#define CLOCK_NSEC_PER_SEC 1000000000ULL
+#define CLOCK_NSEC_PER_USEC 1000ULL
+#define CLOCK_NSEC_PER_MSEC 1000000ULL
+#define CLOCK_NSEC_PER_SEC  1000000000ULL
 
 static inline uint64_t clock_now_ns(void)
 {

@@ -7,7 +7,6 @@
 #ifndef USMC_LISTEN_H
 #define USMC_LISTEN_H
 
-#include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,22 +22,7 @@
 struct usmc_ctx;
 struct usmc_conn;
 struct probing;
-
-/* io_uring multishot accept state (accept thread only, after setup). */
-struct accept_ring {
-	bool on;	 /* the listener takes connections through the ring */
-	bool armed;	 /* a multishot accept is outstanding */
-	bool cancelling; /* and its cancellation was submitted */
-	bool up;	 /* the ring exists: the accept thread waits in it */
-	bool polling;	 /* its multishot poll on the epoll set is armed */
-	struct io_uring ring;
-	/* sockets the ring accepted while the listener was at its cap: a
-	 * multishot accept drains the kernel's whole accept queue at once,
-	 * and completions in flight when the cancel goes out still come.
-	 * Served first, in order, when there is room. */
-	int *stash;
-	unsigned int nstash, stash_cap;
-};
+struct accept_backend_ops;
 
 struct usmc_listener {
 	struct usmc_ctx *ctx;
@@ -51,10 +35,11 @@ struct usmc_listener {
 	int epfd;   /* the accept thread's epoll */
 	pthread_t accept_thread;
 	atomic_bool stopping;
-	atomic_bool paused; /* accept thread stopped taking connections */
-	struct accept_ring ar;
+	atomic_bool paused;		     /* accept thread stopped taking connections */
+	const struct accept_backend_ops *ab; /* how it takes connections (accept_backend.h) */
+	void *ab_data;			     /* the backend's own state */
 	bool lfd_in;	      /* accept thread: the listen socket is polled for EPOLLIN */
-	atomic_bool uring_on; /* for stats: ar.on, readable by any thread */
+	atomic_bool uring_on; /* for stats: connections come through io_uring */
 
 	/* usmc_listen() waits until the accept thread chose how it accepts */
 	pthread_mutex_t start_lock;
@@ -88,11 +73,57 @@ struct usmc_listener {
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
 };
 
+/* ---- between the listener's files --------------------------------------- */
+
+/* listen.c: the listener object, its accept queue and its counters */
+
 /* Hand a connection that reached its final mode to usmc_accept(). */
 void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c);
 
+/* The connection is TCP with @reason: give it to the application. */
+void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason);
+
 /* A handshake ended without a connection (error): drop it. */
 void listener_drop(struct usmc_listener *l, struct usmc_conn *c);
+
+/* Queue @c (counted in in_handshake) for a handshake worker. */
+void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c);
+
+/* Count @c's CLC handshake time, from the accept, in the histogram. */
+void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c);
+
+/* Kernel-compat: SYN-ACKs go out without the option while congested. */
+void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts *o);
+
+/* A consistent copy of the listener's options. */
+void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out);
+
+/* accept_thread.c: the accept thread */
+
+void *accept_thread_main(void *arg);
+
+/* Its wake eventfd and epoll set (with the listen socket, not polled yet). */
+int accept_thread_fds(struct usmc_listener *l);
+
+/* Wake it: stop, or room freed while it was paused at the cap. */
+void accept_thread_wake(struct usmc_listener *l);
+
+/* Accept thread only, for the accept backends: */
+
+/* Probe, classify or queue a socket just taken from the kernel. */
+void accept_one(struct usmc_listener *l, int fd);
+
+/* How many more connections the listener may take now. */
+unsigned int accept_room(struct usmc_listener *l);
+
+/* Pause at the backlog cap or resume: tells the backend how much to take. */
+void accept_flow_control(struct usmc_listener *l);
+
+/* Wait up to @timeout_ms on the epoll set and handle its events. */
+void accept_dispatch_epoll(struct usmc_listener *l, int timeout_ms);
+
+/* Whether the listen socket is polled for EPOLLIN in the epoll set. */
+void accept_poll_lfd(struct usmc_listener *l, bool in);
 
 /* ---- pure decisions (unit-tested in tests/test_listen_policy.c) --------- */
 
