@@ -28,8 +28,37 @@ struct usmc_conn {
 	struct usmc_opts opts;
 	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
 	atomic_uint_least64_t bytes_sent, bytes_received;
-	struct usmc_conn *next; /* accept queue link (listener) */
+	struct usmc_conn *next; /* struct conn_fifo link (handshake pool, accept queue) */
 };
+
+/* A FIFO of connections linked by ->next; its owner's lock guards it. */
+struct conn_fifo {
+	struct usmc_conn *head, *tail;
+};
+
+static inline void conn_fifo_push(struct conn_fifo *q, struct usmc_conn *c)
+{
+	c->next = NULL;
+	if (q->tail)
+		q->tail->next = c;
+	else
+		q->head = c;
+	q->tail = c;
+}
+
+/* The oldest connection, unlinked; NULL if empty. */
+static inline struct usmc_conn *conn_fifo_pop(struct conn_fifo *q)
+{
+	struct usmc_conn *c = q->head;
+
+	if (c) {
+		q->head = c->next;
+		if (!q->head)
+			q->tail = NULL;
+		c->next = NULL;
+	}
+	return c;
+}
 
 /* A connection around TCP socket @fd; the options are copied. */
 struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opts *opts,

@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "conn.h"
+
 struct usmc_conn;
 
 /* Runs one handshake on a worker thread; owns @c from then on. */
@@ -19,9 +21,9 @@ typedef void (*hs_fn)(void *arg, struct usmc_conn *c);
 struct hs_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t more;
-	struct usmc_conn *head, *tail; /* FIFO linked by conn->next */
-	unsigned int depth;	       /* waiting for a worker */
-	unsigned int high;	       /* high-water mark of depth */
+	struct conn_fifo queue; /* waiting for a worker */
+	unsigned int depth;	/* waiting for a worker */
+	unsigned int high;	/* high-water mark of depth */
 	bool stopping;
 	hs_fn fn;
 	void *arg;

@@ -92,19 +92,9 @@ static void queue_signal(struct usmc_listener *l, bool ready)
 
 void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 {
-	if (c->mode == USMC_MODE_SMCR) {
-		atomic_fetch_add(&l->smcr, 1);
-	} else {
-		atomic_fetch_add(&l->fallbacks, 1);
-		atomic_fetch_add(&l->fallback_by_reason[usmc_reason_slot(c->reason)], 1);
-	}
-	c->next = NULL;
+	mode_counts_add(&l->modes, c->mode, c->reason);
 	pthread_mutex_lock(&l->qlock);
-	if (l->qtail)
-		l->qtail->next = c;
-	else
-		l->qhead = c;
-	l->qtail = c;
+	conn_fifo_push(&l->q, c);
 	/* counted before the handshake count drops, so the sum never dips
 	 * below the truth and the cap is never overshot */
 	atomic_fetch_add(&l->queued, 1);
@@ -127,15 +117,10 @@ static struct usmc_conn *queue_pop(struct usmc_listener *l)
 	struct usmc_conn *c;
 
 	pthread_mutex_lock(&l->qlock);
-	c = l->qhead;
-	if (c) {
-		l->qhead = c->next;
-		if (!l->qhead)
-			l->qtail = NULL;
-		c->next = NULL;
+	c = conn_fifo_pop(&l->q);
+	if (c)
 		atomic_fetch_sub(&l->queued, 1);
-	}
-	queue_signal(l, l->qhead != NULL);
+	queue_signal(l, l->q.head != NULL);
 	pthread_mutex_unlock(&l->qlock);
 	return c;
 }
@@ -374,15 +359,12 @@ int usmc_listener_setopt(struct usmc_listener *l, enum usmc_opt opt, long value)
 
 int usmc_listener_getopt(const struct usmc_listener *l, enum usmc_opt opt, long *value)
 {
-	struct usmc_listener *ml = (struct usmc_listener *)l;
-	int rc;
+	struct usmc_opts o;
 
 	if (!l)
 		return -EINVAL;
-	pthread_mutex_lock(&ml->opts_lock);
-	rc = opts_get(&ml->opts, opt, value);
-	pthread_mutex_unlock(&ml->opts_lock);
-	return rc;
+	listener_copy_opts((struct usmc_listener *)l, &o);
+	return opts_get(&o, opt, value);
 }
 
 /*
@@ -415,8 +397,8 @@ void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_sta
 	if (!l || !st)
 		return;
 	st->accepted = atomic_load(&ml->accepted);
-	st->smcr = atomic_load(&ml->smcr);
-	st->fallbacks = atomic_load(&ml->fallbacks);
+	st->smcr = atomic_load(&ml->modes.smcr);
+	st->fallbacks = atomic_load(&ml->modes.fallbacks);
 	st->hs_failed = atomic_load(&ml->hs_failed);
 	st->congestion_fallbacks = atomic_load(&ml->congestion_fallbacks);
 	st->backlog_full = atomic_load(&ml->backlog_full);
@@ -434,13 +416,7 @@ void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_sta
 
 uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t reason)
 {
-	struct usmc_listener *ml = (struct usmc_listener *)l;
-	unsigned int slot = usmc_reason_slot(reason);
-
-	/* Unknown codes share a slot: report them only when asked for one. */
-	if (!l || (slot == USMC_REASON_SLOTS - 1 && usmc_reason_lookup(reason)))
-		return 0;
-	return atomic_load(&ml->fallback_by_reason[slot]);
+	return l ? mode_counts_fallbacks(&l->modes, reason) : 0;
 }
 
 static void free_conn_list(struct usmc_conn *c)

@@ -16,6 +16,7 @@
 
 #include "handshake_pool.h"
 #include "kcompat.h"
+#include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
 
@@ -51,7 +52,7 @@ struct usmc_listener {
 
 	/* accept queue: established connections for usmc_accept() */
 	pthread_mutex_t qlock;
-	struct usmc_conn *qhead, *qtail;
+	struct conn_fifo q;
 	bool qready; /* qfd's count is 1 (else 0) */
 
 	/* accept thread only: connections being probed, oldest first */
@@ -67,9 +68,8 @@ struct usmc_listener {
 	atomic_uint backlog_high;
 	atomic_uint stash_high;
 
-	atomic_uint_least64_t accepted, smcr, fallbacks, hs_failed, congestion_fallbacks,
-		backlog_full;
-	atomic_uint_least64_t fallback_by_reason[USMC_REASON_SLOTS];
+	atomic_uint_least64_t accepted, hs_failed, congestion_fallbacks, backlog_full;
+	struct mode_counts modes; /* connections handed to usmc_accept() */
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
 };
 

@@ -5,8 +5,22 @@
 #include "clc_io.h"
 #include "conn.h"
 #include "ctx.h"
-#include "smcr.h"
 #include "listen_handshake.h"
+#include "smcr.h"
+
+/*
+ * The @len bytes of the CLC message read into @buf (or the error reading
+ * it) as a PROPOSAL: the only message a client may open with.
+ */
+static int proposal_of(const uint8_t *buf, int len, const struct clc_hdr *hdr,
+		       struct clc_proposal *prop)
+{
+	if (len < 0)
+		return len;
+	if (hdr->type != CLC_PROPOSAL)
+		return USMC_EPROTO_CLC;
+	return clc_proposal_decode(buf, (size_t)len, prop);
+}
 
 int listen_handshake(struct usmc_conn *c)
 {
@@ -16,11 +30,7 @@ int listen_handshake(struct usmc_conn *c)
 	int len, rc;
 
 	len = clc_io_recv(c->fd, buf, sizeof(buf), (int)c->opts.v[USMC_OPT_CLC_TIMEOUT_MS], &hdr);
-	if (len < 0)
-		return len;
-	if (hdr.type != CLC_PROPOSAL)
-		return USMC_EPROTO_CLC;
-	rc = clc_proposal_decode(buf, (size_t)len, &prop);
+	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return rc;
 	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2)
@@ -40,13 +50,8 @@ int listen_decline_now(struct usmc_conn *c, uint32_t reason)
 	struct clc_proposal prop;
 	struct clc_hdr hdr;
 	int len = clc_io_take(c->fd, buf, sizeof(buf), &hdr);
-	int rc;
+	int rc = proposal_of(buf, len, &hdr, &prop);
 
-	if (len < 0)
-		return len;
-	if (hdr.type != CLC_PROPOSAL)
-		return USMC_EPROTO_CLC;
-	rc = clc_proposal_decode(buf, (size_t)len, &prop);
 	if (rc)
 		return rc;
 	/* a DECLINE (<= 44 bytes) always fits a new socket's send buffer */
