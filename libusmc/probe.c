@@ -39,7 +39,8 @@ struct probing {
 
 /* ---- the classifier (pure) ---------------------------------------------- */
 
-/* Offsets in the 8-byte CLC header (smc-r-protocol.md §2.1). */
+/* Offsets in the 8-byte CLC header (Linux: struct smc_clc_msg_hdr in
+ * net/smc/smc_clc.h). */
 #define CLC_HDR_TYPE_OFF    4
 #define CLC_HDR_VERSION_OFF 7
 
@@ -57,7 +58,7 @@ enum probe_verdict probe_classify(const uint8_t *buf, size_t len)
 		return PROBE_TCP;
 	if (len <= CLC_HDR_VERSION_OFF)
 		return PROBE_NEED_MORE;
-	/* version 0 does not exist; Linux rejects it too */
+	/* version 0 does not exist; Linux rejects it too (smc_clc_wait_msg()) */
 	return (buf[CLC_HDR_VERSION_OFF] >> 4) ? PROBE_SMC : PROBE_TCP;
 }
 
