@@ -13,6 +13,12 @@
 struct usmc_ctx;
 struct smcr_conn;
 
+/*
+ * No lock: a connection belongs to one thread at a time (the accept thread,
+ * then maybe a handshake worker, then the application), handed over through
+ * the locked queues of the handshake pool and the listener; the byte
+ * counters are atomic for usmc_conn_info() from another thread.
+ */
 struct usmc_conn {
 	struct usmc_ctx *ctx;
 	int fd; /* the TCP socket; also the pollable fd in TCP mode */

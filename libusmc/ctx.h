@@ -15,8 +15,8 @@
 #include "smcr.h"
 
 struct usmc_ctx {
-	pthread_mutex_t lock; /* guards opts against concurrent setopt */
-	struct usmc_opts opts;
+	pthread_mutex_t lock;  /* protects opts */
+	struct usmc_opts opts; /* guarded by lock (setopt from any thread) */
 
 	struct usmc_device_info *devs;
 	int ndevs;

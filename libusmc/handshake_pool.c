@@ -65,8 +65,8 @@ void hs_pool_submit(struct hs_pool *p, struct usmc_conn *c)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* A field of @p that its lock guards, read by another thread. */
-static unsigned int read_locked(struct hs_pool *p, const unsigned int *field)
+/* A field of @p that its lock guards, read from another thread. */
+static unsigned int read_under_lock(struct hs_pool *p, const unsigned int *field)
 {
 	unsigned int v;
 
@@ -78,12 +78,12 @@ static unsigned int read_locked(struct hs_pool *p, const unsigned int *field)
 
 unsigned int hs_pool_depth(struct hs_pool *p)
 {
-	return read_locked(p, &p->depth);
+	return read_under_lock(p, &p->depth);
 }
 
 unsigned int hs_pool_high(struct hs_pool *p)
 {
-	return read_locked(p, &p->high);
+	return read_under_lock(p, &p->high);
 }
 
 struct usmc_conn *hs_pool_stop(struct hs_pool *p)

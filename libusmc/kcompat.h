@@ -80,10 +80,12 @@ int kcompat_client_decline(enum kc_peer peer, int fd, uint32_t reason);
  */
 int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason);
 
+/* A listener's registration; written before its threads start, then only
+ * congested changes (atomically, from the accept thread and workers). */
 struct kcompat_lsn {
-	bool active;	       /* the program runs for this listener */
-	atomic_bool congested; /* last value written to the map */
-	struct kc_listen_key key;
+	bool active;		  /* fixed: the program runs for this listener */
+	atomic_bool congested;	  /* last value written to the map */
+	struct kc_listen_key key; /* fixed */
 };
 
 /* Between bind() and listen(): mark @fd and register its port. */

@@ -78,7 +78,8 @@ void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c)
  * per connection. (The write under the lock is on the empty-queue edge,
  * when the application has nothing to pop, so it rarely holds anyone up.)
  */
-static void queue_signal(struct usmc_listener *l, bool ready)
+/* Requires @l->qlock. */
+static void queue_signal_locked(struct usmc_listener *l, bool ready)
 {
 	uint64_t v = 1;
 
@@ -98,7 +99,7 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 	/* counted before the handshake count drops, so the sum never dips
 	 * below the truth and the cap is never overshot */
 	atomic_fetch_add(&l->queued, 1);
-	queue_signal(l, true);
+	queue_signal_locked(l, true);
 	pthread_mutex_unlock(&l->qlock);
 }
 
@@ -120,7 +121,7 @@ static struct usmc_conn *queue_pop(struct usmc_listener *l)
 	c = conn_fifo_pop(&l->q);
 	if (c)
 		atomic_fetch_sub(&l->queued, 1);
-	queue_signal(l, l->q.head != NULL);
+	queue_signal_locked(l, l->q.head != NULL);
 	pthread_mutex_unlock(&l->qlock);
 	return c;
 }

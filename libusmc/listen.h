@@ -25,48 +25,59 @@ struct usmc_conn;
 struct probing;
 struct accept_backend_ops;
 
+/*
+ * Who may touch what. Locks: start_lock, opts_lock, qlock here and
+ * hs.lock in the pool; none is ever held while another lock is taken, or
+ * while calling out of the listener (conn_destroy(), the SMC-R handshake,
+ * kcompat): each is a leaf. Fields marked
+ * "accept thread" are its alone once it runs; those marked "fixed" are set
+ * by usmc_listen() before any thread starts and only read afterwards;
+ * atomics need no lock.
+ */
 struct usmc_listener {
-	struct usmc_ctx *ctx;
-	unsigned int flags;
-	int backlog;
+	struct usmc_ctx *ctx; /* fixed */
+	unsigned int flags;   /* fixed: USMC_LISTEN_* */
+	int backlog;	      /* fixed */
 
-	int lfd;    /* the kernel TCP listener */
-	int qfd;    /* eventfd: readable while the accept queue is not empty */
-	int wakefd; /* wakes the accept thread (stop, backlog space) */
-	int epfd;   /* the accept thread's epoll */
+	int lfd;    /* fixed: the kernel TCP listener */
+	int qfd;    /* fixed: eventfd, readable while the accept queue is not empty */
+	int wakefd; /* fixed: wakes the accept thread (stop, backlog space) */
+	int epfd;   /* fixed: the accept thread's epoll */
 	pthread_t accept_thread;
 	atomic_bool stopping;
-	atomic_bool paused;		     /* accept thread stopped taking connections */
-	const struct accept_backend_ops *ab; /* how it takes connections (accept_backend.h) */
-	void *ab_data;			     /* the backend's own state */
-	bool lfd_in;	      /* accept thread: the listen socket is polled for EPOLLIN */
+	atomic_bool paused;   /* accept thread stopped taking connections */
 	atomic_bool uring_on; /* for stats: connections come through io_uring */
 
-	/* usmc_listen() waits until the accept thread chose how it accepts */
-	pthread_mutex_t start_lock;
-	pthread_cond_t start_cond;
-	bool started;
+	/* accept thread: how it takes connections (accept_backend.h) */
+	const struct accept_backend_ops *ab;
+	void *ab_data; /* accept thread: the backend's own state */
+	bool lfd_in;   /* accept thread: the listen socket is polled for EPOLLIN */
 
-	pthread_mutex_t opts_lock;
-	struct usmc_opts opts;
-
-	/* accept queue: established connections for usmc_accept() */
-	pthread_mutex_t qlock;
-	struct conn_fifo q;
-	bool qready; /* qfd's count is 1 (else 0) */
-
-	/* accept thread only: connections being probed, oldest first */
+	/* accept thread: connections being probed, in deadline order */
 	struct probing *probes, *probes_tail;
 
-	struct hs_pool hs;
+	/* usmc_listen() waits until the accept thread chose its backend */
+	pthread_mutex_t start_lock; /* protects started */
+	pthread_cond_t start_cond;  /* signalled under start_lock when started */
+	bool started;		    /* guarded by start_lock */
 
-	struct kcompat_lsn kc; /* kernel-compat mode (kcompat.h) */
+	pthread_mutex_t opts_lock; /* protects opts */
+	struct usmc_opts opts;	   /* guarded by opts_lock (setopt from any thread) */
+
+	/* accept queue: established connections for usmc_accept() */
+	pthread_mutex_t qlock; /* protects q, qready and qfd's count */
+	struct conn_fifo q;    /* guarded by qlock */
+	bool qready;	       /* guarded by qlock: qfd's count is 1 (else 0) */
+
+	struct hs_pool hs; /* its own lock (handshake_pool.h) */
+
+	struct kcompat_lsn kc; /* fixed once listening; congested is atomic */
 
 	/* backlog accounting: in_handshake (probe + pool) + queued <= backlog */
 	atomic_uint in_handshake;
-	atomic_uint queued;
-	atomic_uint backlog_high;
-	atomic_uint stash_high;
+	atomic_uint queued;	  /* changed under qlock, read without it as a hint */
+	atomic_uint backlog_high; /* written by the accept thread only */
+	atomic_uint stash_high;	  /* written by the accept thread only */
 
 	atomic_uint_least64_t accepted, hs_failed, congestion_fallbacks, backlog_full;
 	struct mode_counts modes; /* connections handed to usmc_accept() */
