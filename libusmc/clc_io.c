@@ -1,83 +1,108 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "clc_io.h"
 #include "clock.h"
 #include "wire_err.h"
 
-/* Wait until @fd is readable or @deadline passes. */
-static int wait_readable(int fd, long deadline)
+/*
+ * Wait until @fd holds @need bytes, its peer has closed (*@closed set), or
+ * @deadline passes. A peek sees the same bytes again until more arrive, so
+ * "readable" alone would wake at once for a partial message: SO_RCVLOWAT
+ * makes poll() wait for the count instead (tcp_poll() honours it), and is
+ * put back afterwards because the application gets this socket.
+ */
+static int wait_bytes(int fd, size_t need, long deadline, bool *closed)
 {
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+	int old = 1, want = (int)need, rc;
+	socklen_t len = sizeof(old);
+	bool lowat = need > 1 && !getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &old, &len) &&
+		     old < want && !setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want));
+
+	do {
 		long left = deadline - clock_now_ms();
-		int rc;
 
-		if (left <= 0)
-			return -ETIMEDOUT;
-		rc = poll(&p, 1, (int)left);
-		if (rc > 0)
-			return 0;
-		if (rc == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
+		rc = left <= 0 ? 0 : poll(&p, 1, (int)left);
+	} while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		rc = -errno;
+	else
+		rc = rc ? 0 : -ETIMEDOUT;
+	if (lowat)
+		setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &old, sizeof(old));
+	*closed = p.revents & (POLLRDHUP | POLLHUP | POLLERR);
+	return rc;
 }
 
-/* recv() exactly @len bytes (or peek them) before @deadline. */
-static int recv_exact(int fd, uint8_t *buf, size_t len, int flags, long deadline)
+int clc_io_take_peeked(int fd, uint8_t *buf, size_t n, size_t cap, struct clc_hdr *hdr)
 {
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n;
-		int rc = wait_readable(fd, deadline);
-
-		if (rc)
-			return rc;
-		if (flags & MSG_PEEK)
-			got = 0; /* a peek sees the whole queue from its start */
-		n = recv(fd, buf + got, len - got, flags | MSG_DONTWAIT);
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-		if ((flags & MSG_PEEK) && got < len) {
-			/* wait for more without spinning on the same bytes */
-			struct timespec ts = {0, 1000000};
-
-			nanosleep(&ts, NULL);
-		}
-	}
-	return 0;
-}
-
-int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr)
-{
-	long deadline = clock_now_ms() + timeout_ms;
 	int rc;
 
-	if (cap < CLC_HDR_LEN)
-		return -EINVAL;
-	/* peek the header first: its length says how much is ours */
-	rc = recv_exact(fd, buf, CLC_HDR_LEN, MSG_PEEK, deadline);
-	if (rc)
-		return rc;
-	rc = clc_hdr_decode(buf, CLC_HDR_LEN, hdr);
+	if (n < CLC_HDR_LEN)
+		return -EAGAIN;
+	rc = clc_hdr_decode(buf, n, hdr);
 	if (rc)
 		return rc;
 	if (hdr->length > cap)
 		return WIRE_E_LENGTH;
-	rc = recv_exact(fd, buf, hdr->length, 0, deadline);
-	return rc ? rc : hdr->length;
+	if (n < hdr->length)
+		return -EAGAIN;
+	if (recv(fd, buf, hdr->length, MSG_DONTWAIT) != (ssize_t)hdr->length)
+		return -EIO; /* cannot happen: the bytes were peeked */
+	return hdr->length;
+}
+
+/* Peek what @fd holds (up to @cap) into @buf; -EAGAIN if nothing yet. */
+static ssize_t peek(int fd, uint8_t *buf, size_t cap)
+{
+	ssize_t n = recv(fd, buf, cap, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
+	return n ? n : -ECONNRESET;
+}
+
+int clc_io_take(int fd, uint8_t *buf, size_t cap, struct clc_hdr *hdr)
+{
+	ssize_t n = peek(fd, buf, cap);
+
+	return n < 0 ? (int)n : clc_io_take_peeked(fd, buf, (size_t)n, cap, hdr);
+}
+
+/*
+ * Peek, and take the message once it is whole: its header's length says
+ * how many bytes are ours, so nothing after it is ever consumed.
+ */
+int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr)
+{
+	long deadline = clock_now_ms() + timeout_ms;
+	bool closed = false;
+
+	if (cap < CLC_HDR_LEN)
+		return -EINVAL;
+	for (;;) {
+		ssize_t n = peek(fd, buf, cap);
+		size_t need;
+		int rc;
+
+		if (n < 0 && n != -EAGAIN)
+			return (int)n;
+		rc = n < 0 ? -EAGAIN : clc_io_take_peeked(fd, buf, (size_t)n, cap, hdr);
+		if (rc != -EAGAIN)
+			return rc;
+		if (closed)
+			return -ECONNRESET; /* EOF inside the message */
+		/* nothing yet: any byte wakes us; part of it: the rest does */
+		need = n <= 0 ? 1 : n < CLC_HDR_LEN ? CLC_HDR_LEN : hdr->length;
+		rc = wait_bytes(fd, need, deadline, &closed);
+		if (rc)
+			return rc;
+	}
 }
 
 int clc_io_send(int fd, const uint8_t *buf, size_t len)

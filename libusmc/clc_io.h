@@ -19,6 +19,21 @@
  */
 int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr);
 
+/*
+ * clc_io_take() - without blocking, read the one CLC message that starts
+ * the bytes waiting on @fd, once it is complete. Returns its length (@hdr
+ * filled), -EAGAIN while it is not complete (nothing consumed),
+ * -ECONNRESET at EOF, a WIRE_E_* code, or another -errno.
+ */
+int clc_io_take(int fd, uint8_t *buf, size_t cap, struct clc_hdr *hdr);
+
+/*
+ * clc_io_take_peeked() - as clc_io_take(), for a caller that already
+ * peeked @n bytes into @buf: consumes the message if those bytes hold all
+ * of it, else -EAGAIN (or a WIRE_E_* code for a malformed header).
+ */
+int clc_io_take_peeked(int fd, uint8_t *buf, size_t n, size_t cap, struct clc_hdr *hdr);
+
 /* clc_io_send() - send @len bytes of one message, all or an error. */
 int clc_io_send(int fd, const uint8_t *buf, size_t len);
 

@@ -126,7 +126,7 @@ static int connect_decide_mode(struct usmc_conn *c)
 	if (rc != SMCR_HS_NODEV)
 		return conn_apply_handshake(c, rc, &hs);
 	/* no device: a kernel-compat server that expects CLC gets a DECLINE */
-	rc = kcompat_client_decline(c, USMC_REASON_NOSMCRDEV);
+	rc = kcompat_client_decline(c->kc_peer, c->fd, USMC_REASON_NOSMCRDEV);
 	if (rc)
 		return rc;
 	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);

@@ -14,6 +14,12 @@ struct usmc_ctx;
 struct smcr_conn;
 struct smcr_hs;
 
+/*
+ * No lock: a connection belongs to one thread at a time (the accept thread,
+ * then maybe a handshake worker, then the application), handed over through
+ * the locked queues of the handshake pool and the listener; the byte
+ * counters are atomic for usmc_conn_info() from another thread.
+ */
 struct usmc_conn {
 	struct usmc_ctx *ctx;
 	int fd; /* the TCP socket; also the pollable fd in TCP mode */
@@ -29,8 +35,37 @@ struct usmc_conn {
 	struct usmc_opts opts;
 	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
 	atomic_uint_least64_t bytes_sent, bytes_received;
-	struct usmc_conn *next; /* accept queue link (listener) */
+	struct usmc_conn *next; /* struct conn_fifo link (handshake pool, accept queue) */
 };
+
+/* A FIFO of connections linked by ->next; its owner's lock guards it. */
+struct conn_fifo {
+	struct usmc_conn *head, *tail;
+};
+
+static inline void conn_fifo_push(struct conn_fifo *q, struct usmc_conn *c)
+{
+	c->next = NULL;
+	if (q->tail)
+		q->tail->next = c;
+	else
+		q->head = c;
+	q->tail = c;
+}
+
+/* The oldest connection, unlinked; NULL if empty. */
+static inline struct usmc_conn *conn_fifo_pop(struct conn_fifo *q)
+{
+	struct usmc_conn *c = q->head;
+
+	if (c) {
+		q->head = c->next;
+		if (!q->head)
+			q->tail = NULL;
+		c->next = NULL;
+	}
+	return c;
+}
 
 /* A connection around TCP socket @fd; the options are copied. */
 struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opts *opts,

@@ -82,6 +82,13 @@ void ctx_copy_opts(struct usmc_ctx *ctx, struct usmc_opts *out)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	return ctx->kc != NULL;
+}
+
 int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max)
 {
 	if (!ctx || max < 0 || (max > 0 && !devs))
@@ -101,12 +108,7 @@ bool ctx_has_smcr_device(const struct usmc_ctx *ctx)
 
 void ctx_count_mode(struct usmc_ctx *ctx, enum usmc_mode mode, uint32_t reason)
 {
-	if (mode == USMC_MODE_SMCR) {
-		atomic_fetch_add(&ctx->smcr, 1);
-		return;
-	}
-	atomic_fetch_add(&ctx->fallbacks, 1);
-	atomic_fetch_add(&ctx->fallback_by_reason[usmc_reason_slot(reason)], 1);
+	mode_counts_add(&ctx->modes, mode, reason);
 }
 
 void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
@@ -115,8 +117,8 @@ void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
 		return;
 	st->connects = atomic_load(&ctx->connects);
 	st->accepts = atomic_load(&ctx->accepts);
-	st->smcr = atomic_load(&ctx->smcr);
-	st->fallbacks = atomic_load(&ctx->fallbacks);
+	st->smcr = atomic_load(&ctx->modes.smcr);
+	st->fallbacks = atomic_load(&ctx->modes.fallbacks);
 	st->hs_errors = atomic_load(&ctx->hs_errors);
 	st->open_conns = (uint64_t)atomic_load(&ctx->open_conns);
 	st->lgrs_created = atomic_load(&ctx->rdma.lgrs_created);
@@ -125,12 +127,7 @@ void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
 
 uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)
 {
-	unsigned int slot = usmc_reason_slot(reason);
-
-	/* Unknown codes share a slot: report them only when asked for one. */
-	if (!ctx || (slot == USMC_REASON_SLOTS - 1 && usmc_reason_lookup(reason)))
-		return 0;
-	return atomic_load(&ctx->fallback_by_reason[slot]);
+	return ctx ? mode_counts_fallbacks(&ctx->modes, reason) : 0;
 }
 
 int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)

@@ -9,19 +9,20 @@
 
 #include <usmc/usmc.h>
 
+#include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
 #include "smcr_ctx.h"
 
 struct usmc_ctx {
-	pthread_mutex_t lock; /* guards opts against concurrent setopt */
-	struct usmc_opts opts;
+	pthread_mutex_t lock;  /* protects opts */
+	struct usmc_opts opts; /* guarded by lock (setopt from any thread) */
 
 	struct usmc_device_info *devs;
 	int ndevs;
 
-	atomic_uint_least64_t connects, accepts, smcr, fallbacks, hs_errors;
-	atomic_uint_least64_t fallback_by_reason[USMC_REASON_SLOTS];
+	atomic_uint_least64_t connects, accepts, hs_errors;
+	struct mode_counts modes; /* every connection that reached its mode */
 	atomic_int open_conns, open_listeners;
 	struct smcr_ctx rdma; /* SMC-R: system id, UEID, link groups */
 

@@ -12,8 +12,6 @@
 
 #include "clc.h"
 #include "clc_io.h"
-#include "conn.h"
-#include "ctx.h"
 #include "kcompat.h"
 
 #ifdef USMC_HAVE_BPF
@@ -72,45 +70,35 @@ enum kc_peer kc_peer_from_flags(bool found, uint32_t flags)
 
 /* ---- client decline (needs no BPF) ------------------------------------- */
 
-int kcompat_client_decline(struct usmc_conn *c, uint32_t reason)
+int kcompat_client_decline(enum kc_peer peer, int fd, uint32_t reason)
 {
-	if (c->kc_peer != KC_PEER_SMC)
+	if (peer != KC_PEER_SMC)
 		return 0;
 	/* before an ACCEPT a Linux client without ISMv2 declines with v1 */
-	return clc_io_send_decline(c->fd, CLC_V1, NULL, reason);
+	return clc_io_send_decline(fd, CLC_V1, NULL, reason);
 }
 
-/* The longest DECLINE (v2); the SYN option's magic is the CLC eyecatcher. */
-#define KC_DECLINE_MAX 44
 _Static_assert(KC_OPT_MAGIC == CLC_EYECATCHER_SMCR, "SMC option magic is \"SMCR\" in EBCDIC");
 
-int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason)
+int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason)
 {
-	uint8_t buf[KC_DECLINE_MAX];
+	uint8_t buf[CLC_DECLINE_V2_LEN]; /* the longest DECLINE */
 	struct clc_decline d;
 	struct clc_hdr hdr;
 	ssize_t n;
 	int rc;
 
-	if (c->kc_peer != KC_PEER_SMC)
+	if (peer != KC_PEER_SMC)
 		return 0;
-	n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n <= 0) /* nothing yet, EOF or an error: the probe decides */
 		return 0;
 	if (!clc_hdr_starts(buf, (size_t)n, CLC_DECLINE))
 		return 0;
-	if (n < CLC_HDR_LEN)
-		return -EAGAIN;
-	rc = clc_hdr_decode(buf, (size_t)n, &hdr);
-	if (rc)
+	rc = clc_io_take_peeked(fd, buf, (size_t)n, sizeof(buf), &hdr);
+	if (rc < 0)
 		return rc;
-	if (hdr.length > sizeof(buf))
-		return USMC_EPROTO_CLC;
-	if (n < hdr.length)
-		return -EAGAIN;
-	if (recv(c->fd, buf, hdr.length, MSG_DONTWAIT) != (ssize_t)hdr.length)
-		return -EIO; /* cannot happen: the bytes were peeked */
-	rc = clc_decline_decode(buf, hdr.length, &d);
+	rc = clc_decline_decode(buf, (size_t)rc, &d);
 	if (rc)
 		return rc;
 	*reason = d.diagnosis;
@@ -432,10 +420,3 @@ enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *l
 }
 
 #endif /* USMC_HAVE_BPF */
-
-int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx)
-{
-	if (!ctx)
-		return -EINVAL;
-	return ctx->kc != NULL;
-}

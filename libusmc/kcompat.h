@@ -25,7 +25,6 @@
 #include "kcompat_abi.h"
 
 struct kcompat;
-struct usmc_conn;
 
 enum kc_mode {
 	KC_MODE_OFF = 0,
@@ -62,28 +61,31 @@ void kcompat_mark_client(struct kcompat *kc, int fd);
 enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd);
 
 /*
- * The client will not propose: if the server expects CLC (@c->kc_peer is
- * KC_PEER_SMC), tell it with a DECLINE of @reason, as a Linux client does,
- * so that it falls back at once instead of waiting for a PROPOSAL.
+ * The client will not propose: if the server expects CLC (@peer, what the
+ * SYN-ACK said, is KC_PEER_SMC), tell it with a DECLINE of @reason on
+ * socket @fd, as a Linux client does, so that it falls back at once
+ * instead of waiting for a PROPOSAL.
  */
-int kcompat_client_decline(struct usmc_conn *c, uint32_t reason);
+int kcompat_client_decline(enum kc_peer peer, int fd, uint32_t reason);
 
 /* ---- listener ------------------------------------------------------- */
 
 /*
- * kcompat_take_decline() - a client that signalled SMC (@c->kc_peer is
+ * kcompat_take_decline() - a client that signalled SMC (@peer is
  * KC_PEER_SMC) may answer with a DECLINE instead of a PROPOSAL, as a Linux
- * client without a usable device does. Without blocking: if @c's first
- * bytes are a complete DECLINE, consume it, set *@reason to its diagnosis
+ * client without a usable device does. Without blocking: if the first
+ * bytes on socket @fd are a complete DECLINE, consume it, set *@reason to its diagnosis
  * and return 1; -EAGAIN while they may still become one; 0 if they are
- * not one (or @c did not signal SMC); a WIRE_E_* code if malformed.
+ * not one (or the client did not signal SMC); a WIRE_E_* code if malformed.
  */
-int kcompat_take_decline(struct usmc_conn *c, uint32_t *reason);
+int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason);
 
+/* A listener's registration; written before its threads start, then only
+ * congested changes (atomically, from the accept thread and workers). */
 struct kcompat_lsn {
-	bool active;	       /* the program runs for this listener */
-	atomic_bool congested; /* last value written to the map */
-	struct kc_listen_key key;
+	bool active;		  /* fixed: the program runs for this listener */
+	atomic_bool congested;	  /* last value written to the map */
+	struct kc_listen_key key; /* fixed */
 };
 
 /* Between bind() and listen(): mark @fd and register its port. */

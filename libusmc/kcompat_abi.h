@@ -11,8 +11,10 @@
 #include <linux/types.h>
 
 /*
- * The SMC capability option (smc-r-protocol.md §1.1): experimental kind 254,
- * length 6, 4-byte magic "SMCR" in EBCDIC. Linux pads it with two NOPs in
+ * The SMC capability option: experimental kind 254, length 6, 4-byte magic
+ * "SMCR" in EBCDIC (Linux: TCPOPT_SMC_MAGIC in include/net/tcp.h, written by
+ * smc_options_write() in net/ipv4/tcp_output.c, parsed by
+ * smc_parse_options() in net/ipv4/tcp_input.c). Linux pads it with two NOPs in
  * front; a BPF program can only write the option itself, so the kernel pads
  * after it instead. Receivers skip NOPs anywhere, so both forms parse alike.
  */

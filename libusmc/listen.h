@@ -7,7 +7,6 @@
 #ifndef USMC_LISTEN_H
 #define USMC_LISTEN_H
 
-#include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -15,84 +14,127 @@
 
 #include <usmc/usmc.h>
 
-#include "hs.h"
+#include "handshake_pool.h"
 #include "kcompat.h"
+#include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
 
 struct usmc_ctx;
 struct usmc_conn;
 struct probing;
+struct accept_backend_ops;
 
-/* io_uring multishot accept state (accept thread only, after setup). */
-struct accept_ring {
-	bool on;	 /* the listener takes connections through the ring */
-	bool armed;	 /* a multishot accept is outstanding */
-	bool cancelling; /* and its cancellation was submitted */
-	bool up;	 /* the ring exists: the accept thread waits in it */
-	bool polling;	 /* its multishot poll on the epoll set is armed */
-	struct io_uring ring;
-	/* sockets the ring accepted while the listener was at its cap: a
-	 * multishot accept drains the kernel's whole accept queue at once,
-	 * and completions in flight when the cancel goes out still come.
-	 * Served first, in order, when there is room. */
-	int *stash;
-	unsigned int nstash, stash_cap;
-};
-
+/*
+ * Who may touch what. Locks: start_lock, opts_lock, qlock here and
+ * hs.lock in the pool; none is ever held while another lock is taken, or
+ * while calling out of the listener (conn_destroy(), the SMC-R handshake,
+ * kcompat): each is a leaf. Fields marked
+ * "accept thread" are its alone once it runs; those marked "fixed" are set
+ * by usmc_listen() before any thread starts and only read afterwards;
+ * atomics need no lock.
+ */
 struct usmc_listener {
-	struct usmc_ctx *ctx;
-	unsigned int flags;
-	int backlog;
+	struct usmc_ctx *ctx; /* fixed */
+	unsigned int flags;   /* fixed: USMC_LISTEN_* */
+	int backlog;	      /* fixed */
 
-	int lfd;    /* the kernel TCP listener */
-	int qfd;    /* eventfd: readable while the accept queue is not empty */
-	int wakefd; /* wakes the accept thread (stop, backlog space) */
-	int epfd;   /* the accept thread's epoll */
+	int lfd;    /* fixed: the kernel TCP listener */
+	int qfd;    /* fixed: eventfd, readable while the accept queue is not empty */
+	int wakefd; /* fixed: wakes the accept thread (stop, backlog space) */
+	int epfd;   /* fixed: the accept thread's epoll */
 	pthread_t accept_thread;
 	atomic_bool stopping;
-	atomic_bool paused; /* accept thread stopped taking connections */
-	struct accept_ring ar;
-	bool lfd_in;	      /* accept thread: the listen socket is polled for EPOLLIN */
-	atomic_bool uring_on; /* for stats: ar.on, readable by any thread */
+	atomic_bool paused;   /* accept thread stopped taking connections */
+	atomic_bool uring_on; /* for stats: connections come through io_uring */
 
-	/* usmc_listen() waits until the accept thread chose how it accepts */
-	pthread_mutex_t start_lock;
-	pthread_cond_t start_cond;
-	bool started;
+	/* accept thread: how it takes connections (accept_backend.h) */
+	const struct accept_backend_ops *ab;
+	void *ab_data; /* accept thread: the backend's own state */
+	bool lfd_in;   /* accept thread: the listen socket is polled for EPOLLIN */
 
-	pthread_mutex_t opts_lock;
-	struct usmc_opts opts;
-
-	/* accept queue: established connections for usmc_accept() */
-	pthread_mutex_t qlock;
-	struct usmc_conn *qhead, *qtail;
-	bool qready; /* qfd's count is 1 (else 0) */
-
-	/* accept thread only: connections being probed, oldest first */
+	/* accept thread: connections being probed, in deadline order */
 	struct probing *probes, *probes_tail;
 
-	struct hs_pool hs;
+	/* usmc_listen() waits until the accept thread chose its backend */
+	pthread_mutex_t start_lock; /* protects started */
+	pthread_cond_t start_cond;  /* signalled under start_lock when started */
+	bool started;		    /* guarded by start_lock */
 
-	struct kcompat_lsn kc; /* kernel-compat mode (kcompat.h) */
+	pthread_mutex_t opts_lock; /* protects opts */
+	struct usmc_opts opts;	   /* guarded by opts_lock (setopt from any thread) */
+
+	/* accept queue: established connections for usmc_accept() */
+	pthread_mutex_t qlock; /* protects q, qready and qfd's count */
+	struct conn_fifo q;    /* guarded by qlock */
+	bool qready;	       /* guarded by qlock: qfd's count is 1 (else 0) */
+
+	struct hs_pool hs; /* its own lock (handshake_pool.h) */
+
+	struct kcompat_lsn kc; /* fixed once listening; congested is atomic */
 
 	/* backlog accounting: in_handshake (probe + pool) + queued <= backlog */
 	atomic_uint in_handshake;
-	atomic_uint queued;
-	atomic_uint backlog_high;
-	atomic_uint stash_high;
+	atomic_uint queued;	  /* changed under qlock, read without it as a hint */
+	atomic_uint backlog_high; /* written by the accept thread only */
+	atomic_uint stash_high;	  /* written by the accept thread only */
 
-	atomic_uint_least64_t accepted, smcr, fallbacks, hs_failed, congestion_fallbacks,
-		backlog_full;
-	atomic_uint_least64_t fallback_by_reason[USMC_REASON_SLOTS];
+	atomic_uint_least64_t accepted, hs_failed, congestion_fallbacks, backlog_full;
+	struct mode_counts modes; /* connections handed to usmc_accept() */
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
 };
+
+/* ---- between the listener's files --------------------------------------- */
+
+/* listen.c: the listener object, its accept queue and its counters */
 
 /* Hand a connection that reached its final mode to usmc_accept(). */
 void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c);
 
+/* The connection is TCP with @reason: give it to the application. */
+void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason);
+
 /* A handshake ended without a connection (error): drop it. */
 void listener_drop(struct usmc_listener *l, struct usmc_conn *c);
+
+/* Queue @c (counted in in_handshake) for a handshake worker. */
+void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c);
+
+/* Count @c's CLC handshake time, from the accept, in the histogram. */
+void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c);
+
+/* Kernel-compat: SYN-ACKs go out without the option while congested. */
+void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts *o);
+
+/* A consistent copy of the listener's options. */
+void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out);
+
+/* accept_thread.c: the accept thread */
+
+void *accept_thread_main(void *arg);
+
+/* Its wake eventfd and epoll set (with the listen socket, not polled yet). */
+int accept_thread_fds(struct usmc_listener *l);
+
+/* Wake it: stop, or room freed while it was paused at the cap. */
+void accept_thread_wake(struct usmc_listener *l);
+
+/* Accept thread only, for the accept backends: */
+
+/* Probe, classify or queue a socket just taken from the kernel. */
+void accept_one(struct usmc_listener *l, int fd);
+
+/* How many more connections the listener may take now. */
+unsigned int accept_room(struct usmc_listener *l);
+
+/* Pause at the backlog cap or resume: tells the backend how much to take. */
+void accept_flow_control(struct usmc_listener *l);
+
+/* Wait up to @timeout_ms on the epoll set and handle its events. */
+void accept_dispatch_epoll(struct usmc_listener *l, int timeout_ms);
+
+/* Whether the listen socket is polled for EPOLLIN in the epoll set. */
+void accept_poll_lfd(struct usmc_listener *l, bool in);
 
 /* ---- pure decisions (unit-tested in tests/test_listen_policy.c) --------- */
 

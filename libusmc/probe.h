@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct usmc_listener;
+struct usmc_conn;
+struct probing;
+
 enum probe_verdict {
 	PROBE_NEED_MORE, /* a prefix of a CLC PROPOSAL header: wait for more */
 	PROBE_SMC,	 /* a CLC PROPOSAL header */
@@ -21,5 +25,27 @@ enum probe_verdict {
 
 /* Classify a client's first @len bytes (peeked; @len may be 0). */
 enum probe_verdict probe_classify(const uint8_t *buf, size_t len);
+
+/* ---- the probe set: accept thread only --------------------------------- */
+
+/*
+ * probe_new() - @c was just accepted (and counted in in_handshake): settle
+ * it from the bytes already there (to the handshake pool, the accept queue,
+ * an at-once DECLINE), or watch it for @wait_ms. Returns 0, or -errno when
+ * it could not be watched; @c is then untouched and still the caller's.
+ */
+int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms);
+
+/* The epoll entry of probe @p fired. */
+void probe_event(struct usmc_listener *l, struct probing *p);
+
+/* Settle every probe whose deadline passed. */
+void probes_expire(struct usmc_listener *l);
+
+/* Milliseconds to the next probe deadline (rounded up), -1 if none. */
+int probe_next_timeout(struct usmc_listener *l);
+
+/* Listener close, after the accept thread ended: drop every probed conn. */
+void probes_free(struct usmc_listener *l);
 
 #endif

@@ -158,14 +158,14 @@ static void test_client_decline(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	c.fd = sv[0];
 	c.kc_peer = KC_PEER_NOSMC;
-	assert_int_equal(kcompat_client_decline(&c, USMC_REASON_NOSMCRDEV), 0);
+	assert_int_equal(kcompat_client_decline(c.kc_peer, c.fd, USMC_REASON_NOSMCRDEV), 0);
 	c.kc_peer = KC_PEER_UNKNOWN;
-	assert_int_equal(kcompat_client_decline(&c, USMC_REASON_NOSMCRDEV), 0);
+	assert_int_equal(kcompat_client_decline(c.kc_peer, c.fd, USMC_REASON_NOSMCRDEV), 0);
 	assert_int_equal(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT), -1); /* nothing sent */
 	assert_int_equal(errno, EAGAIN);
 
 	c.kc_peer = KC_PEER_SMC;
-	assert_int_equal(kcompat_client_decline(&c, USMC_REASON_NOSMCRDEV), 0);
+	assert_int_equal(kcompat_client_decline(c.kc_peer, c.fd, USMC_REASON_NOSMCRDEV), 0);
 	n = recv(sv[1], buf, sizeof(buf), 0);
 	assert_int_equal(n, 28); /* a v1 DECLINE */
 	assert_int_equal(clc_decline_decode(buf, (size_t)n, &d), 0);

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "conn.h"
-#include "hs.h"
+#include "handshake_pool.h"
 #include "listen.h"
 #include "opts.h"
 

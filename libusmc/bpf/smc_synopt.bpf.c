@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
- * Kernel-compat mode: the SMC TCP option (smc-r-protocol.md §1.1) on usmc
- * sockets, so that Linux kernel SMC peers start CLC with usmc.
+ * Kernel-compat mode: the SMC TCP option on usmc sockets (what Linux writes
+ * in net/ipv4/tcp_output.c smc_options_write() and reads in
+ * net/ipv4/tcp_input.c smc_parse_options()), so that Linux kernel SMC peers
+ * start CLC with usmc.
  *
  *  client: its SYN carries the option; the SYN-ACK tells whether the
  *          server answered with it (KC_SOCK_PEER_SMC on the socket).

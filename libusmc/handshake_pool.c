@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "conn.h"
-#include "hs.h"
+#include "handshake_pool.h"
 
 static void *hs_worker(void *arg)
 {
@@ -13,15 +13,11 @@ static void *hs_worker(void *arg)
 	for (;;) {
 		struct usmc_conn *c;
 
-		while (!p->head && !p->stopping)
+		while (!p->queue.head && !p->stopping)
 			pthread_cond_wait(&p->more, &p->lock);
 		if (p->stopping)
 			break;
-		c = p->head;
-		p->head = c->next;
-		if (!p->head)
-			p->tail = NULL;
-		c->next = NULL;
+		c = conn_fifo_pop(&p->queue);
 		p->depth--;
 		pthread_mutex_unlock(&p->lock);
 		p->fn(p->arg, c);
@@ -37,7 +33,7 @@ int hs_pool_start(struct hs_pool *p, int nthreads, hs_fn fn, void *arg)
 
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->more, NULL);
-	p->head = p->tail = NULL;
+	p->queue = (struct conn_fifo){0};
 	p->depth = p->high = 0;
 	p->stopping = false;
 	p->fn = fn;
@@ -61,37 +57,33 @@ int hs_pool_start(struct hs_pool *p, int nthreads, hs_fn fn, void *arg)
 
 void hs_pool_submit(struct hs_pool *p, struct usmc_conn *c)
 {
-	c->next = NULL;
 	pthread_mutex_lock(&p->lock);
-	if (p->tail)
-		p->tail->next = c;
-	else
-		p->head = c;
-	p->tail = c;
+	conn_fifo_push(&p->queue, c);
 	if (++p->depth > p->high)
 		p->high = p->depth;
 	pthread_cond_signal(&p->more);
 	pthread_mutex_unlock(&p->lock);
 }
 
-unsigned int hs_pool_depth(struct hs_pool *p)
+/* A field of @p that its lock guards, read from another thread. */
+static unsigned int read_under_lock(struct hs_pool *p, const unsigned int *field)
 {
-	unsigned int d;
+	unsigned int v;
 
 	pthread_mutex_lock(&p->lock);
-	d = p->depth;
+	v = *field;
 	pthread_mutex_unlock(&p->lock);
-	return d;
+	return v;
+}
+
+unsigned int hs_pool_depth(struct hs_pool *p)
+{
+	return read_under_lock(p, &p->depth);
 }
 
 unsigned int hs_pool_high(struct hs_pool *p)
 {
-	unsigned int h;
-
-	pthread_mutex_lock(&p->lock);
-	h = p->high;
-	pthread_mutex_unlock(&p->lock);
-	return h;
+	return read_under_lock(p, &p->high);
 }
 
 struct usmc_conn *hs_pool_stop(struct hs_pool *p)
@@ -106,8 +98,8 @@ struct usmc_conn *hs_pool_stop(struct hs_pool *p)
 		pthread_join(p->threads[i], NULL);
 	free(p->threads);
 	p->threads = NULL;
-	left = p->head;
-	p->head = p->tail = NULL;
+	left = p->queue.head;
+	p->queue = (struct conn_fifo){0};
 	p->depth = 0;
 	pthread_cond_destroy(&p->more);
 	pthread_mutex_destroy(&p->lock);

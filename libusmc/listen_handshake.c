@@ -1,16 +1,29 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <sys/socket.h>
 
 #include "clc.h"
 #include "clc_io.h"
 #include "conn.h"
 #include "ctx.h"
+#include "listen_handshake.h"
 #include "smcr_clc.h"
 #include "wire_err.h"
-#include "srv_clc.h"
 
-int srv_clc_handshake(struct usmc_conn *c)
+/*
+ * The @len bytes of the CLC message read into @buf (or the error reading
+ * it) as a PROPOSAL: the only message a client may open with.
+ */
+static int proposal_of(const uint8_t *buf, int len, const struct clc_hdr *hdr,
+		       struct clc_proposal *prop)
+{
+	if (len < 0)
+		return len;
+	if (hdr->type != CLC_PROPOSAL)
+		return USMC_EPROTO_CLC;
+	return clc_proposal_decode(buf, (size_t)len, prop);
+}
+
+int listen_handshake(struct usmc_conn *c)
 {
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal prop;
@@ -18,11 +31,7 @@ int srv_clc_handshake(struct usmc_conn *c)
 	int len, rc;
 
 	len = clc_io_recv(c->fd, buf, sizeof(buf), (int)c->opts.v[USMC_OPT_CLC_TIMEOUT_MS], &hdr);
-	if (len < 0)
-		return len;
-	if (hdr.type != CLC_PROPOSAL)
-		return USMC_EPROTO_CLC;
-	rc = clc_proposal_decode(buf, (size_t)len, &prop);
+	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
 	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2) {
@@ -41,28 +50,14 @@ int srv_clc_handshake(struct usmc_conn *c)
 	return 0;
 }
 
-int srv_clc_decline_now(struct usmc_conn *c, uint32_t reason)
+int listen_decline_now(struct usmc_conn *c, uint32_t reason)
 {
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal prop;
 	struct clc_hdr hdr;
-	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-	int rc;
+	int len = clc_io_take(c->fd, buf, sizeof(buf), &hdr);
+	int rc = proposal_of(buf, len, &hdr, &prop);
 
-	if (n < 0)
-		return errno == EAGAIN ? -EAGAIN : -errno;
-	if (n < CLC_HDR_LEN)
-		return n == 0 ? -ECONNRESET : -EAGAIN;
-	rc = clc_hdr_decode(buf, (size_t)n, &hdr);
-	if (rc)
-		return rc;
-	if (hdr.type != CLC_PROPOSAL)
-		return USMC_EPROTO_CLC;
-	if ((size_t)n < hdr.length)
-		return -EAGAIN;
-	if (recv(c->fd, buf, hdr.length, MSG_DONTWAIT) != (ssize_t)hdr.length)
-		return -EIO; /* cannot happen: the bytes were peeked */
-	rc = clc_proposal_decode(buf, hdr.length, &prop);
 	if (rc)
 		return rc;
 	/* a DECLINE (<= 44 bytes) always fits a new socket's send buffer */

@@ -4,12 +4,14 @@
  * CLC (and, with SMC-R, first-contact link setup) runs here so that the
  * accept thread never waits on a handshake.
  */
-#ifndef USMC_HS_H
-#define USMC_HS_H
+#ifndef USMC_HANDSHAKE_POOL_H
+#define USMC_HANDSHAKE_POOL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+
+#include "conn.h"
 
 struct usmc_conn;
 
@@ -17,16 +19,16 @@ struct usmc_conn;
 typedef void (*hs_fn)(void *arg, struct usmc_conn *c);
 
 struct hs_pool {
-	pthread_mutex_t lock;
-	pthread_cond_t more;
-	struct usmc_conn *head, *tail; /* FIFO linked by conn->next */
-	unsigned int depth;	       /* waiting for a worker */
-	unsigned int high;	       /* high-water mark of depth */
-	bool stopping;
-	hs_fn fn;
-	void *arg;
-	int nthreads;
-	pthread_t *threads;
+	pthread_mutex_t lock;	/* protects queue, depth, high, stopping */
+	pthread_cond_t more;	/* signalled under lock: queued, or stopping */
+	struct conn_fifo queue; /* guarded by lock: waiting for a worker */
+	unsigned int depth;	/* guarded by lock: length of queue */
+	unsigned int high;	/* guarded by lock: high-water mark of depth */
+	bool stopping;		/* guarded by lock */
+	hs_fn fn;		/* fixed by hs_pool_start() */
+	void *arg;		/* fixed by hs_pool_start() */
+	int nthreads;		/* hs_pool_start()/hs_pool_stop() only */
+	pthread_t *threads;	/* hs_pool_start()/hs_pool_stop() only */
 };
 
 int hs_pool_start(struct hs_pool *p, int nthreads, hs_fn fn, void *arg);
