@@ -21,8 +21,8 @@
 
 #include <usmc/usmc.h>
 
-#include "clock.h"
-#include "common/linux_proposal.h"
+#include "linux_proposal.h"
+#include "mono_clock.h"
 
 #define PROBE_MS 150
 
@@ -110,12 +110,12 @@ static void test_plain_client_speaks_first(void **state)
 	struct env *e = *state;
 	struct usmc_conn *c;
 	char buf[16];
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(send(fd, "hello", 5, 0), 5);
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(clock_now_ms() - t0 < PROBE_MS); /* no probe timeout spent */
+	assert_true(mono_ms() - t0 < PROBE_MS); /* no probe timeout spent */
 	assert_tcp(c, USMC_REASON_NOSMCRDEV);
 	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_NOSMCRDEV), 1);
 	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_PEERNOSMC), 0);
@@ -136,11 +136,11 @@ static void test_plain_client_server_speaks_first(void **state)
 	struct env *e = *state;
 	struct usmc_conn *c;
 	char buf[16];
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(clock_now_ms() - t0 >= PROBE_MS - 5);
+	assert_true(mono_ms() - t0 >= PROBE_MS - 5);
 	assert_tcp(c, USMC_REASON_NOSMCRDEV);
 	assert_int_equal(usmc_send(c, "220 hi\r\n", 8, 0), 8);
 	read_exact(fd, buf, 8);
@@ -159,11 +159,11 @@ static void test_tcp_only_listener(void **state)
 	struct usmc_conn *c;
 	struct usmc_listener_stats st;
 	char buf[8];
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(clock_now_ms() - t0 < PROBE_MS);
+	assert_true(mono_ms() - t0 < PROBE_MS);
 	assert_tcp(c, USMC_REASON_DISABLED);
 	assert_int_equal(usmc_send(c, "220\r\n", 5, 0), 5);
 	read_exact(fd, buf, 5);

@@ -16,6 +16,8 @@
 
 #include <usmc/usmc.h>
 
+#include "mono_clock.h"
+
 static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
 {
 	va_list ap;
@@ -33,14 +35,6 @@ static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt,
 		if (!(cond))              \
 			die(__VA_ARGS__); \
 	} while (0)
-
-static inline double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static inline struct sockaddr_in host_addr(const char *env, uint16_t port)
 {

@@ -132,9 +132,9 @@ int main(void)
 		usleep(1000);
 	CHECK(!rc, "usmc_connect_finish: %s", usmc_strerror(rc));
 	expect_smcr(c, "client");
-	t0 = now_s();
+	t0 = mono_s();
 	client_run(c, total);
-	dt = now_s() - t0;
+	dt = mono_s() - t0;
 	pthread_join(th, NULL);
 	CHECK(srv.echoed == total, "server echoed %llu of %llu", (unsigned long long)srv.echoed,
 	      (unsigned long long)total);
