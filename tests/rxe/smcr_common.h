@@ -16,25 +16,8 @@
 
 #include <usmc/usmc.h>
 
+#include "../common/check.h"
 #include "mono_clock.h"
-
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHECK(cond, ...)                  \
-	do {                              \
-		if (!(cond))              \
-			die(__VA_ARGS__); \
-	} while (0)
 
 static inline struct sockaddr_in host_addr(const char *env, uint16_t port)
 {

@@ -18,6 +18,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "../common/check.h"
 #include "mono_clock.h"
 
 #define BUF_SIZE   (4u << 20)
@@ -37,18 +38,6 @@ struct end {
 	uint32_t psn;
 	enum ibv_mtu mtu;
 };
-
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
 
 /* Calls that return NULL and set errno. */
 #define CHECK_PTR(expr)                                                                   \
