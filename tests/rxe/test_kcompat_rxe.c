@@ -304,7 +304,8 @@ static void ping_pong_diag(struct usmc_conn *c, int lfd, int port, struct kdiag 
 
 /* A kcompat usmc client against a kernel AF_SMC server whose UEID it does
  * not share: the kernel echoes the option, runs CLC and declines the
- * PROPOSAL (no common UEID: NOSMCDEV, smc-r-protocol.md §8.1); both ends
+ * PROPOSAL (no common UEID: NOSMCDEV, net/smc/af_smc.c smc_listen_find_device()
+ * after smc_clc_match_eid() in net/smc/smc_clc.c); both ends
  * continue over TCP and each says why. */
 static void test_usmc_client_kernel_server_ueid_mismatch(void **state)
 {
