@@ -59,16 +59,6 @@ static struct usmc_conn *accept_one(void)
 	return c;
 }
 
-static void send_all(struct usmc_conn *c, const void *buf, size_t len)
-{
-	for (size_t off = 0; off < len;) {
-		ssize_t n = usmc_send(c, (const uint8_t *)buf + off, len - off, 0);
-
-		CHECK(n > 0, "send: %s", usmc_strerror((int)n));
-		off += (size_t)n;
-	}
-}
-
 static void recv_all(struct usmc_conn *c, void *buf, size_t len)
 {
 	ssize_t n = usmc_recv(c, buf, len, MSG_WAITALL);
@@ -189,14 +179,7 @@ static void *echo_server_conn(void *arg)
 	static _Thread_local uint8_t buf[65536];
 
 	expect_smcr(c, "server");
-	for (;;) {
-		ssize_t n = usmc_recv(c, buf, sizeof(buf), 0);
-
-		CHECK(n >= 0, "server recv: %s", usmc_strerror((int)n));
-		if (!n)
-			break;
-		send_all(c, buf, (size_t)n);
-	}
+	echo_until_eof(c, buf, sizeof(buf));
 	CHECK(!usmc_close(c), "server close");
 	return NULL;
 }
