@@ -19,6 +19,7 @@
 
 #include <usmc/usmc.h>
 
+#include "common/loopback.h"
 #include "ctx.h"
 #include "kcompat.h"
 #include "listen.h"
@@ -79,11 +80,7 @@ static struct fixture *need_kcompat(void **state)
 
 static int plain_connect(const struct fixture *f)
 {
-	int fd = socket(f->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (const struct sockaddr *)&f->addr, f->alen), 0);
-	return fd;
+	return plain_connect_to(&f->addr, f->alen);
 }
 
 /* A plain client that waits for the server to speak is TCP at once: its

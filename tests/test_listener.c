@@ -36,6 +36,7 @@
 
 #include <usmc/usmc.h>
 
+#include "common/loopback.h"
 #include "linux_proposal.h"
 #include "mono_clock.h"
 
@@ -84,16 +85,11 @@ static void sleep_ms(long ms)
 
 static void env_open(struct env *e, int backlog, unsigned int flags, long threads, long congestion)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET};
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(usmc_ctx_create(&e->ctx), 0);
 	assert_int_equal(usmc_ctx_setopt(e->ctx, USMC_OPT_HS_THREADS, threads), 0);
 	assert_int_equal(usmc_ctx_setopt(e->ctx, USMC_OPT_HS_CONGESTION, congestion), 0);
 	assert_int_equal(usmc_ctx_setopt(e->ctx, USMC_OPT_CLC_TIMEOUT_MS, SLOW_CLC_TIMEOUT), 0);
-	assert_int_equal(
-		usmc_listen(e->ctx, (struct sockaddr *)&a, sizeof(a), backlog, flags, &e->l), 0);
-	assert_int_equal(usmc_listener_addr(e->l, &e->addr, &e->alen), 0);
+	e->l = lo_listen(e->ctx, backlog, flags, &e->addr, &e->alen);
 }
 
 static void env_close(struct env *e)
@@ -108,14 +104,7 @@ static void env_close(struct env *e)
 
 static int client_connect(const struct env *e)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	assert_true(fd >= 0);
-	if (connect(fd, (const struct sockaddr *)&e->addr, e->alen)) {
-		print_message("connect: %s\n", strerror(errno));
-		fail();
-	}
-	return fd;
+	return plain_connect_to(&e->addr, e->alen);
 }
 
 static void send_all(int fd, const void *buf, size_t len)
