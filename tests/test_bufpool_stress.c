@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bufpool.h"
+#include "bufpool_noop.h"
 #include "treiber.h"
 
 #define THREADS		   4 /* more than the cores: preemption mid-CAS widens races */
@@ -36,19 +37,6 @@
 			abort();                                                                 \
 		}                                                                                \
 	} while (0)
-
-static int noop_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
-{
-	mr->handle = addr;
-	return 0;
-}
-
-static int noop_dereg(void *ctx, struct bufpool_mr *mr)
-{
-	return 0;
-}
-
-static const struct bufpool_reg_ops noop_ops = {.reg = noop_reg, .dereg = noop_dereg};
 
 struct worker {
 	pthread_t thread;
@@ -150,7 +138,7 @@ static void stress_pool(long iters)
 	struct bufpool_config cfg = {.kind = BUFPOOL_RMB,
 				     .max_bufs = POOL_MAX_BUFS,
 				     .buf_bytes = POOL_BUF_BYTES,
-				     .ops = &noop_ops};
+				     .ops = &bufpool_noop_ops};
 	struct bufpool *pool = bufpool_create(&cfg);
 	struct worker workers[THREADS] = {0};
 	long claims = 0, limit_hits = 0;

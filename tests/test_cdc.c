@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* CDC message codec: byte vectors, round trips, malformed inputs. */
+/* CDC message codec: a byte example as Linux builds it (net/smc/smc_cdc.h
+ * smc_host_msg_to_cdc()), round trips, malformed inputs. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,7 +12,9 @@
 #include "cdc.h"
 #include "wire_err.h"
 
-/* 4096 bytes written into a fresh peer RMBE, nothing consumed. */
+/* After 4096 bytes written into a fresh peer RMBE, nothing consumed: the
+ * producer cursor at 4096, consumer cursor 0 (struct smc_cdc_msg,
+ * net/smc/smc_cdc.h). */
 static const uint8_t cdc_6a[CDC_MSG_LEN] = {
 	0xFE, 0x2C, 0x00, 0x01, 0x00, 0x00, 0x12, 0x34, /* hdr, seq 1, token */
 	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, /* prod (0, 4096) */

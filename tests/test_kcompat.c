@@ -23,7 +23,7 @@
 #include "conn.h"
 #include "kcompat.h"
 
-/* smc-r-protocol.md §1.1: Linux writes NOP, NOP, then the option. */
+/* Linux writes NOP, NOP, then the option (net/ipv4/tcp_output.c smc_options_write()). */
 static const uint8_t linux_smc_option[8] = {0x01, 0x01, 0xFE, 0x06, 0xE2, 0xD4, 0xC3, 0xD9};
 
 static void test_option_bytes(void **state)

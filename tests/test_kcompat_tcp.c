@@ -19,11 +19,11 @@
 
 #include <usmc/usmc.h>
 
-#include "clock.h"
-
+#include "common/loopback.h"
 #include "ctx.h"
 #include "kcompat.h"
 #include "listen.h"
+#include "mono_clock.h"
 
 #define LONG_PROBE_MS 5000 /* a probe would be unmistakable */
 #define MSG	      "hello over TCP"
@@ -80,11 +80,7 @@ static struct fixture *need_kcompat(void **state)
 
 static int plain_connect(const struct fixture *f)
 {
-	int fd = socket(f->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (const struct sockaddr *)&f->addr, f->alen), 0);
-	return fd;
+	return plain_connect_to(&f->addr, f->alen);
 }
 
 /* A plain client that waits for the server to speak is TCP at once: its
@@ -94,11 +90,11 @@ static void test_silent_plain_client_not_probed(void **state)
 	struct fixture *f = need_kcompat(state);
 	struct usmc_conn_info info;
 	struct usmc_conn *c;
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 	int fd = plain_connect(f);
 
 	assert_int_equal(usmc_accept(f->l, 0, &c), 0);
-	assert_true(clock_now_ms() - t0 < LONG_PROBE_MS / 10);
+	assert_true(mono_ms() - t0 < LONG_PROBE_MS / 10);
 	assert_int_equal(usmc_conn_info(c, &info), 0);
 	assert_int_equal(info.mode, USMC_MODE_TCP);
 	assert_int_equal(info.reason, USMC_REASON_PEERNOSMC);
@@ -206,14 +202,14 @@ static int stalled_smc_client(const struct fixture *f, const struct sockaddr *to
 static void wait_hs_depth(struct usmc_listener *l, unsigned int in_hs, unsigned int depth)
 {
 	struct usmc_listener_stats st;
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 
 	do {
 		usmc_listener_stats(l, &st);
 		if (st.in_handshake == in_hs && st.hs_queue_depth == depth)
 			return;
 		usleep(1000);
-	} while (clock_now_ms() - t0 < LONG_PROBE_MS);
+	} while (mono_ms() - t0 < LONG_PROBE_MS);
 	fail_msg("in_handshake %u depth %u, expected %u %u", st.in_handshake, st.hs_queue_depth,
 		 in_hs, depth);
 }

@@ -36,8 +36,9 @@
 
 #include <usmc/usmc.h>
 
-#include "clock.h"
-#include "common/linux_proposal.h"
+#include "common/loopback.h"
+#include "linux_proposal.h"
+#include "mono_clock.h"
 
 #define CLC_HDR_LEN	   8
 #define DECLINE_DIAG_OFF   16
@@ -84,16 +85,11 @@ static void sleep_ms(long ms)
 
 static void env_open(struct env *e, int backlog, unsigned int flags, long threads, long congestion)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET};
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(usmc_ctx_create(&e->ctx), 0);
 	assert_int_equal(usmc_ctx_setopt(e->ctx, USMC_OPT_HS_THREADS, threads), 0);
 	assert_int_equal(usmc_ctx_setopt(e->ctx, USMC_OPT_HS_CONGESTION, congestion), 0);
 	assert_int_equal(usmc_ctx_setopt(e->ctx, USMC_OPT_CLC_TIMEOUT_MS, SLOW_CLC_TIMEOUT), 0);
-	assert_int_equal(
-		usmc_listen(e->ctx, (struct sockaddr *)&a, sizeof(a), backlog, flags, &e->l), 0);
-	assert_int_equal(usmc_listener_addr(e->l, &e->addr, &e->alen), 0);
+	e->l = lo_listen(e->ctx, backlog, flags, &e->addr, &e->alen);
 }
 
 static void env_close(struct env *e)
@@ -108,14 +104,7 @@ static void env_close(struct env *e)
 
 static int client_connect(const struct env *e)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	assert_true(fd >= 0);
-	if (connect(fd, (const struct sockaddr *)&e->addr, e->alen)) {
-		print_message("connect: %s\n", strerror(errno));
-		fail();
-	}
-	return fd;
+	return plain_connect_to(&e->addr, e->alen);
 }
 
 static void send_all(int fd, const void *buf, size_t len)
@@ -126,12 +115,12 @@ static void send_all(int fd, const void *buf, size_t len)
 /* Read exactly @len bytes within @ms; false on timeout. */
 static bool read_within(int fd, uint8_t *buf, size_t len, long ms)
 {
-	long deadline = clock_now_ms() + ms;
+	long deadline = mono_ms() + ms;
 	size_t got = 0;
 
 	while (got < len) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		long left = deadline - clock_now_ms();
+		long left = deadline - mono_ms();
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -182,16 +171,16 @@ static void stats(const struct env *e, struct usmc_listener_stats *st)
 
 /* Poll the stats until @pred holds (the accept thread and workers run
  * asynchronously); fail after WAIT_MS. */
-#define WAIT_FOR(e, st, pred)                                        \
-	do {                                                         \
-		long t0_ = clock_now_ms();                           \
-		for (;;) {                                           \
-			stats((e), &(st));                           \
-			if (pred)                                    \
-				break;                               \
-			assert_true(clock_now_ms() - t0_ < WAIT_MS); \
-			sleep_ms(2);                                 \
-		}                                                    \
+#define WAIT_FOR(e, st, pred)                                   \
+	do {                                                    \
+		long t0_ = mono_ms();                           \
+		for (;;) {                                      \
+			stats((e), &(st));                      \
+			if (pred)                               \
+				break;                          \
+			assert_true(mono_ms() - t0_ < WAIT_MS); \
+			sleep_ms(2);                            \
+		}                                               \
 	} while (0)
 
 /* Accept one connection, check its mode/reason, prove it carries data. */
@@ -251,10 +240,10 @@ static void test_congestion_fallback(void **state)
 	congest(&e, &s1, &s2);
 
 	f = client_connect(&e);
-	t0 = clock_now_ms();
+	t0 = mono_ms();
 	send_all(f, linux_v2_proposal, sizeof(linux_v2_proposal));
 	assert_int_equal(read_decline(f, AT_ONCE_MS), DIAG_SERVER_BUSY);
-	at_once = clock_now_ms() - t0;
+	at_once = mono_ms() - t0;
 	print_message("congested: DECLINE SERVER_BUSY after %ld ms\n", at_once);
 	accept_check(&e, USMC_REASON_HS_CONGESTED, f);
 
@@ -363,15 +352,15 @@ static void test_defer_accept(void **state)
 	}
 	silent = client_connect(&e);
 	speaker = client_connect(&e);
-	t0 = clock_now_ms();
+	t0 = mono_ms();
 	send_all(speaker, "GET / HTTP/1.0\r\n\r\n", 18);
 	accept_check(&e, USMC_REASON_NOSMCRDEV, speaker);
-	print_message("defer: speaker accepted after %ld ms\n", clock_now_ms() - t0);
-	assert_true(clock_now_ms() - t0 < AT_ONCE_MS);
+	print_message("defer: speaker accepted after %ld ms\n", mono_ms() - t0);
+	assert_true(mono_ms() - t0 < AT_ONCE_MS);
 	stats(&e, &st);
 	assert_int_equal(st.accepted, 1); /* the silent one is still the kernel's */
 	accept_check(&e, USMC_REASON_NOSMCRDEV, silent);
-	print_message("defer: silent client accepted after %ld ms\n", clock_now_ms() - t0);
+	print_message("defer: silent client accepted after %ld ms\n", mono_ms() - t0);
 	close(speaker);
 	close(silent);
 	env_close(&e);
@@ -439,7 +428,7 @@ static void test_backlog_overflow(void **state)
 
 	/* now drain: every client id exactly once (the kernel retries the
 	 * dropped SYNs after 1, 3, 7 s..., so every client gets in) */
-	t0 = clock_now_ms();
+	t0 = mono_ms();
 	for (int n = 0; n < OVERFLOW_CLIENTS; n++) {
 		struct usmc_conn *c;
 		uint32_t id;
@@ -460,7 +449,7 @@ static void test_backlog_overflow(void **state)
 	WAIT_FOR(&e, st, st.queued + st.in_handshake == 0);
 	print_message("drained %d clients in %ld ms; backlog high %u, stash high %u, "
 		      "paused %llu times\n",
-		      OVERFLOW_CLIENTS, clock_now_ms() - t0, st.backlog_high, st.accept_stash_high,
+		      OVERFLOW_CLIENTS, mono_ms() - t0, st.backlog_high, st.accept_stash_high,
 		      (unsigned long long)st.backlog_full);
 	/* only a multishot accept can take sockets past the cap (stashed,
 	 * unopened: docs/listener.md); accept4() stops exactly at it */
@@ -549,7 +538,7 @@ static void test_flood_memory(void **state)
 		assert_true(fds[i] >= 0);
 		connect(fds[i], (struct sockaddr *)&e.addr, e.alen);
 	}
-	for (long t0 = clock_now_ms(); clock_now_ms() - t0 < FLOOD_SECONDS * 1000L;) {
+	for (long t0 = mono_ms(); mono_ms() - t0 < FLOOD_SECONDS * 1000L;) {
 		long r = rss_kb();
 
 		if (r > peak)

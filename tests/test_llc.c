@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * LLC codec: v1 and v2 byte vectors (wire_vectors.h), v2 length handling, limits,
+ * LLC codec: v1 and v2 byte examples as Linux's net/smc/smc_llc.c sends
+ * them (smc_llc_send_confirm_link(), smc_llc_send_test_link(), ...; on a v2
+ * link group the u16 length of struct smc_llc_hdr is in host byte order),
+ * v2 length handling, limits,
  * response builders and every malformed variant with its own error.
  */
 #include <stdarg.h>
@@ -70,7 +73,7 @@ static void test_confirm_link(void **state)
 	assert_int_equal(m.confirm_link.link_uid, 0x101);
 	assert_int_equal(m.confirm_link.max_links, 2);
 	assert_int_equal(m.confirm_link.max_conns, 0);
-	/* the response is the echo with 0x80 (SMC_LLC_FLAG_RESP) */
+	/* the response is the echo with SMC_LLC_FLAG_RESP (0x80, net/smc/smc_llc.h) */
 	llc_make_response(&m);
 	n = vec("confirm_link_v1_resp");
 	expect_same_bytes(&m, vbuf, n);

@@ -20,20 +20,11 @@
 
 #include <usmc/usmc.h>
 
+#include "common/check.h"
 #include "common/pattern.h"
 
 #define CHUNK	 (64 * 1024)
 #define MAX_EVTS 256
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fprintf(stderr, "\n");                               \
-			exit(1);                                             \
-		}                                                            \
-	} while (0)
 
 static int nconns = 100;
 static uint64_t total;

@@ -21,8 +21,9 @@
 
 #include <usmc/usmc.h>
 
-#include "clock.h"
-#include "common/linux_proposal.h"
+#include "common/loopback.h"
+#include "linux_proposal.h"
+#include "mono_clock.h"
 
 #define PROBE_MS 150
 
@@ -36,13 +37,10 @@ struct env {
 static int setup_flags(void **state, unsigned int flags)
 {
 	static struct env e;
-	struct sockaddr_in a = {.sin_family = AF_INET};
 
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(usmc_ctx_create(&e.ctx), 0);
 	assert_int_equal(usmc_ctx_setopt(e.ctx, USMC_OPT_PROBE_MS, PROBE_MS), 0);
-	assert_int_equal(usmc_listen(e.ctx, (struct sockaddr *)&a, sizeof(a), 64, flags, &e.l), 0);
-	assert_int_equal(usmc_listener_addr(e.l, &e.addr, &e.alen), 0);
+	e.l = lo_listen(e.ctx, 64, flags, &e.addr, &e.alen);
 	*state = &e;
 	return 0;
 }
@@ -71,28 +69,7 @@ static int teardown(void **state)
 
 static int plain_connect(const struct env *e)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (const struct sockaddr *)&e->addr, e->alen), 0);
-	return fd;
-}
-
-static void read_exact(int fd, void *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
-
-		assert_true(n > 0);
-		got += (size_t)n;
-	}
-}
-
-static void conn_read_exact(struct usmc_conn *c, void *buf, size_t len)
-{
-	assert_int_equal(usmc_recv(c, buf, len, MSG_WAITALL), (ssize_t)len);
+	return plain_connect_to(&e->addr, e->alen);
 }
 
 static void assert_tcp(struct usmc_conn *c, uint32_t reason)
@@ -110,19 +87,19 @@ static void test_plain_client_speaks_first(void **state)
 	struct env *e = *state;
 	struct usmc_conn *c;
 	char buf[16];
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(send(fd, "hello", 5, 0), 5);
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(clock_now_ms() - t0 < PROBE_MS); /* no probe timeout spent */
+	assert_true(mono_ms() - t0 < PROBE_MS); /* no probe timeout spent */
 	assert_tcp(c, USMC_REASON_NOSMCRDEV);
 	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_NOSMCRDEV), 1);
 	assert_int_equal(usmc_ctx_fallback_count(e->ctx, USMC_REASON_PEERNOSMC), 0);
 	conn_read_exact(c, buf, 5);
 	assert_memory_equal(buf, "hello", 5);
 	assert_int_equal(usmc_send(c, "world", 5, 0), 5);
-	read_exact(fd, buf, 5);
+	fd_read_exact(fd, buf, 5);
 	assert_memory_equal(buf, "world", 5);
 	usmc_close(c);
 	assert_int_equal(recv(fd, buf, sizeof(buf), 0), 0);
@@ -136,14 +113,14 @@ static void test_plain_client_server_speaks_first(void **state)
 	struct env *e = *state;
 	struct usmc_conn *c;
 	char buf[16];
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(clock_now_ms() - t0 >= PROBE_MS - 5);
+	assert_true(mono_ms() - t0 >= PROBE_MS - 5);
 	assert_tcp(c, USMC_REASON_NOSMCRDEV);
 	assert_int_equal(usmc_send(c, "220 hi\r\n", 8, 0), 8);
-	read_exact(fd, buf, 8);
+	fd_read_exact(fd, buf, 8);
 	assert_memory_equal(buf, "220 hi\r\n", 8);
 	assert_int_equal(send(fd, "QUIT", 4, 0), 4);
 	conn_read_exact(c, buf, 4);
@@ -159,14 +136,14 @@ static void test_tcp_only_listener(void **state)
 	struct usmc_conn *c;
 	struct usmc_listener_stats st;
 	char buf[8];
-	long t0 = clock_now_ms();
+	long t0 = mono_ms();
 	int fd = plain_connect(e);
 
 	assert_int_equal(usmc_accept(e->l, 0, &c), 0);
-	assert_true(clock_now_ms() - t0 < PROBE_MS);
+	assert_true(mono_ms() - t0 < PROBE_MS);
 	assert_tcp(c, USMC_REASON_DISABLED);
 	assert_int_equal(usmc_send(c, "220\r\n", 5, 0), 5);
-	read_exact(fd, buf, 5);
+	fd_read_exact(fd, buf, 5);
 	usmc_listener_stats(e->l, &st);
 	assert_int_equal(st.accepted, 1);
 	assert_int_equal(st.fallbacks, 1);
@@ -185,7 +162,7 @@ static void test_smc_client_declined(void **state)
 
 	assert_int_equal(send(fd, linux_v2_proposal, sizeof(linux_v2_proposal), 0),
 			 (ssize_t)sizeof(linux_v2_proposal));
-	read_exact(fd, decl, sizeof(decl));
+	fd_read_exact(fd, decl, sizeof(decl));
 	/* v2 DECLINE, 44 bytes, typev1 R, diagnosis NOSMCRDEV, OS Linux */
 	const uint8_t hdr[8] = {0xE2, 0xD4, 0xC3, 0xD9, 0x04, 0x00, 0x2C, 0x20};
 	const uint8_t diag[4] = {0x03, 0x03, 0x00, 0x02};
@@ -202,7 +179,7 @@ static void test_smc_client_declined(void **state)
 	conn_read_exact(c, buf, 4);
 	assert_memory_equal(buf, "ping", 4);
 	assert_int_equal(usmc_send(c, "pong", 4, 0), 4);
-	read_exact(fd, buf, 4);
+	fd_read_exact(fd, buf, 4);
 	assert_memory_equal(buf, "pong", 4);
 	usmc_close(c);
 	close(fd);
@@ -274,7 +251,7 @@ static void *plain_server_main(void *arg)
 
 	if (s->speak_first)
 		send(fd, "hello", 5, 0);
-	read_exact(fd, buf, 5);
+	fd_read_exact(fd, buf, 5);
 	send(fd, buf, 5, 0);
 	close(fd);
 	return NULL;

@@ -14,7 +14,7 @@
 # BENCH_BUF bytes: RMB and send buffer size of every end (kernel: net.smc.rmem
 # and wmem; usmc: USMC_RMB_SIZE, USMC_SNDBUF_SIZE); default: each one's own.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../tests/rxe/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common/rxe-env.sh"
 
 BUILD=${1:?build directory}
 BENCH=$BUILD/tools/usmc_bench

@@ -6,7 +6,7 @@
 #   tests/rxe/vm-run.sh --setup two -- $PWD/tools/bench-rxe.sh $PWD/build
 # Env: BENCH_ITERS (500), BENCH_STREAM bytes (33554432).
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../tests/rxe/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common/rxe-env.sh"
 
 BUILD=${1:?build directory}
 BENCH=$BUILD/tools/usmc_bench

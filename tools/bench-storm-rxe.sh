@@ -28,7 +28,7 @@
 # Exit 1 on any error (either side, wrk socket errors or non-2xx), when a
 # usmc or kernel SMC row ran no connection over SMC-R, or on a setup failure.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../tests/rxe/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common/rxe-env.sh"
 
 BUILD=${1:?usage: bench-storm-rxe.sh BUILD_DIR [SECONDS]}
 SECS=${2:-5}

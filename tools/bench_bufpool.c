@@ -35,6 +35,8 @@
 #include <time.h>
 
 #include "bufpool.h"
+#include "bufpool_noop.h"
+#include "mono_clock.h"
 
 #define BUF_BYTES	   64
 #define MAX_THREADS	   2
@@ -42,7 +44,6 @@
 #define FULL_RUN_NS	   200000000ull
 #define QUICK_RUN_NS	   10000000ull
 #define CLOCK_EVERY	   64 /* ops between clock reads */
-#define NSEC_PER_SEC	   1000000000ull
 #define FLAT_LIMIT	   1.5
 #define SCAN_SPEEDUP_MIN   100.0
 #define SPEEDUP_IN_USE_REF 1000u
@@ -58,14 +59,6 @@ static void die(const char *what)
 	exit(2);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
 /* A free-list scheme under test. */
 struct scheme {
 	const char *name;
@@ -78,25 +71,12 @@ struct scheme {
 
 /* ---- treiber: the libusmc pool ---- */
 
-static int noop_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
-{
-	mr->handle = addr;
-	return 0;
-}
-
-static int noop_dereg(void *ctx, struct bufpool_mr *mr)
-{
-	return 0;
-}
-
-static const struct bufpool_reg_ops noop_ops = {.reg = noop_reg, .dereg = noop_dereg};
-
 static void *treiber_create(unsigned int held, unsigned int spare)
 {
 	struct bufpool_config cfg = {.kind = BUFPOOL_RMB,
 				     .max_bufs = held + spare,
 				     .buf_bytes = BUF_BYTES,
-				     .ops = &noop_ops};
+				     .ops = &bufpool_noop_ops};
 	struct bufpool *pool = bufpool_create(&cfg);
 	struct bufpool_buf *buf, **spares = calloc(spare, sizeof(*spares));
 
@@ -312,7 +292,7 @@ static void *runner_main(void *arg)
 	uint64_t begin, end, ops = 0;
 
 	pthread_barrier_wait(r->start);
-	begin = now_ns();
+	begin = mono_ns();
 	do {
 		for (int i = 0; i < CLOCK_EVERY; i++) {
 			void *buf = r->scheme->claim(r->pool);
@@ -322,7 +302,7 @@ static void *runner_main(void *arg)
 			r->scheme->release(r->pool, buf);
 		}
 		ops += CLOCK_EVERY;
-		end = now_ns();
+		end = mono_ns();
 	} while (end - begin < r->duration_ns);
 	r->ops = ops;
 	r->elapsed_ns = end - begin;

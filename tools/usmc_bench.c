@@ -35,6 +35,8 @@
 
 #include <usmc/usmc.h>
 
+#include "mono_clock.h"
+
 #define BENCH_PING   1
 #define BENCH_STREAM 2
 #define BENCH_CHUNK  (256 * 1024)
@@ -108,14 +110,6 @@ static void b_close(struct bconn *c)
 		close(c->fd);
 	else
 		usmc_close(c->u);
-}
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
 static void parse_addr(const char *s, struct sockaddr_in *sa)
@@ -239,13 +233,13 @@ static int pingpong(struct bconn *c, const char *api, uint32_t size, uint64_t it
 	int rc = buf && lat ? send_all(c, &h, sizeof(h)) : -ENOMEM;
 
 	for (uint64_t i = 0; !rc && i < h.count; i++) {
-		double t0 = now_us();
+		double t0 = mono_ns() / 1e3; /* us */
 
 		rc = send_all(c, buf, size);
 		if (!rc)
 			rc = recv_all(c, buf, size);
 		if (i >= warm)
-			lat[i - warm] = now_us() - t0;
+			lat[i - warm] = mono_ns() / 1e3 - t0;
 	}
 	if (!rc) {
 		for (uint64_t i = 0; i < iters; i++)
@@ -264,7 +258,7 @@ static int stream(struct bconn *c, const char *api, uint64_t bytes)
 {
 	struct hdr h = {.op = BENCH_STREAM, .count = bytes};
 	uint8_t *buf = calloc(1, BENCH_CHUNK);
-	double t0 = now_us();
+	double t0 = mono_ns() / 1e3; /* us */
 	int rc = buf ? send_all(c, &h, sizeof(h)) : -ENOMEM;
 
 	for (uint64_t off = 0; !rc && off < bytes;) {
@@ -277,7 +271,7 @@ static int stream(struct bconn *c, const char *api, uint64_t bytes)
 		rc = recv_all(c, buf, 1);
 	if (!rc)
 		printf("api=%s test=stream bytes=%llu MBps=%.2f\n", api, (unsigned long long)bytes,
-		       (double)bytes / (now_us() - t0));
+		       (double)bytes / (mono_ns() / 1e3 - t0));
 	free(buf);
 	return rc;
 }

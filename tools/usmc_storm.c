@@ -44,8 +44,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <linux/genetlink.h>
-#include <linux/netlink.h>
 #include <linux/smc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -66,7 +64,9 @@
 #include <usmc/usmc.h>
 
 #include "clc.h" /* libusmc's wire codecs, to read the DECLINE */
-#include "common/linux_proposal.h"
+#include "linux_proposal.h"
+#include "mono_clock.h"
+#include "smc_nl.h"
 
 #define MSG_SIZE	64
 #define MAX_EVENTS	256
@@ -79,7 +79,6 @@
 #define SERVER_GRACE_MS 200
 #define DRAIN_MS	10000
 #define ERR_LOG_MAX	8 /* failures described on stderr, per process */
-#define NL_BUF_SIZE	16384
 
 #ifndef AF_SMC
 #define AF_SMC 43
@@ -108,14 +107,6 @@ static struct {
  * pay). */
 static struct usmc_ctx *sctx, *cctx;
 static atomic_bool stop_clients, stop_server;
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void die(const char *what, int err)
 {
@@ -159,7 +150,7 @@ static void err_log(const char *side, const char *stage, struct usmc_conn *uc, i
 		fprintf(stderr,
 			"usmc_storm: %.3f s: %s %s -> %s: %s: %s; %s, reason %s%s, lgr %#x, "
 			"sent %llu received %llu\n",
-			(double)(now_us() - start_us) / 1e6, side,
+			(double)(mono_us() - start_us) / 1e6, side,
 			addr_str(&info.local, l, sizeof(l)), addr_str(&info.peer, p, sizeof(p)),
 			stage, what, usmc_mode_name(info.mode), usmc_reason_name(info.reason),
 			info.peer_declined ? " (peer's)" : "", info.lgr_id,
@@ -172,7 +163,7 @@ static void err_log(const char *side, const char *stage, struct usmc_conn *uc, i
 		getpeername(fd, (struct sockaddr *)&peer, &pl);
 	}
 	fprintf(stderr, "usmc_storm: %.3f s: %s %s -> %s: %s: %s\n",
-		(double)(now_us() - start_us) / 1e6, side, addr_str(&local, l, sizeof(l)),
+		(double)(mono_us() - start_us) / 1e6, side, addr_str(&local, l, sizeof(l)),
 		addr_str(&peer, p, sizeof(p)), stage, what);
 }
 
@@ -442,7 +433,7 @@ static bool c_start(int ep, struct cslot *s)
 {
 	int rc;
 
-	s->t0 = now_us();
+	s->t0 = mono_us();
 	s->st = C_CONNECTING;
 	s->got = 0;
 	if (cfg.client == K_USMC) {
@@ -492,7 +483,7 @@ static bool c_established(int ep, struct cthread *ct, struct cslot *s)
 	uint8_t req[MSG_SIZE];
 	ssize_t n;
 
-	lat_add(ct, now_us() - s->t0);
+	lat_add(ct, mono_us() - s->t0);
 	ct->connects++;
 	memset(req, 'q', sizeof(req));
 	n = c_send(s, req, sizeof(req));
@@ -618,11 +609,11 @@ static int c_open_slots(const struct cslot *slots, int n)
 /* Client-only runs: let the connections in flight finish (see the top). */
 static void c_drain(int ep, struct cthread *ct, struct cslot *slots)
 {
-	uint64_t deadline = now_us() + DRAIN_MS * 1000u;
+	uint64_t deadline = mono_us() + DRAIN_MS * 1000u;
 	int open;
 
 	ct->draining = true;
-	while ((open = c_open_slots(slots, ct->nslots)) && now_us() < deadline)
+	while ((open = c_open_slots(slots, ct->nslots)) && mono_us() < deadline)
 		c_round(ep, ct);
 	ct->abandoned = (uint64_t)open;
 	ct->errors += (uint64_t)open;
@@ -662,97 +653,12 @@ struct kstats {
 
 static struct kstats kstats0; /* at the start of the run */
 
-#define for_each_nlattr(a, data, len)                                        \
-	for (const struct nlattr *a = (const void *)(data);                  \
-	     (const char *)a + NLA_HDRLEN <= (const char *)(data) + (len) && \
-	     a->nla_len >= NLA_HDRLEN &&                                     \
-	     (const char *)a + a->nla_len <= (const char *)(data) + (len);   \
-	     a = (const void *)((const char *)a + NLA_ALIGN(a->nla_len)))
-
-static const void *nla_data_of(const struct nlattr *a)
-{
-	return (const char *)a + NLA_HDRLEN;
-}
-
-static size_t nla_len_of(const struct nlattr *a)
-{
-	return (size_t)a->nla_len - NLA_HDRLEN;
-}
-
-static uint64_t nla_u64_of(const struct nlattr *a)
-{
-	uint64_t v = 0;
-
-	if (nla_len_of(a) >= sizeof(v))
-		memcpy(&v, nla_data_of(a), sizeof(v));
-	return v;
-}
-
-typedef void (*genl_cb)(const struct nlattr *attrs, size_t len, void *arg);
-
-/* One generic netlink request (@name: a family name to look up, or NULL);
- * @cb gets the attributes of each answer. Returns 0 or -errno. */
-static int genl_call(int fd, uint16_t family, uint8_t cmd, uint16_t flags, const char *name,
-		     genl_cb cb, void *arg)
-{
-	struct {
-		struct nlmsghdr h;
-		struct genlmsghdr g;
-		struct nlattr a;
-		char name[GENL_NAMSIZ];
-	} req = {.h = {.nlmsg_type = family, .nlmsg_flags = NLM_F_REQUEST | flags},
-		 .g = {.cmd = cmd, .version = 1}};
-	union {
-		struct nlmsghdr h;
-		char raw[NL_BUF_SIZE];
-	} ans;
-	size_t nlen = name ? strlen(name) + 1 : 0;
-
-	req.h.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
-	if (name) {
-		req.a.nla_type = CTRL_ATTR_FAMILY_NAME;
-		req.a.nla_len = (uint16_t)(NLA_HDRLEN + nlen);
-		memcpy(req.name, name, nlen);
-		req.h.nlmsg_len += NLA_ALIGN(req.a.nla_len);
-	}
-	if (send(fd, &req, req.h.nlmsg_len, 0) < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n = recv(fd, &ans, sizeof(ans), 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		for (struct nlmsghdr *h = &ans.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_type == NLMSG_DONE)
-				return 0;
-			if (h->nlmsg_type == NLMSG_ERROR)
-				return ((const struct nlmsgerr *)NLMSG_DATA(h))->error;
-			cb((const void *)((const char *)NLMSG_DATA(h) + GENL_HDRLEN),
-			   h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN), arg);
-			if (!(h->nlmsg_flags & NLM_F_MULTI))
-				return 0;
-		}
-	}
-}
-
-static void family_cb(const struct nlattr *attrs, size_t len, void *arg)
-{
-	for_each_nlattr(a, attrs, len)
-	{
-		if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID &&
-		    nla_len_of(a) >= sizeof(uint16_t))
-			memcpy(arg, nla_data_of(a), sizeof(uint16_t));
-	}
-}
-
 /* SMC_NLA_STATS_SMCR_TECH: handshakes done, v1 and v2 */
 static void kstats_smcr(const struct nlattr *attrs, size_t len, struct kstats *ks)
 {
 	for_each_nlattr(a, attrs, len)
 	{
-		switch (a->nla_type & NLA_TYPE_MASK) {
+		switch (nla_type_of(a)) {
 		case SMC_NLA_STATS_T_CLNT_V1_SUCC:
 		case SMC_NLA_STATS_T_CLNT_V2_SUCC:
 			ks->clnt_smcr += nla_u64_of(a);
@@ -765,17 +671,17 @@ static void kstats_smcr(const struct nlattr *attrs, size_t len, struct kstats *k
 	}
 }
 
-static void stats_cb(const struct nlattr *attrs, size_t len, void *arg)
+static int stats_cb(const struct nlmsghdr *h, void *arg)
 {
 	struct kstats *ks = arg;
 
-	for_each_nlattr(top, attrs, len)
+	for_each_nlattr(top, genl_attrs(h), genl_attrlen(h))
 	{
-		if ((top->nla_type & NLA_TYPE_MASK) != SMC_GEN_STATS)
+		if (nla_type_of(top) != SMC_GEN_STATS)
 			continue;
 		for_each_nlattr(a, nla_data_of(top), nla_len_of(top))
 		{
-			switch (a->nla_type & NLA_TYPE_MASK) {
+			switch (nla_type_of(a)) {
 			case SMC_NLA_STATS_SMCR_TECH:
 				kstats_smcr(nla_data_of(a), nla_len_of(a), ks);
 				break;
@@ -788,26 +694,22 @@ static void stats_cb(const struct nlattr *attrs, size_t len, void *arg)
 			}
 		}
 	}
+	return 0;
 }
 
 /* The kernel's SMC counters of this network namespace; dies without them. */
 static void kstats_read(struct kstats *ks)
 {
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC), rc;
-	uint16_t family = 0;
+	union nlbuf req;
+	int rc;
 
-	if (fd < 0)
-		die("netlink socket", -errno);
 	memset(ks, 0, sizeof(*ks));
-	rc = genl_call(fd, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, SMC_GENL_FAMILY_NAME, family_cb,
-		       &family);
-	if (!rc && !family)
-		rc = -ENOENT;
+	rc = genl_start(&req, SMC_GENL_FAMILY_NAME, SMC_NETLINK_GET_STATS, SMC_GENL_FAMILY_VERSION,
+			NLM_F_DUMP);
 	if (!rc)
-		rc = genl_call(fd, family, SMC_NETLINK_GET_STATS, NLM_F_DUMP, NULL, stats_cb, ks);
-	close(fd);
+		rc = nl_talk(NETLINK_GENERIC, &req, stats_cb, ks);
 	if (rc)
-		die("the kernel's SMC statistics (modprobe smc?)", rc);
+		die("the kernel's SMC statistics (modprobe smc?)", -rc);
 }
 
 static bool uses_kernel_smc(void)
@@ -1085,7 +987,7 @@ int main(int argc, char **argv)
 	uint64_t t0, elapsed, errors;
 	int lfd, rc;
 
-	start_us = now_us();
+	start_us = mono_us();
 	parse_args(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
 	if (cfg.client == K_NONE)
@@ -1101,14 +1003,14 @@ int main(int argc, char **argv)
 	if (cfg.client == K_NONE) /* server only: until a signal or the duration */
 		return serve_only(srv, &stop);
 	ct = calloc((size_t)cfg.threads, sizeof(*ct));
-	t0 = now_us();
+	t0 = mono_us();
 	for (int i = 0; i < cfg.threads; i++) {
 		ct[i].nslots = cfg.clients / cfg.threads + (i < cfg.clients % cfg.threads);
 		pthread_create(&ct[i].t, NULL, client_main, &ct[i]);
 	}
 	sleep_s(cfg.seconds);
 	atomic_store(&stop_clients, true);
-	elapsed = now_us() - t0;
+	elapsed = mono_us() - t0;
 	for (int i = 0; i < cfg.threads; i++)
 		pthread_join(ct[i].t, NULL);
 	if (cfg.server != K_NONE) {

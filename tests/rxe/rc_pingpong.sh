@@ -3,7 +3,7 @@
 # Server on device B with its IPv4-mapped RoCE v2 GID index (RoCE v2 needs a
 # GID: -g), client on device A connecting to B's address.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../tools/common/rxe-env.sh"
 
 PORT=18601
 ARGS=(-p "$PORT" -s 4096 -n 1000 -c)
@@ -14,16 +14,9 @@ RXE_PIDS+=("$server")
 
 # The server may not listen yet: retry while the TCP exchange is refused.
 ok=0
-for _ in $(seq 50); do
-	if ibv_rc_pingpong -d "$USMC_TEST_RXE_A" -g "$USMC_TEST_GID_INDEX_A" "${ARGS[@]}" \
-		"$USMC_TEST_HOST_B" >"$RXE_TMP/client.log" 2>&1; then
-		ok=1
-		break
-	fi
-	grep -q "Couldn't connect" "$RXE_TMP/client.log" || break
-	kill -0 "$server" 2>/dev/null || break
-	sleep 0.2
-done
+RXE_RETRY_IF="Couldn't connect" rxe_retry_client "$server" \
+	ibv_rc_pingpong -d "$USMC_TEST_RXE_A" -g "$USMC_TEST_GID_INDEX_A" "${ARGS[@]}" \
+	"$USMC_TEST_HOST_B" && ok=1
 srv_rc=0
 wait "$server" || srv_rc=$?
 echo "--- client ($USMC_TEST_RXE_A gid $USMC_TEST_GID_INDEX_A -> $USMC_TEST_HOST_B)"

@@ -2,7 +2,7 @@
 # rxe smoke test: rping (librdmacm connection setup + RDMA read/write ping)
 # from host A to host B, validating the ping data (-V).
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../tools/common/rxe-env.sh"
 
 PORT=18602
 COUNT=200
@@ -10,19 +10,12 @@ rping -s -a "$USMC_TEST_HOST_B" -p "$PORT" -C "$COUNT" -S 1024 -V >"$RXE_TMP/ser
 server=$!
 RXE_PIDS+=("$server")
 
+# Until the server listens the connection is refused or rejected: retry.
 ok=0
-for _ in $(seq 50); do
-	start=$EPOCHREALTIME
-	if rping -c -a "$USMC_TEST_HOST_B" -I "$USMC_TEST_HOST_A" -p "$PORT" -C "$COUNT" -S 1024 -V \
-		>"$RXE_TMP/client.log" 2>&1; then
-		ok=1
-		break
-	fi
-	# Until the server listens the connection is refused or rejected.
-	kill -0 "$server" 2>/dev/null || break
-	sleep 0.2
-done
-end=$EPOCHREALTIME
+rxe_retry_client "$server" \
+	rping -c -a "$USMC_TEST_HOST_B" -I "$USMC_TEST_HOST_A" -p "$PORT" -C "$COUNT" -S 1024 -V &&
+	ok=1
+start=$RXE_CLIENT_START end=$EPOCHREALTIME
 srv_rc=0
 wait "$server" || srv_rc=$?
 echo "--- client ($USMC_TEST_HOST_A -> $USMC_TEST_HOST_B)"

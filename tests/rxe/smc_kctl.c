@@ -21,25 +21,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <linux/genetlink.h>
-#include <linux/netlink.h>
 #include <linux/smc.h>
 #include <linux/smc_diag.h>
 #include <linux/sock_diag.h>
 
 #include "reason.h"
+#include "smc_nl.h"
 
 #ifndef AF_SMC
 #define AF_SMC 43
 #endif
 #define SMC_EID_LEN 32
-
-union nlbuf {
-	struct nlmsghdr h;
-	char raw[32768];
-};
-
-typedef int (*nl_cb)(const struct nlmsghdr *h, void *arg);
 
 static void __attribute__((noreturn)) die(const char *what, int err)
 {
@@ -47,131 +39,13 @@ static void __attribute__((noreturn)) die(const char *what, int err)
 	exit(1);
 }
 
-static void nl_init(union nlbuf *b, uint16_t type, uint16_t flags)
-{
-	memset(&b->h, 0, sizeof(b->h));
-	b->h.nlmsg_len = NLMSG_HDRLEN;
-	b->h.nlmsg_type = type;
-	b->h.nlmsg_flags = NLM_F_REQUEST | flags;
-}
-
-/* Appends raw payload (a family header) or an attribute to the message. */
-static void *nl_put(union nlbuf *b, const void *data, size_t len)
-{
-	char *p = b->raw + NLMSG_ALIGN(b->h.nlmsg_len);
-
-	memcpy(p, data, len);
-	b->h.nlmsg_len = NLMSG_ALIGN(b->h.nlmsg_len) + len;
-	return p;
-}
-
-static void nl_attr(union nlbuf *b, uint16_t type, const void *data, size_t len)
-{
-	struct nlattr a = {.nla_len = NLA_HDRLEN + len, .nla_type = type};
-
-	nl_put(b, &a, NLA_HDRLEN);
-	nl_put(b, data, len);
-}
-
-/* Sends a request; calls cb for each answer until the ack or NLMSG_DONE. */
-static int nl_talk(int proto, union nlbuf *req, nl_cb cb, void *arg)
-{
-	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
-	static union nlbuf ans;
-	int fd, err = 0;
-	bool done = false;
-
-	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, proto);
-	if (fd < 0)
-		die("netlink socket", errno);
-	req->h.nlmsg_seq = 1;
-	if (sendto(fd, req, req->h.nlmsg_len, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("netlink send", errno);
-	while (!done) {
-		ssize_t n = recv(fd, &ans, sizeof(ans), 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			die("netlink recv", errno);
-		}
-		for (struct nlmsghdr *h = &ans.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_type == NLMSG_ERROR) {
-				const struct nlmsgerr *e = NLMSG_DATA(h);
-
-				err = -e->error; /* 0: the ack */
-				done = true;
-				break;
-			}
-			if (h->nlmsg_type == NLMSG_DONE) {
-				const int *e = NLMSG_DATA(h);
-
-				if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(int)) && *e < 0)
-					err = -*e;
-				done = true;
-				break;
-			}
-			if (cb && (err = cb(h, arg)) != 0) {
-				done = true;
-				break;
-			}
-			if (!(h->nlmsg_flags & NLM_F_MULTI) && !(req->h.nlmsg_flags & NLM_F_ACK)) {
-				done = true;
-				break;
-			}
-		}
-	}
-	close(fd);
-	return err;
-}
-
-/* Calls fn for each attribute in [data, data + len). */
-#define for_each_attr(a, data, len)                                          \
-	for (const struct nlattr *a = (const void *)(data);                  \
-	     (const char *)a + NLA_HDRLEN <= (const char *)(data) + (len) && \
-	     a->nla_len >= NLA_HDRLEN &&                                     \
-	     (const char *)a + a->nla_len <= (const char *)(data) + (len);   \
-	     a = (const void *)((const char *)a + NLA_ALIGN(a->nla_len)))
-#define attr_type(a)	(a->nla_type & NLA_TYPE_MASK)
-#define attr_data(a)	((const void *)((const char *)(a) + NLA_HDRLEN))
-#define attr_len(a)	((size_t)(a)->nla_len - NLA_HDRLEN)
-#define genl_attrs(h)	((const char *)NLMSG_DATA(h) + GENL_HDRLEN)
-#define genl_attrlen(h) ((h)->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN))
-
-static int family_cb(const struct nlmsghdr *h, void *arg)
-{
-	for_each_attr(a, genl_attrs(h), genl_attrlen(h))
-	{
-		if (attr_type(a) == CTRL_ATTR_FAMILY_ID)
-			*(uint16_t *)arg = *(const uint16_t *)attr_data(a);
-	}
-	return 0;
-}
-
-static uint16_t smc_family(void)
-{
-	struct genlmsghdr g = {.cmd = CTRL_CMD_GETFAMILY, .version = 1};
-	union nlbuf req;
-	uint16_t id = 0;
-	int err;
-
-	nl_init(&req, GENL_ID_CTRL, 0);
-	nl_put(&req, &g, sizeof(g));
-	nl_attr(&req, CTRL_ATTR_FAMILY_NAME, SMC_GENL_FAMILY_NAME, sizeof(SMC_GENL_FAMILY_NAME));
-	err = nl_talk(NETLINK_GENERIC, &req, family_cb, &id);
-	if (err || !id)
-		die("generic netlink family " SMC_GENL_FAMILY_NAME " (modprobe smc?)",
-		    err ? err : ENOENT);
-	return id;
-}
-
 static int smc_genl(uint8_t cmd, uint16_t flags, const char *eid, nl_cb cb, void *arg)
 {
-	struct genlmsghdr g = {.cmd = cmd, .version = SMC_GENL_FAMILY_VERSION};
 	union nlbuf req;
+	int err = genl_start(&req, SMC_GENL_FAMILY_NAME, cmd, SMC_GENL_FAMILY_VERSION, flags);
 
-	nl_init(&req, smc_family(), flags);
-	nl_put(&req, &g, sizeof(g));
+	if (err)
+		die("generic netlink family " SMC_GENL_FAMILY_NAME " (modprobe smc?)", err);
 	if (eid)
 		nl_attr(&req, SMC_NLA_EID_TABLE_ENTRY, eid, SMC_EID_LEN + 1);
 	return nl_talk(NETLINK_GENERIC, &req, cb, arg);
@@ -194,12 +68,12 @@ static void make_eid(char out[SMC_EID_LEN + 1], const char *in)
 
 static int ueid_show_cb(const struct nlmsghdr *h, void *arg)
 {
-	for_each_attr(a, genl_attrs(h), genl_attrlen(h))
+	for_each_nlattr(a, genl_attrs(h), genl_attrlen(h))
 	{
-		if (attr_type(a) != SMC_NLA_EID_TABLE_ENTRY)
+		if (nla_type_of(a) != SMC_NLA_EID_TABLE_ENTRY)
 			continue;
-		int len = (int)strnlen(attr_data(a), attr_len(a));
-		const char *s = attr_data(a);
+		int len = (int)strnlen(nla_data_of(a), nla_len_of(a));
+		const char *s = nla_data_of(a);
 
 		while (len && s[len - 1] == ' ')
 			len--;
@@ -235,35 +109,36 @@ static int cmd_ueid(int argc, char **argv)
 
 static int lgr_cb(const struct nlmsghdr *h, void *arg)
 {
-	for_each_attr(top, genl_attrs(h), genl_attrlen(h))
+	for_each_nlattr(top, genl_attrs(h), genl_attrlen(h))
 	{
-		if (attr_type(top) != SMC_GEN_LGR_SMCR)
+		if (nla_type_of(top) != SMC_GEN_LGR_SMCR)
 			continue;
 		unsigned id = 0, conns = 0, role = 0, ver = 1, rel = 0;
 		char eid[SMC_EID_LEN + 1] = "";
 
-		for_each_attr(a, attr_data(top), attr_len(top))
+		for_each_nlattr(a, nla_data_of(top), nla_len_of(top))
 		{
-			switch (attr_type(a)) {
+			switch (nla_type_of(a)) {
 			case SMC_NLA_LGR_R_ID:
-				id = *(const uint32_t *)attr_data(a);
+				id = *(const uint32_t *)nla_data_of(a);
 				break;
 			case SMC_NLA_LGR_R_ROLE:
-				role = *(const uint8_t *)attr_data(a);
+				role = *(const uint8_t *)nla_data_of(a);
 				break;
 			case SMC_NLA_LGR_R_CONNS_NUM:
-				conns = *(const uint32_t *)attr_data(a);
+				conns = *(const uint32_t *)nla_data_of(a);
 				break;
 			case SMC_NLA_LGR_R_V2_COMMON:
-				for_each_attr(v, attr_data(a), attr_len(a))
+				for_each_nlattr(v, nla_data_of(a), nla_len_of(a))
 				{
-					if (attr_type(v) == SMC_NLA_LGR_V2_VER)
-						ver = *(const uint8_t *)attr_data(v);
-					else if (attr_type(v) == SMC_NLA_LGR_V2_REL)
-						rel = *(const uint8_t *)attr_data(v);
-					else if (attr_type(v) == SMC_NLA_LGR_V2_NEG_EID)
-						snprintf(eid, sizeof(eid), "%.*s", (int)attr_len(v),
-							 (const char *)attr_data(v));
+					if (nla_type_of(v) == SMC_NLA_LGR_V2_VER)
+						ver = *(const uint8_t *)nla_data_of(v);
+					else if (nla_type_of(v) == SMC_NLA_LGR_V2_REL)
+						rel = *(const uint8_t *)nla_data_of(v);
+					else if (nla_type_of(v) == SMC_NLA_LGR_V2_NEG_EID)
+						snprintf(eid, sizeof(eid), "%.*s",
+							 (int)nla_len_of(v),
+							 (const char *)nla_data_of(v));
 				}
 				break;
 			}
@@ -347,12 +222,12 @@ static int diag_cb(const struct nlmsghdr *h, void *arg)
 	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
 		return 0;
 	memcpy(&msg, data, sizeof(msg));
-	for_each_attr(a, data + off, h->nlmsg_len - NLMSG_LENGTH(off))
+	for_each_nlattr(a, data + off, h->nlmsg_len - NLMSG_LENGTH(off))
 	{
-		if (attr_type(a) == SMC_DIAG_FALLBACK && attr_len(a) >= sizeof(*fb))
-			fb = attr_data(a);
-		else if (attr_type(a) == SMC_DIAG_LGRINFO && attr_len(a) >= sizeof(*lgr))
-			lgr = attr_data(a);
+		if (nla_type_of(a) == SMC_DIAG_FALLBACK && nla_len_of(a) >= sizeof(*fb))
+			fb = nla_data_of(a);
+		else if (nla_type_of(a) == SMC_DIAG_LGRINFO && nla_len_of(a) >= sizeof(*lgr))
+			lgr = nla_data_of(a);
 	}
 	switch (m->diag_mode) {
 	case SMC_DIAG_MODE_SMCR:

@@ -7,7 +7,7 @@
 #
 # Usage: smc_kernel_pair.sh <smc_kctl> <smc_pair>
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../tools/common/rxe-env.sh"
 KCTL=${1:?smc_kctl path}
 PAIR=${2:?smc_pair path}
 PORT=18603

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mono_clock.h"
+
 #ifndef AF_SMC
 #define AF_SMC 43
 #endif
@@ -38,14 +40,6 @@ static void __attribute__((noreturn)) die(const char *what)
 {
 	fprintf(stderr, "smc_pair: %s: %s\n", what, strerror(errno));
 	exit(1);
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static void xfer(int fd, void *buf, size_t len, int sending)
@@ -140,7 +134,7 @@ static int client(const char *src, const char *dst, const char *port, uint64_t b
 	static unsigned char buf[1 << 16];
 	struct hello hi = {.bytes = bytes, .pings = PINGS};
 	uint64_t sum = 0xcbf29ce484222325ull, peer_sum;
-	double t0, t_xfer, t_ping, deadline = now() + 10;
+	double t0, t_xfer, t_ping, deadline = mono_s() + 10;
 	int fd, rc = 0;
 
 	for (;;) {
@@ -149,13 +143,13 @@ static int client(const char *src, const char *dst, const char *port, uint64_t b
 			die("bind");
 		if (!connect(fd, (struct sockaddr *)&to, sizeof(to)))
 			break;
-		if (errno != ECONNREFUSED || now() > deadline)
+		if (errno != ECONNREFUSED || mono_s() > deadline)
 			die("connect");
 		close(fd);
 		usleep(100000);
 	}
 
-	t0 = now();
+	t0 = mono_s();
 	xfer(fd, &hi, sizeof(hi), 1);
 	for (uint64_t left = bytes, x = 0x5eed; left;) {
 		size_t n = left < sizeof(buf) ? (size_t)left : sizeof(buf);
@@ -169,18 +163,18 @@ static int client(const char *src, const char *dst, const char *port, uint64_t b
 		left -= n;
 	}
 	xfer(fd, &peer_sum, sizeof(peer_sum), 0);
-	t_xfer = now() - t0;
+	t_xfer = mono_s() - t0;
 	if (peer_sum != sum) {
 		fprintf(stderr, "smc_pair: checksum mismatch: sent %016llx, server got %016llx\n",
 			(unsigned long long)sum, (unsigned long long)peer_sum);
 		return 1;
 	}
-	t0 = now();
+	t0 = mono_s();
 	for (int i = 0; i < PINGS; i++) {
 		xfer(fd, buf, PING_LEN, 1);
 		xfer(fd, buf, PING_LEN, 0);
 	}
-	t_ping = now() - t0;
+	t_ping = mono_s() - t0;
 	printf("client: %llu bytes in %.3f s (%.1f MB/s, checksum ok), %d x %d B round trips: "
 	       "%.0f us each\n",
 	       (unsigned long long)bytes, t_xfer, bytes / t_xfer / 1e6, PINGS, PING_LEN,

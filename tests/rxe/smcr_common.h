@@ -16,31 +16,8 @@
 
 #include <usmc/usmc.h>
 
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHECK(cond, ...)                  \
-	do {                              \
-		if (!(cond))              \
-			die(__VA_ARGS__); \
-	} while (0)
-
-static inline double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "../common/check.h"
+#include "mono_clock.h"
 
 static inline struct sockaddr_in host_addr(const char *env, uint16_t port)
 {
@@ -85,6 +62,34 @@ static inline void expect_smcr(const struct usmc_conn *c, const char *who)
 	      usmc_mode_name(info.mode), usmc_reason_name(info.reason),
 	      info.peer_declined ? ", declined by the peer" : "");
 	CHECK(info.smc_version == 2 && info.lgr_id, "%s: SMC-Rv2 with a link group expected", who);
+}
+
+/* Sends all of @buf on @c (blocking); dies on an error. */
+static inline void send_all(struct usmc_conn *c, const void *buf, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = usmc_send(c, (const uint8_t *)buf + off, len - off, 0);
+
+		CHECK(n > 0, "send: %s", usmc_strerror((int)n));
+		off += (size_t)n;
+	}
+}
+
+/* Sends back what @c receives (through @buf of @size) until the peer's EOF;
+ * returns the bytes echoed. Dies on an error. */
+static inline uint64_t echo_until_eof(struct usmc_conn *c, uint8_t *buf, size_t size)
+{
+	uint64_t echoed = 0;
+
+	for (;;) {
+		ssize_t n = usmc_recv(c, buf, size, 0);
+
+		CHECK(n >= 0, "echo recv: %s", usmc_strerror((int)n));
+		if (!n)
+			return echoed;
+		send_all(c, buf, (size_t)n);
+		echoed += (uint64_t)n;
+	}
 }
 
 #endif

@@ -286,46 +286,55 @@ static int kernel_listen_b(int port)
 	return lfd;
 }
 
-/* Ping one way, pong back, then read the kernel side's smc_diag verdict. */
-static void ping_pong_diag(struct usmc_conn *c, int lfd, int port, struct kdiag *d, int *fd)
+/*
+ * A usmc client of @ctx against a kernel AF_SMC server on host B: connect,
+ * ping one way, pong back, close. Returns the client's view (@ci) and the
+ * kernel server's smc_diag verdict (@d).
+ */
+static void usmc_client_kernel_server(struct usmc_ctx *ctx, struct usmc_conn_info *ci,
+				      struct kdiag *d)
 {
-	struct usmc_conn_info ci;
+	int port = next_port++, lfd = kernel_listen_b(port), fd;
+	struct sockaddr_in b = addr_of(host_b, port);
+	struct usmc_conn *c;
+	int rc = usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c);
 
-	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	print_message("  usmc client -> kernel server: connect %s\n", usmc_strerror(rc));
+	assert_int_equal(rc, 0);
+	assert_int_equal(usmc_conn_info(c, ci), 0);
+	print_message("  usmc client: %s %s%s\n", usmc_mode_name(ci->mode),
+		      usmc_reason_name(ci->reason),
+		      ci->peer_declined ? ", declined by the peer" : "");
 	assert_int_equal(usmc_send(c, PING, strlen(PING), 0), (ssize_t)strlen(PING));
-	*fd = accept(lfd, NULL, NULL);
-	assert_true(*fd >= 0);
-	read_exactly(*fd, PING);
-	assert_int_equal(send(*fd, PONG, strlen(PONG), 0), (ssize_t)strlen(PONG));
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	read_exactly(fd, PING);
+	assert_int_equal(send(fd, PONG, strlen(PONG), 0), (ssize_t)strlen(PONG));
 	usmc_read_exactly(c, PONG);
-	kernel_diag(host_b, port, inet_ntoa(((struct sockaddr_in *)&ci.local)->sin_addr),
-		    ntohs(((struct sockaddr_in *)&ci.local)->sin_port), d);
+	kernel_diag(host_b, port, inet_ntoa(((struct sockaddr_in *)&ci->local)->sin_addr),
+		    ntohs(((struct sockaddr_in *)&ci->local)->sin_port), d);
+	usmc_close(c);
+	close(fd);
+	close(lfd);
 }
 
 /* A kcompat usmc client against a kernel AF_SMC server whose UEID it does
  * not share: the kernel echoes the option, runs CLC and declines the
- * PROPOSAL (no common UEID: NOSMCDEV, smc-r-protocol.md §8.1); both ends
+ * PROPOSAL (no common UEID: NOSMCDEV, net/smc/af_smc.c smc_listen_find_device()
+ * after smc_clc_match_eid() in net/smc/smc_clc.c); both ends
  * continue over TCP and each says why. */
 static void test_usmc_client_kernel_server_ueid_mismatch(void **state)
 {
 	struct usmc_ctx *ctx = ctx_with("1");
-	int port = next_port++, lfd = kernel_listen_b(port), fd;
-	struct sockaddr_in b = addr_of(host_b, port);
 	struct usmc_conn_info ci;
-	struct usmc_conn *c;
 	struct kdiag d;
 
-	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
-	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	usmc_client_kernel_server(ctx, &ci, &d);
 	assert_int_equal(ci.mode, USMC_MODE_TCP);
 	assert_int_equal(ci.reason, USMC_REASON_NOSMCDEV);
 	assert_int_equal(ci.peer_declined, 1);
-	ping_pong_diag(c, lfd, port, &d, &fd);
 	assert_string_equal(d.mode, "fallback");
 	assert_int_equal(d.fallback, USMC_REASON_NOSMCDEV);
-	usmc_close(c);
-	close(fd);
-	close(lfd);
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
@@ -334,23 +343,15 @@ static void test_usmc_client_kernel_server_ueid_mismatch(void **state)
 static void test_usmc_client_smc_off_kernel_server(void **state)
 {
 	struct usmc_ctx *ctx = ctx_with("1");
-	int port = next_port++, lfd = kernel_listen_b(port), fd;
-	struct sockaddr_in b = addr_of(host_b, port);
 	struct usmc_conn_info ci;
-	struct usmc_conn *c;
 	struct kdiag d;
 
 	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_SMC, 0), 0);
-	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c), 0);
-	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	usmc_client_kernel_server(ctx, &ci, &d);
 	assert_int_equal(ci.mode, USMC_MODE_TCP);
 	assert_int_equal(ci.reason, USMC_REASON_DISABLED);
-	ping_pong_diag(c, lfd, port, &d, &fd);
 	assert_string_equal(d.mode, "fallback");
 	assert_int_equal(d.fallback, USMC_REASON_PEERNOSMC);
-	usmc_close(c);
-	close(fd);
-	close(lfd);
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
@@ -358,27 +359,13 @@ static void test_usmc_client_smc_off_kernel_server(void **state)
 static void test_usmc_client_kernel_server_smcr(void **state)
 {
 	struct usmc_ctx *ctx = ctx_with("1");
-	int port = next_port++, lfd = kernel_listen_b(port), fd;
-	struct sockaddr_in b = addr_of(host_b, port);
 	struct usmc_conn_info ci;
-	struct usmc_conn *c;
 	struct kdiag d;
-	int rc;
 
 	assert_int_equal(usmc_ctx_set_ueid(ctx, UEID), 0);
-	rc = usmc_connect(ctx, (struct sockaddr *)&b, sizeof(b), 0, &c);
-	print_message("  usmc client -> kernel server: connect %s\n", usmc_strerror(rc));
-	assert_int_equal(rc, 0);
-	assert_int_equal(usmc_conn_info(c, &ci), 0);
-	print_message("  usmc client: %s %s\n", usmc_mode_name(ci.mode),
-		      usmc_reason_name(ci.reason));
-	ping_pong_diag(c, lfd, port, &d, &fd);
-	print_message("  kernel server: %s fallback %#x\n", d.mode, d.fallback);
+	usmc_client_kernel_server(ctx, &ci, &d);
 	assert_int_equal(ci.mode, USMC_MODE_SMCR);
 	assert_string_equal(d.mode, "SMC-R");
-	usmc_close(c);
-	close(fd);
-	close(lfd);
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 

@@ -52,6 +52,7 @@
 #include "conn.h"
 #include "kernel_peer.h"
 #include "lgr.h"
+#include "mono_clock.h"
 #include "smcr_conn.h"
 
 #define UEID	      "USMC-INTEROP-TEST"
@@ -62,14 +63,6 @@
 
 static const char *kctl, *host_a, *host_b;
 static long saved_testlink = -1;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- one end of a connection: a kernel socket (fd >= 0) or a usmc conn */
 
@@ -376,14 +369,14 @@ static void data_test(bool k2u, bool client_closes)
 	env_open(&v, k2u);
 	pair_open(&v, &p);
 	expect_smcr(&p);
-	t0 = now_s();
+	t0 = mono_s();
 	exchange(&p, bytes, 0x5eed, client_closes, 0);
 	print_message(
 		"  %s: %llu bytes each way checked in %.2f s (%.1f MB/s both ways), %s closed, "
 		"peer saw EOF\n",
 		k2u ? "kernel client -> usmc server" : "usmc client -> kernel server",
-		(unsigned long long)bytes, now_s() - t0, 2.0 * (double)bytes / (now_s() - t0) / 1e6,
-		client_closes ? "client" : "server");
+		(unsigned long long)bytes, mono_s() - t0,
+		2.0 * (double)bytes / (mono_s() - t0) / 1e6, client_closes ? "client" : "server");
 	env_close(&v);
 }
 
@@ -448,7 +441,7 @@ static void sequential_test(bool k2u)
 	int nb = kpeer_lgrs(kctl, before, KPEER_MAX_LGRS);
 	uint32_t lgr0 = 0;
 	struct env v;
-	double t0 = now_s();
+	double t0 = mono_s();
 
 	assert_true(nb >= 0 && nb <= KPEER_MAX_LGRS);
 	env_open(&v, k2u);
@@ -465,7 +458,7 @@ static void sequential_test(bool k2u)
 		exchange(&p, 16384 + (uint64_t)i * 97, (uint64_t)i << 8, i & 1, i);
 	}
 	print_message("  %d sequential connections, SMC-R and checked on both ends, %.1f s\n",
-		      SEQ_CONNS, now_s() - t0);
+		      SEQ_CONNS, mono_s() - t0);
 	expect_one_new_klgr(before, nb, k2u ? "client" : "server", 0);
 	expect_usmc_lgrs(v.ctx);
 	env_close(&v);
@@ -507,7 +500,7 @@ static void concurrent_test(bool k2u)
 	/* all open: one link group on each end, holding all of them */
 	expect_one_new_klgr(before, nb, k2u ? "client" : "server", CONC_CONNS);
 	expect_usmc_lgrs(v.ctx);
-	t0 = now_s();
+	t0 = mono_s();
 	for (int i = 0; i < CONC_CONNS; i++) {
 		scripts_for(&p[i], 1 << 20, (uint64_t)i << 8, i & 1, &cs[i], &ss[i]);
 		assert_int_equal(pthread_create(&th[2 * i], NULL, run_script, &cs[i]), 0);
@@ -520,7 +513,7 @@ static void concurrent_test(bool k2u)
 		check_script(&ss[i], k2u ? "usmc server" : "kernel server", i);
 	}
 	print_message("  %d concurrent connections, 1 MiB each way each, checked in %.1f s\n",
-		      CONC_CONNS, now_s() - t0);
+		      CONC_CONNS, mono_s() - t0);
 	expect_one_new_klgr(before, nb, k2u ? "client" : "server", 0);
 	env_close(&v);
 }
@@ -670,7 +663,7 @@ static void read_then_kill(struct end *e, pid_t pid, uint64_t first, double boun
 		fail_msg("before the kill: %s", err);
 	assert_int_equal(kill(pid, SIGKILL), 0);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
-	t0 = now_s();
+	t0 = mono_s();
 	rc = recv_from(e, 42, got, UINT64_MAX, &more, err, sizeof(err));
 	/* UINT64_MAX never all arrives: rc is the end of the stream */
 	if (rc == -EBADMSG)
@@ -678,8 +671,8 @@ static void read_then_kill(struct end *e, pid_t pid, uint64_t first, double boun
 	print_message("  %s: peer killed after %llu bytes; %llu more checked bytes, then %s after "
 		      "%.2f s\n",
 		      who, (unsigned long long)first, (unsigned long long)more,
-		      rc == -ENODATA ? "EOF" : strerror(-rc), now_s() - t0);
-	assert_true(now_s() - t0 < bound);
+		      rc == -ENODATA ? "EOF" : strerror(-rc), mono_s() - t0);
+	assert_true(mono_s() - t0 < bound);
 }
 
 static void test_killed_kernel_peer(void **state)
@@ -738,7 +731,7 @@ static void test_killed_usmc_peer(void **state)
 	read_then_kill(&e, pid, 8 << 20, 15, "kernel client");
 	close(e.fd);
 	/* the kernel's link group to the dead process goes away too */
-	t0 = now_s();
+	t0 = mono_s();
 	for (i = 0; i < 300; i++) {
 		nn = kpeer_lgrs(kctl, now, KPEER_MAX_LGRS);
 		assert_true(nn >= 0 && nn <= KPEER_MAX_LGRS);
@@ -748,7 +741,7 @@ static void test_killed_usmc_peer(void **state)
 		usleep(100000);
 	}
 	print_message("  kernel: link group to the dead peer %s %.1f s after the close\n",
-		      k ? "still there" : "freed", now_s() - t0);
+		      k ? "still there" : "freed", mono_s() - t0);
 	assert_int_equal(k, 0);
 }
 

@@ -18,6 +18,9 @@
 
 #include <infiniband/verbs.h>
 
+#include "../common/check.h"
+#include "mono_clock.h"
+
 #define BUF_SIZE   (4u << 20)
 #define GUARD_BYTE 0xa5
 #define WC_TIMEOUT 10.0 /* seconds */
@@ -36,18 +39,6 @@ struct end {
 	enum ibv_mtu mtu;
 };
 
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
 /* Calls that return NULL and set errno. */
 #define CHECK_PTR(expr)                                                                   \
 	({                                                                                \
@@ -64,14 +55,6 @@ static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt,
 			die("%s:%d: %s: %s", __FILE__, __LINE__, #expr, \
 			    strerror(_rc < 0 ? errno : _rc));           \
 	} while (0)
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static uint64_t fnv1a64(const unsigned char *p, size_t len)
 {
@@ -174,7 +157,7 @@ static void open_end(struct end *e, const char *label, const char *name)
 		.cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1},
 	};
 	e->qp = CHECK_PTR(ibv_create_qp(e->pd, &init));
-	e->psn = (uint32_t)(now() * 1e6) & 0xffffff;
+	e->psn = (uint32_t)(mono_s() * 1e6) & 0xffffff;
 
 	inet_ntop(AF_INET6, e->gid.raw, gidstr, sizeof(gidstr));
 	printf("%s: %s gid[%d] %s qpn 0x%06x mtu %d\n", label, ibv_get_device_name(e->ctx->device),
@@ -223,11 +206,11 @@ static void connect_qp(struct end *e, const struct end *peer)
 
 static void poll_one(struct end *e, enum ibv_wc_opcode want, struct ibv_wc *wc)
 {
-	double deadline = now() + WC_TIMEOUT;
+	double deadline = mono_s() + WC_TIMEOUT;
 	int n;
 
 	while ((n = ibv_poll_cq(e->cq, 1, wc)) == 0) {
-		if (now() > deadline)
+		if (mono_s() > deadline)
 			die("%s: no completion after %.0f s", e->label, WC_TIMEOUT);
 	}
 	if (n < 0)
@@ -267,11 +250,11 @@ static void write_and_verify(struct end *src, struct end *dst, size_t off, size_
 		.wr.rdma = {.remote_addr = (uintptr_t)to, .rkey = dst->mr->rkey},
 	};
 	struct ibv_send_wr *bad_swr;
-	t0 = now();
+	t0 = mono_s();
 	CHECK_RC(ibv_post_send(src->qp, &swr, &bad_swr));
 	poll_one(src, IBV_WC_RDMA_WRITE, &wc);
 	poll_one(dst, IBV_WC_RECV_RDMA_WITH_IMM, &wc);
-	us = (now() - t0) * 1e6;
+	us = (mono_s() - t0) * 1e6;
 
 	if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != (uint32_t)sum)
 		die("%s: immediate data 0x%08x, expected 0x%08x", dst->label, ntohl(wc.imm_data),

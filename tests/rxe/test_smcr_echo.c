@@ -35,20 +35,7 @@ static void *server_main(void *arg)
 
 	CHECK(!rc, "usmc_accept: %s", usmc_strerror(rc));
 	expect_smcr(c, "server");
-	for (;;) {
-		ssize_t n = usmc_recv(c, buf, sizeof(buf), 0);
-
-		CHECK(n >= 0, "server recv: %s", usmc_strerror((int)n));
-		if (!n)
-			break;
-		for (ssize_t off = 0; off < n;) {
-			ssize_t w = usmc_send(c, buf + off, (size_t)(n - off), 0);
-
-			CHECK(w > 0, "server send: %s", usmc_strerror((int)w));
-			off += w;
-		}
-		s->echoed += (uint64_t)n;
-	}
+	s->echoed = echo_until_eof(c, buf, sizeof(buf));
 	CHECK(!usmc_close(c), "server close");
 	return NULL;
 }
@@ -132,9 +119,9 @@ int main(void)
 		usleep(1000);
 	CHECK(!rc, "usmc_connect_finish: %s", usmc_strerror(rc));
 	expect_smcr(c, "client");
-	t0 = now_s();
+	t0 = mono_s();
 	client_run(c, total);
-	dt = now_s() - t0;
+	dt = mono_s() - t0;
 	pthread_join(th, NULL);
 	CHECK(srv.echoed == total, "server echoed %llu of %llu", (unsigned long long)srv.echoed,
 	      (unsigned long long)total);

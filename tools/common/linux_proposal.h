@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The SMC-Rv2 PROPOSAL of a Linux client at 10.0.0.1 with one UEID
- * (smc-r-protocol.md §8.2 worked example, 156 bytes): what a real SMC
- * client sends first. Tests and the storm tool send it from plain sockets
- * to play SMC clients.
+ * The SMC-Rv2 PROPOSAL of a Linux client at 10.0.0.1 with one UEID, 156
+ * bytes, as net/smc/smc_clc.c smc_clc_send_proposal() builds it (v2-only:
+ * typev1 N, so peer ID, GID and MAC are zero; v2 extension at 80 with the
+ * RoCE v2 GID ::ffff:10.0.0.1, one EID, release 1): what a real SMC client
+ * sends first. Tests and the storm tool send it from plain sockets to play
+ * SMC clients.
  */
-#ifndef USMC_TEST_LINUX_PROPOSAL_H
-#define USMC_TEST_LINUX_PROPOSAL_H
+#ifndef USMC_TOOLS_LINUX_PROPOSAL_H
+#define USMC_TOOLS_LINUX_PROPOSAL_H
 
 #include <stdint.h>
 

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by the rxe shell tests: topology of the RDMA "hosts" under test.
+# Sourced by the rxe shell tests and the rxe benchmarks (tools/bench-*rxe.sh,
+# bench-interop.sh): topology of the RDMA "hosts" under test.
 # Inside the guest (tests/rxe/vm-run.sh) guest-run.sh exports USMC_TEST_*;
 # elsewhere the first RDMA device and its IPv4-mapped RoCE v2 GID are used
 # for both ends (loopback). No device at all is a test failure, not a skip:
@@ -45,6 +46,27 @@ if [ -z "${USMC_TEST_RXE_A:-}" ]; then
 fi
 [ -e "/sys/class/infiniband/$USMC_TEST_RXE_A" ] || rxe_fail "no RDMA device $USMC_TEST_RXE_A"
 [ -e "/sys/class/infiniband/$USMC_TEST_RXE_B" ] || rxe_fail "no RDMA device $USMC_TEST_RXE_B"
+
+# rxe_retry_client <server pid> <client command...>: runs the client until it
+# succeeds, up to 50 times 0.2 s apart while the server lives (it may not
+# listen yet), its output in $RXE_TMP/client.log. With RXE_RETRY_IF set, only
+# a client log matching that pattern is worth a retry. RXE_CLIENT_START is
+# $EPOCHREALTIME at the last attempt's start. Fails if the client never did.
+rxe_retry_client() {
+	local server=$1
+	shift
+	for _ in $(seq 50); do
+		# shellcheck disable=SC2034 # read by the caller
+		RXE_CLIENT_START=$EPOCHREALTIME
+		"$@" >"$RXE_TMP/client.log" 2>&1 && return 0
+		if [ -n "${RXE_RETRY_IF:-}" ]; then
+			grep -q "$RXE_RETRY_IF" "$RXE_TMP/client.log" || return 1
+		fi
+		kill -0 "$server" 2>/dev/null || return 1
+		sleep 0.2
+	done
+	return 1
+}
 
 RXE_TMP=$(mktemp -d)
 RXE_PIDS=()
