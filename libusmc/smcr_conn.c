@@ -24,15 +24,11 @@
 
 #include "bufpool.h"
 #include "cdc.h"
+#include "cdc_rx.h"
 #include "clock.h"
 #include "smcr_conn.h"
 
 #define EV_FILL_CHUNK 4096
-
-static struct cdc_cursor curs_of(uint64_t total, uint32_t size)
-{
-	return cdc_curs_add((struct cdc_cursor){0, 0}, total, size);
-}
 
 /* ---- readiness ------------------------------------------------------- */
 
@@ -362,8 +358,8 @@ static void sc_tx_push_locked(struct smcr_conn *sc)
 	m = (struct cdc_msg){
 		.seqno = (uint16_t)(sc->tx_seq + 1),
 		.token = sc->peer_token,
-		.prod = curs_of(sc->tx_sent + n, sc->peer_len),
-		.cons = curs_of(sc->rx_cons, sc->rmb_len),
+		.prod = cdc_rx_curs_of(sc->tx_sent + n, sc->peer_len),
+		.cons = cdc_rx_curs_of(sc->rx_cons, sc->rmb_len),
 		.prod_flags = pending > n ? CDC_PF_WRITE_BLOCKED : 0,
 		.conn_state_flags = sc_state_flags(sc, all_sent),
 	};
@@ -436,35 +432,38 @@ static void sc_kick_pending(struct lgr *lgr)
 
 /* ---- receive --------------------------------------------------------- */
 
-/* Apply a CDC to sc; requires sc->lock. Returns false for a protocol violation. */
+/* The connection's cursors as cdc_rx.h sees them; requires sc->lock. */
+static struct cdc_rx_state sc_rx_state_locked(const struct smcr_conn *sc)
+{
+	return (struct cdc_rx_state){.rmb_len = sc->rmb_len,
+				     .peer_len = sc->peer_len,
+				     .rx_prod = sc->rx_prod,
+				     .rx_cons = sc->rx_cons,
+				     .rx_cons_sent = sc->rx_cons_sent,
+				     .tx_sent = sc->tx_sent,
+				     .peer_cons = sc->peer_cons,
+				     .peer_write_blocked = sc->peer_write_blocked,
+				     .peer_done_writing = sc->peer_done_writing,
+				     .peer_closed = sc->peer_closed,
+				     .peer_abort = sc->peer_abort,
+				     .cons_update_due = sc->cons_update_due};
+}
+
+/* Apply a CDC to sc; requires sc->lock. Returns false for a protocol
+ * violation (sc unchanged). */
 static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m)
 {
-	int64_t used;
+	struct cdc_rx_state st = sc_rx_state_locked(sc);
 
-	if (!cdc_curs_valid(m->prod, sc->rmb_len) || !cdc_curs_valid(m->cons, sc->peer_len))
+	if (cdc_rx_apply(&st, m) != CDC_RX_OK)
 		return false;
-	/* the peer can have written at most one RMB beyond what we consumed */
-	used = cdc_ring_used(m->prod, curs_of(sc->rx_cons, sc->rmb_len), sc->rmb_len);
-	if (used < 0)
-		return false;
-	if (sc->rx_cons + (uint64_t)used > sc->rx_prod)
-		sc->rx_prod = sc->rx_cons + (uint64_t)used;
-	/* the peer cannot have consumed more than we wrote */
-	used = cdc_ring_used(curs_of(sc->tx_sent, sc->peer_len), m->cons, sc->peer_len);
-	if (used < 0)
-		return false;
-	if (sc->tx_sent - (uint64_t)used > sc->peer_cons)
-		sc->peer_cons = sc->tx_sent - (uint64_t)used;
-	sc->peer_write_blocked = m->prod_flags & CDC_PF_WRITE_BLOCKED;
-	if ((sc->peer_write_blocked && sc->rx_cons > sc->rx_cons_sent) ||
-	    (m->prod_flags & CDC_PF_CONS_CURS_UPD_REQ))
-		sc->cons_update_due = true;
-	if (m->conn_state_flags & CDC_CS_PEER_DONE_WRITING)
-		sc->peer_done_writing = true;
-	if (m->conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
-		sc->peer_closed = true;
-	if (m->conn_state_flags & CDC_CS_PEER_CONN_ABORT)
-		sc->peer_abort = true;
+	sc->rx_prod = st.rx_prod;
+	sc->peer_cons = st.peer_cons;
+	sc->peer_write_blocked = st.peer_write_blocked;
+	sc->peer_done_writing = st.peer_done_writing;
+	sc->peer_closed = st.peer_closed;
+	sc->peer_abort = st.peer_abort;
+	sc->cons_update_due = st.cons_update_due;
 	return true;
 }
 
