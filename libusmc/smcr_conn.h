@@ -76,6 +76,14 @@ struct smcr_conn {
 	long tcp_eof_ms; /* the TCP socket hung up then (0: not) */
 };
 
+/*
+ * Test hook, weak and undefined in the library: a test program that defines
+ * it runs it in smcr_close() between taking the connection out of its link
+ * group's table and dropping its last reference, the window in which the
+ * link group may die and be freed.
+ */
+void smcr_test_hook_close_put(void) __attribute__((weak));
+
 /* The link group's view of its connections (lgr.h). */
 extern const struct lgr_conn_ops smcr_conn_lgr_ops;
 

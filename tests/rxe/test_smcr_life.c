@@ -359,6 +359,20 @@ static void run_peerexit(void)
 
 /* ---- peer killed ---- */
 
+/*
+ * USMC_TEST_CLOSE_PUT_DELAY_MS: smcr_close() sleeps this long between
+ * removing the connection from its link group and dropping its reference,
+ * so that the dead peer's link group is found dead and reaped meanwhile
+ * (issue 13 item 2: the link group must outlive its connections).
+ */
+void smcr_test_hook_close_put(void)
+{
+	const char *ms = getenv("USMC_TEST_CLOSE_PUT_DELAY_MS");
+
+	if (ms && *ms)
+		usleep((useconds_t)atoi(ms) * 1000);
+}
+
 static void run_killed(void)
 {
 	int pfd[2];
