@@ -92,6 +92,7 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	sc->tcp_fd = -1;
 	atomic_init(&sc->refs, 1);
 	sc->lgr = lgr;
+	lgr_get(lgr); /* dropped by the last smcr_conn_put(), after the buffers */
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are monotonic */
@@ -133,6 +134,8 @@ static void sc_delete_rkey(struct smcr_conn *sc)
 
 void smcr_conn_put(struct smcr_conn *sc)
 {
+	struct lgr *lgr;
+
 	if (atomic_fetch_sub(&sc->refs, 1) != 1)
 		return;
 	/* no reference left: no table entry, no pending send, no user */
@@ -148,7 +151,9 @@ void smcr_conn_put(struct smcr_conn *sc)
 		close(sc->ev[1]);
 	pthread_cond_destroy(&sc->cond);
 	pthread_mutex_destroy(&sc->lock);
+	lgr = sc->lgr;
 	free(sc);
+	lgr_put(lgr); /* the last touch of the link group */
 }
 
 static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m);
