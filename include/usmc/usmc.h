@@ -28,17 +28,18 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <usmc/version.h> /* USMC_VERSION_MAJOR/MINOR/PATCH/STRING */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define USMC_VERSION_STRING "0.1.0"
 
 struct usmc_ctx;
 struct usmc_listener;
 struct usmc_conn;
 
-/** usmc_version() - the library version, "MAJOR.MINOR.PATCH". */
+/** usmc_version() - the library version, "MAJOR.MINOR.PATCH": the
+ * USMC_VERSION_STRING of the library that runs (usmc/version.h). */
 const char *usmc_version(void);
 
 /* ------------------------------------------------------------------------
