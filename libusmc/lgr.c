@@ -243,7 +243,7 @@ static bool lgr_idle_unlink(struct lgr *lgr);
 static bool lgr_tick(struct lgr *lgr)
 {
 	smcr_llc_tick(lgr, clock_now_ms());
-	lgr->ops->tcp_eof_check(lgr);
+	lgr->ops->tick(lgr);
 	return lgr_idle_unlink(lgr);
 }
 

@@ -52,8 +52,9 @@ struct lgr_conn_ops {
 	bool (*fail)(struct smcr_conn *sc, int err);
 	/* The TCP socket of connection @token hung up. */
 	void (*tcp_hup)(struct lgr *lgr, uint32_t token);
-	/* Timer tick: connections whose TCP hung up without a close. */
-	void (*tcp_eof_check)(struct lgr *lgr);
+	/* Timer tick: connections whose TCP hung up without a close, and
+	 * closed ones whose peer did not close in time. */
+	void (*tick)(struct lgr *lgr);
 };
 
 /* Per link group settings, from the context's options. */
@@ -124,6 +125,7 @@ struct lgr {
 	int ep;			 /* epoll: completion channel, stop_fd, TCP sockets */
 	long last_rx_ms;	 /* progress thread only */
 	atomic_bool any_pending; /* some connection waits for send queue room */
+	atomic_int orphans;	 /* closed by their user, waiting for the peer (smcr_conn.c) */
 	atomic_bool tcp_eof_seen;
 };
 

@@ -132,6 +132,17 @@ static void sc_delete_rkey(struct smcr_conn *sc)
 		smcr_llc_send(sc->lgr, &m);
 }
 
+/*
+ * Can the peer still RDMA-write into @sc's RMB? Only its close or abort, or
+ * a dead link group (the QP in error), rules that out: a connection we
+ * ended ourselves (a protocol error, an expired close) may still be
+ * written by its peer.
+ */
+static bool sc_rmb_may_be_written(const struct smcr_conn *sc)
+{
+	return !sc->peer_closed && !sc->peer_abort && atomic_load(&sc->lgr->state) != LGR_DEAD;
+}
+
 void smcr_conn_put(struct smcr_conn *sc)
 {
 	struct lgr *lgr;
@@ -141,8 +152,12 @@ void smcr_conn_put(struct smcr_conn *sc)
 	/* no reference left: no table entry, no pending send, no user */
 	if (sc->rmb && sc->peer_len)
 		sc_delete_rkey(sc);
-	if (sc->rmb)
+	if (sc->rmb && !sc_rmb_may_be_written(sc))
 		bufpool_release(sc->lgr->rmbs, sc->rmb);
+	/* else it stays claimed until the link group's QP is gone, so that no
+	 * late write of this peer lands in another connection's stream */
+	if (sc->orphan)
+		atomic_fetch_sub(&sc->lgr->orphans, 1);
 	if (sc->sndbuf)
 		bufpool_release(sc->lgr->sndbufs, sc->sndbuf);
 	if (sc->ev[0] >= 0)
@@ -248,33 +263,59 @@ static void sc_tcp_hup(struct lgr *lgr, uint32_t token)
 
 /*
  * A peer closes its TCP socket only after its close CDC (net/smc/smc_close.c
- * smc_close_active() sends it before the TCP close), so a
- * hang-up with no close or abort CDC within the grace time means the peer
- * process died: the connection ends with ECONNRESET.
+ * smc_close_active() sends it before the TCP close), so a hang-up with no
+ * close or abort CDC within the grace time means the peer process died:
+ * the connection ends with ECONNRESET. Requires sc->lock; true if the
+ * grace time is still running.
  */
-static void sc_tcp_eof_check(struct lgr *lgr)
+static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
+{
+	if (!sc->tcp_eof_ms || sc->peer_closed || sc->peer_abort || sc->err)
+		return false;
+	if (now - sc->tcp_eof_ms <= SMCR_TCP_EOF_GRACE_MS)
+		return true;
+	sc_fail_locked(sc, -ECONNRESET);
+	/* and the link group: is that peer gone altogether? */
+	atomic_store(&sc->lgr->llc.test_now, true);
+	return false;
+}
+
+/*
+ * Closed by its user, and the peer did not close within
+ * USMC_OPT_CLOSE_WAIT_MS: abort it, as TCP ends FIN_WAIT2. Requires
+ * sc->lock; true if it is to leave the link group's table.
+ */
+static bool sc_orphan_expired_locked(struct smcr_conn *sc, long now)
+{
+	if (!sc->orphan || sc->err || now < sc->orphan_deadline_ms)
+		return false;
+	sc->aborting = true;
+	sc_tx_push_locked(sc);
+	sc_fail_locked(sc, -ETIMEDOUT);
+	return true;
+}
+
+static void sc_tick(struct lgr *lgr)
 {
 	struct smcr_conn *list[SMCR_MAX_CONNS];
+	bool eof = atomic_exchange(&lgr->tcp_eof_seen, false), again = false;
 	long now = clock_now_ms();
-	bool again = false;
 	int n;
 
-	if (!atomic_exchange(&lgr->tcp_eof_seen, false))
+	if (!eof && !atomic_load(&lgr->orphans))
 		return;
 	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
 		struct smcr_conn *sc = list[i];
+		bool reap;
 
 		pthread_mutex_lock(&sc->lock);
-		if (sc->tcp_eof_ms && !sc->peer_closed && !sc->peer_abort && !sc->err) {
-			if (now - sc->tcp_eof_ms > SMCR_TCP_EOF_GRACE_MS) {
-				sc_fail_locked(sc, -ECONNRESET);
-				/* and the link group: is that peer gone altogether? */
-				atomic_store(&lgr->llc.test_now, true);
-			} else
-				again = true;
-		}
+		if (eof && sc_eof_check_locked(sc, now))
+			again = true;
+		reap = sc_orphan_expired_locked(sc, now);
 		pthread_mutex_unlock(&sc->lock);
+		if (reap)
+			lgr_conn_del(lgr, sc->token);
 		smcr_conn_put(sc);
 	}
 	if (again)
@@ -691,7 +732,7 @@ int smcr_shutdown(struct smcr_conn *sc, int how)
 	return 0;
 }
 
-void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms)
+void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms)
 {
 	long deadline = clock_now_ms() + linger_ms;
 	int tcp_fd;
@@ -710,6 +751,9 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms)
 	/* the RMB goes back to the pool only once the peer can no longer write */
 	peer_gone = sc->peer_closed || sc->peer_abort || sc->err;
 	sc->orphan = !peer_gone;
+	sc->orphan_deadline_ms = clock_now_ms() + close_wait_ms;
+	if (sc->orphan)
+		atomic_fetch_add(&sc->lgr->orphans, 1);
 	tcp_fd = sc->tcp_fd;
 	sc->tcp_fd = -1;
 	pthread_mutex_unlock(&sc->lock);
@@ -731,5 +775,5 @@ const struct lgr_conn_ops smcr_conn_lgr_ops = {
 	.kick_pending = sc_kick_pending,
 	.fail = sc_fail,
 	.tcp_hup = sc_tcp_hup,
-	.tcp_eof_check = sc_tcp_eof_check,
+	.tick = sc_tick,
 };

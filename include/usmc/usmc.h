@@ -159,6 +159,13 @@ enum usmc_opt {
 	 * the CPU per connection (docs/listener.md). Read by usmc_listen().
 	 * Env USMC_ACCEPT_BATCH, default 1. */
 	USMC_OPT_ACCEPT_BATCH,
+	/* SMC-R: milliseconds a connection closed by usmc_close() waits for
+	 * the peer's close before it is aborted and reclaimed (its descriptors,
+	 * table slot and send buffer; its RMB once the peer provably cannot
+	 * write it), as TCP bounds FIN_WAIT2. Read by usmc_close(). Env
+	 * USMC_CLOSE_WAIT_MS, default 60000 (Linux net.ipv4.tcp_fin_timeout),
+	 * range 100..3600000. */
+	USMC_OPT_CLOSE_WAIT_MS,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
