@@ -158,10 +158,11 @@ int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const stru
 }
 
 void lgr_set_peer(struct lgr *lgr, const uint8_t peer_id[SMCR_SYSTEM_ID_LEN],
-		  const uint8_t peer_mac[SMCR_MAC_LEN])
+		  const uint8_t peer_mac[SMCR_MAC_LEN], struct in_addr peer_addr)
 {
 	memcpy(lgr->peer_id, peer_id, SMCR_SYSTEM_ID_LEN);
 	memcpy(lgr->peer_mac, peer_mac, SMCR_MAC_LEN);
+	lgr->peer_addr = peer_addr;
 }
 
 int lgr_qp_rtr(struct lgr *lgr, uint32_t peer_qpn, uint32_t peer_psn,
@@ -463,6 +464,7 @@ static bool lgr_matches_locked(struct lgr *l, const struct lgr_key *k)
 	bool room;
 
 	if (l->is_server != (k->role == SMCR_ROLE_SERVER) || atomic_load(&l->state) != LGR_ACTIVE ||
+	    l->peer_addr.s_addr != k->peer_addr.s_addr ||
 	    memcmp(l->peer_id, k->peer_id, SMCR_SYSTEM_ID_LEN) ||
 	    memcmp(l->peer_gid, k->peer_gid, SMCR_GID_LEN) ||
 	    (k->match_qpn && l->peer_qpn != k->peer_qpn))
@@ -485,16 +487,6 @@ static struct lgr *lgr_find_locked(struct smcr_ctx *sctx, const struct lgr_key *
 	return NULL;
 }
 
-struct lgr *lgr_find(struct smcr_ctx *sctx, const struct lgr_key *k)
-{
-	struct lgr *l;
-
-	pthread_mutex_lock(&sctx->lock);
-	l = lgr_find_locked(sctx, k);
-	pthread_mutex_unlock(&sctx->lock);
-	return l;
-}
-
 struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms)
 {
 	struct timespec ts;
@@ -507,6 +499,100 @@ struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long d
 		;
 	pthread_mutex_unlock(&sctx->lock);
 	return l;
+}
+
+/* ---- first contacts: one per peer, within the caps -------------------- */
+
+static bool pending_matches(const struct lgr_pending *p, const struct lgr_key *k)
+{
+	return p->role == k->role && p->peer_addr.s_addr == k->peer_addr.s_addr &&
+	       !memcmp(p->peer_id, k->peer_id, SMCR_SYSTEM_ID_LEN) &&
+	       !memcmp(p->peer_gid, k->peer_gid, SMCR_GID_LEN);
+}
+
+/* A first contact with @k's peer in progress; requires sctx->lock. */
+static bool pending_find_locked(const struct smcr_ctx *sctx, const struct lgr_key *k)
+{
+	for (const struct lgr_pending *p = sctx->pending; p; p = p->next)
+		if (pending_matches(p, k))
+			return true;
+	return false;
+}
+
+/* Room for another link group with @addr under @cfg's caps, counting
+ * first contacts in progress; requires sctx->lock. */
+static bool caps_allow_locked(const struct smcr_ctx *sctx, struct in_addr addr,
+			      const struct lgr_config *cfg)
+{
+	int same = 0;
+
+	if (atomic_load(&sctx->lgrs_open) >= cfg->max_lgrs)
+		return false;
+	for (const struct lgr *l = sctx->lgrs; l; l = l->next)
+		same += l->peer_addr.s_addr == addr.s_addr;
+	for (const struct lgr_pending *p = sctx->pending; p; p = p->next)
+		same += p->peer_addr.s_addr == addr.s_addr;
+	return same < cfg->max_per_peer;
+}
+
+/* Register @p as @k's first contact; requires sctx->lock. */
+static void pending_add_locked(struct smcr_ctx *sctx, const struct lgr_key *k,
+			       struct lgr_pending *p)
+{
+	p->role = k->role;
+	p->peer_addr = k->peer_addr;
+	memcpy(p->peer_id, k->peer_id, SMCR_SYSTEM_ID_LEN);
+	memcpy(p->peer_gid, k->peer_gid, SMCR_GID_LEN);
+	p->next = sctx->pending;
+	sctx->pending = p;
+}
+
+int lgr_reserve(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr_config *cfg,
+		struct lgr_pending *p)
+{
+	int rc = -EUSERS;
+
+	pthread_mutex_lock(&sctx->lock);
+	if (caps_allow_locked(sctx, k->peer_addr, cfg)) {
+		pending_add_locked(sctx, k, p);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&sctx->lock);
+	return rc;
+}
+
+int lgr_claim(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr_config *cfg,
+	      long deadline_ms, struct lgr_pending *p, struct lgr **reuse)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	clock_deadline_ts(deadline_ms, &ts);
+	pthread_mutex_lock(&sctx->lock);
+	while (!(*reuse = lgr_find_locked(sctx, k)) && pending_find_locked(sctx, k) && !rc)
+		if (pthread_cond_timedwait(&sctx->lgrs_cond, &sctx->lock, &ts) == ETIMEDOUT)
+			rc = -ETIMEDOUT;
+	if (!*reuse && !rc) {
+		rc = -EUSERS;
+		if (caps_allow_locked(sctx, k->peer_addr, cfg)) {
+			pending_add_locked(sctx, k, p);
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&sctx->lock);
+	return rc;
+}
+
+void lgr_unclaim(struct smcr_ctx *sctx, struct lgr_pending *p)
+{
+	pthread_mutex_lock(&sctx->lock);
+	for (struct lgr_pending **pp = &sctx->pending; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	pthread_cond_broadcast(&sctx->lgrs_cond); /* lgr_claim() waiters */
+	pthread_mutex_unlock(&sctx->lock);
 }
 
 void lgr_get(struct lgr *lgr)

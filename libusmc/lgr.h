@@ -62,6 +62,8 @@ struct lgr_config {
 	bool busy_poll;	  /* USMC_OPT_BUSY_POLL */
 	long testlink_ms; /* USMC_OPT_TESTLINK_MS, 0: no keepalive */
 	long idle_ms;	  /* USMC_OPT_LGR_IDLE_MS */
+	int max_lgrs;	  /* USMC_OPT_MAX_LGRS: per context, in any state */
+	int max_per_peer; /* USMC_OPT_MAX_LGRS_PER_PEER: per peer IPv4 address */
 };
 
 /* One connection table entry: the token is ours, the slot its low byte. */
@@ -91,6 +93,7 @@ struct lgr {
 	/* The peer and the link: written while LGR_INIT by the one handshake
 	 * that owns the link group, read-only once it is published. */
 	uint8_t peer_id[SMCR_SYSTEM_ID_LEN];
+	struct in_addr peer_addr; /* the TCP peer that created it: only it may reuse it */
 	uint8_t peer_gid[SMCR_GID_LEN];
 	uint8_t peer_mac[SMCR_MAC_LEN];
 	uint32_t peer_qpn;
@@ -134,9 +137,9 @@ struct lgr {
 /* A new LGR_INIT link group on @dev with its QP in INIT, receives posted. */
 int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const struct lgr_config *cfg,
 	       bool is_server, const struct smcr_dev *dev, struct lgr **out);
-/* The peer's identity, from its CLC message (LGR_INIT only). */
+/* The peer's identity, from its CLC message and its TCP address (LGR_INIT only). */
 void lgr_set_peer(struct lgr *lgr, const uint8_t peer_id[SMCR_SYSTEM_ID_LEN],
-		  const uint8_t peer_mac[SMCR_MAC_LEN]);
+		  const uint8_t peer_mac[SMCR_MAC_LEN], struct in_addr peer_addr);
 /* QP to RTR (receives already posted) and to RTS. */
 int lgr_qp_rtr(struct lgr *lgr, uint32_t peer_qpn, uint32_t peer_psn,
 	       const uint8_t peer_gid[SMCR_GID_LEN], enum ibv_mtu mtu);
@@ -150,24 +153,49 @@ void lgr_publish(struct lgr *lgr);
 /* What a reusable link group must match. */
 struct lgr_key {
 	enum smcr_role role;
-	const uint8_t *peer_id;	 /* SMCR_SYSTEM_ID_LEN bytes */
-	const uint8_t *peer_gid; /* SMCR_GID_LEN bytes */
+	const uint8_t *peer_id;	  /* SMCR_SYSTEM_ID_LEN bytes */
+	const uint8_t *peer_gid;  /* SMCR_GID_LEN bytes */
+	struct in_addr peer_addr; /* the TCP peer: a link group is bound to it */
 	uint32_t peer_qpn;
 	bool match_qpn;
 };
+
+/* A first contact in progress (lgr_claim() .. lgr_unclaim()), on the
+ * claimer's stack, in sctx->pending. */
+struct lgr_pending {
+	enum smcr_role role;
+	uint8_t peer_id[SMCR_SYSTEM_ID_LEN];
+	uint8_t peer_gid[SMCR_GID_LEN];
+	struct in_addr peer_addr;
+	struct lgr_pending *next;
+};
+
+/*
+ * lgr_claim() - the link group a server handshake with @k's peer uses: an
+ * active one with room (*@reuse, with a reference), or, after waiting until
+ * @deadline_ms for a first contact with the same peer that is in progress,
+ * none (*@reuse NULL): then @p is registered and the caller runs the first
+ * contact and calls lgr_unclaim(). -EUSERS when the caps of @cfg leave no
+ * room for another link group, -ETIMEDOUT when the wait ran out.
+ * lgr_reserve() - the same without looking for a link group to reuse (a
+ * client told "first contact" by its server).
+ */
+int lgr_claim(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr_config *cfg,
+	      long deadline_ms, struct lgr_pending *p, struct lgr **reuse);
+int lgr_reserve(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr_config *cfg,
+		struct lgr_pending *p);
+void lgr_unclaim(struct smcr_ctx *sctx, struct lgr_pending *p);
 
 /* A reference on @lgr: held, it is never freed. */
 void lgr_get(struct lgr *lgr);
 void lgr_put(struct lgr *lgr);
 
 /*
- * lgr_find() - an active link group matching @k (a server's only if it has
- * room for one more connection) with a reference for the caller, or NULL.
- * The caller lgr_put()s it once its connection holds its own.
- * lgr_find_wait() - the same, waiting until @deadline_ms for one that a
- * concurrent first contact is still confirming.
+ * lgr_find_wait() - an active link group matching @k with a reference for
+ * the caller, waiting until @deadline_ms for one that a concurrent first
+ * contact is still confirming; NULL if none. The caller lgr_put()s it once
+ * its connection holds its own.
  */
-struct lgr *lgr_find(struct smcr_ctx *sctx, const struct lgr_key *k);
 struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms);
 /* Mark dead and fail every connection (from any thread). */
 void lgr_terminate(struct lgr *lgr, int err, bool send_delete);

@@ -32,6 +32,8 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_DEFER_ACCEPT] = {"USMC_DEFER_ACCEPT", 0, 0, 3600},
 	[USMC_OPT_ACCEPT_BATCH] = {"USMC_ACCEPT_BATCH", 1, 0, 1},
 	[USMC_OPT_CLOSE_WAIT_MS] = {"USMC_CLOSE_WAIT_MS", 60000, 100, 3600000},
+	[USMC_OPT_MAX_LGRS] = {"USMC_MAX_LGRS", 128, 1, 4096},
+	[USMC_OPT_MAX_LGRS_PER_PEER] = {"USMC_MAX_LGRS_PER_PEER", 8, 1, 4096},
 };
 
 static int parse_long(const char *s, long *out)

@@ -41,12 +41,13 @@ enum clc_rx {
 				       peer lost our link group */
 };
 
-static int local_ipv4(int fd, struct in_addr *addr)
+/* The IPv4 address of @fd's own end, or of its peer's (@peer). */
+static int sock_ipv4(int fd, bool peer, struct in_addr *addr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
-	if (getsockname(fd, (struct sockaddr *)&ss, &len))
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &len))
 		return -errno;
 	if (ss.ss_family == AF_INET) {
 		*addr = ((struct sockaddr_in *)&ss)->sin_addr;
@@ -64,7 +65,17 @@ static int find_dev(const struct smcr_hs *hs, struct smcr_dev *dev)
 {
 	struct in_addr a;
 
-	return local_ipv4(hs->fd, &a) ? -ENODEV : smcr_dev_lookup(hs->sctx, &a, dev);
+	return sock_ipv4(hs->fd, false, &a) ? -ENODEV : smcr_dev_lookup(hs->sctx, &a, dev);
+}
+
+/*
+ * SMC-Rv2 direct (the only kind libusmc speaks, docs/smcr.md): the peer's
+ * RoCE GID is its IPv4 address, mapped. A GID that is not the TCP peer's
+ * would point our QP at a third host.
+ */
+static bool gid_is_addr(const uint8_t gid[SMCR_GID_LEN], struct in_addr addr)
+{
+	return smcr_gid_is_v4mapped(gid) && !memcmp(gid + 12, &addr.s_addr, 4);
 }
 
 /* A codec's WIRE_E_* is the peer's fault: the API says USMC_EPROTO_CLC. */
@@ -77,7 +88,9 @@ static struct lgr_config lgr_config_of(const struct usmc_opts *o)
 {
 	return (struct lgr_config){.busy_poll = o->v[USMC_OPT_BUSY_POLL] != 0,
 				   .testlink_ms = o->v[USMC_OPT_TESTLINK_MS],
-				   .idle_ms = o->v[USMC_OPT_LGR_IDLE_MS]};
+				   .idle_ms = o->v[USMC_OPT_LGR_IDLE_MS],
+				   .max_lgrs = (int)o->v[USMC_OPT_MAX_LGRS],
+				   .max_per_peer = (int)o->v[USMC_OPT_MAX_LGRS_PER_PEER]};
 }
 
 static int conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc)
@@ -253,8 +266,10 @@ static void build_proposal(struct smcr_ctx *sctx, const struct smcr_dev *dev,
 
 /* Checks of a first-contact ACCEPT (net/smc/af_smc.c
  * smc_connect_rdma_v2_prepare()); 0 or the decline reason. */
-static uint32_t client_check_fc(const struct clc_accept_confirm *a)
+static uint32_t client_check_fc(const struct clc_accept_confirm *a, struct in_addr server)
 {
+	if (!gid_is_addr(a->gid, server))
+		return SMC_CLC_DECL_DIFFPREFIX;
 	if (a->fce.release >= CLC_RELEASE_1) {
 		if (a->fce.max_conns < SMCR_MIN_CONNS)
 			return SMC_CLC_DECL_MAXCONNERR;
@@ -292,9 +307,10 @@ static int client_confirm_link_resp(struct lgr *lgr, struct llc_msg *req)
 
 /* Set up the link group's QP toward the server and start it; 0 or a reason. */
 static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm *a,
-			       struct smcr_conn **sc, const struct smcr_hs *hs)
+			       struct in_addr server, struct smcr_conn **sc,
+			       const struct smcr_hs *hs)
 {
-	lgr_set_peer(lgr, a->peer_id, a->mac);
+	lgr_set_peer(lgr, a->peer_id, a->mac, server);
 	if (conn_new(hs, lgr, sc) ||
 	    lgr_qp_rtr(lgr, a->qpn, a->psn, a->gid, mtu_min(lgr->dev.active_mtu, a->qp_mtu)) ||
 	    lgr_start(lgr))
@@ -304,11 +320,11 @@ static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm 
 }
 
 static int client_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
-				const struct clc_accept_confirm *a)
+				const struct clc_accept_confirm *a, struct in_addr server)
 {
 	struct lgr_config cfg = lgr_config_of(hs->opts);
 	uint8_t release = a->fce.release > SMCR_RELEASE ? SMCR_RELEASE : a->fce.release;
-	uint32_t reason = client_check_fc(a);
+	uint32_t reason = client_check_fc(a, server);
 	struct smcr_conn *sc = NULL;
 	struct llc_msg req;
 	struct lgr *lgr;
@@ -318,7 +334,7 @@ static int client_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 		return decline_fallback(hs, reason, false);
 	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, false, dev, &lgr))
 		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
-	reason = client_link_up(lgr, a, &sc, hs);
+	reason = client_link_up(lgr, a, server, &sc, hs);
 	if (reason)
 		goto decline;
 	rc = client_send_confirm(hs, lgr, sc, a, release);
@@ -378,27 +394,29 @@ static int client_reuse(struct smcr_hs *hs, const struct clc_accept_confirm *a, 
 	return hs_established(hs, sc);
 }
 
-/* After the ACCEPT: a new link group, or the one it names. */
+/* After the ACCEPT: a new link group (within the caps), or the one it names. */
 static int client_after_accept(struct smcr_hs *hs, const struct smcr_dev *dev,
-			       const struct clc_accept_confirm *a)
+			       const struct clc_accept_confirm *a, struct in_addr server)
 {
-	pthread_mutex_t *create = &hs->sctx->create_lock[SMCR_ROLE_CLIENT];
+	struct lgr_config cfg = lgr_config_of(hs->opts);
 	struct lgr_key key = {.role = SMCR_ROLE_CLIENT,
 			      .peer_id = a->peer_id,
 			      .peer_gid = a->gid,
+			      .peer_addr = server,
 			      .peer_qpn = a->qpn,
 			      .match_qpn = true};
+	struct lgr_pending pending;
 	int rc;
 
 	if (!a->first_contact)
 		return client_reuse(
 			hs, a,
 			lgr_find_wait(hs->sctx, &key, clock_now_ms() + CLIENT_REUSE_WAIT_MS));
-	/* link group creation is serialised per role (net/smc/af_smc.c
-	 * smc_connect_rdma() under smc_client_lgr_pending) */
-	pthread_mutex_lock(create);
-	rc = client_first_contact(hs, dev, a);
-	pthread_mutex_unlock(create);
+	/* the server decides first contact: no lock, only the caps */
+	if (lgr_reserve(hs->sctx, &key, &cfg, &pending))
+		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
+	rc = client_first_contact(hs, dev, a, server);
+	lgr_unclaim(hs->sctx, &pending);
 	return rc;
 }
 
@@ -408,10 +426,11 @@ int smcr_clc_connect(struct smcr_hs *hs)
 	struct clc_accept_confirm a;
 	struct clc_proposal p;
 	struct smcr_dev dev;
+	struct in_addr server;
 	int len, rc;
 
 	/* no device: not a byte of CLC, the server sees a TCP client */
-	if (find_dev(hs, &dev)) {
+	if (find_dev(hs, &dev) || sock_ipv4(hs->fd, true, &server)) {
 		hs->reason = USMC_REASON_NOSMCRDEV;
 		return SMCR_HS_NODEV;
 	}
@@ -425,7 +444,7 @@ int smcr_clc_connect(struct smcr_hs *hs)
 		return rc;
 	rc = recv_or_decline(hs, buf, sizeof(buf), CLC_ACCEPT, &a);
 	if (rc == CLC_RX_MSG)
-		rc = client_after_accept(hs, &dev, &a);
+		rc = client_after_accept(hs, &dev, &a, server);
 	return hs_error(hs_declined_or(hs, rc));
 }
 
@@ -462,6 +481,7 @@ static uint32_t serve_check(struct smcr_ctx *sctx, const struct clc_proposal *p,
 struct serve_neg {
 	uint8_t release, max_conns, max_links;
 	const uint8_t *eid;
+	struct in_addr peer_addr; /* the client's TCP address */
 };
 
 /* A connection @sc on the reused link group @lgr: CONFIRM_RKEY, ACCEPT, CONFIRM. */
@@ -552,7 +572,7 @@ static int serve_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 
 	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, true, dev, &lgr))
 		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
-	lgr_set_peer(lgr, p->peer_id, p->mac);
+	lgr_set_peer(lgr, p->peer_id, p->mac, n->peer_addr);
 	if (conn_new(hs, lgr, &sc))
 		goto decline;
 	fill_ac(&m, CLC_ACCEPT, lgr, sc, true);
@@ -594,6 +614,10 @@ static uint32_t serve_negotiate(struct smcr_hs *hs, const struct clc_proposal *p
 		return SMC_CLC_DECL_NOSMCRDEV;
 	if (reason)
 		return reason;
+	if (sock_ipv4(hs->fd, true, &n->peer_addr))
+		return SMC_CLC_DECL_NOSMCRDEV; /* an IPv6 client: no SMC-Rv2 GID */
+	if (!gid_is_addr(p->roce_gid, n->peer_addr))
+		return SMC_CLC_DECL_DIFFPREFIX;
 	n->release = p->release > SMCR_RELEASE ? SMCR_RELEASE : p->release;
 	n->max_conns = p->max_conns < SMCR_MAX_CONNS ? p->max_conns : SMCR_MAX_CONNS;
 	n->max_links = p->max_links < SMCR_MAX_LINKS ? p->max_links : SMCR_MAX_LINKS;
@@ -601,19 +625,39 @@ static uint32_t serve_negotiate(struct smcr_hs *hs, const struct clc_proposal *p
 	return 0;
 }
 
-/* Under the server's creation lock: reuse a link group with this peer, or
- * run the first contact. */
-static int serve_locked(struct smcr_hs *hs, const struct smcr_dev *dev,
-			const struct clc_proposal *p, const struct serve_neg *n, struct lgr **reuse,
-			struct smcr_conn **sc)
+/* How long a handshake waits for another one's first contact with the same
+ * peer: its CLC wait, then its CONFIRM_LINK. */
+static long claim_wait_ms(const struct smcr_hs *hs)
 {
-	struct lgr_key key = {
-		.role = SMCR_ROLE_SERVER, .peer_id = p->peer_id, .peer_gid = p->roce_gid};
-	int rc;
+	return hs->opts->v[USMC_OPT_CLC_TIMEOUT_MS] + SMCR_LLC_WAIT_MS;
+}
 
-	*reuse = lgr_find(hs->sctx, &key);
-	if (!*reuse)
-		return serve_first_contact(hs, dev, p, n);
+/*
+ * Reuse a link group with this peer, or run the first contact. Only
+ * handshakes with the same peer wait for each other (lgr_claim()); past the
+ * caps the client is declined (MEM) and falls back to TCP.
+ */
+static int serve_claimed(struct smcr_hs *hs, const struct smcr_dev *dev,
+			 const struct clc_proposal *p, const struct serve_neg *n,
+			 struct lgr **reuse, struct smcr_conn **sc)
+{
+	struct lgr_config cfg = lgr_config_of(hs->opts);
+	struct lgr_key key = {.role = SMCR_ROLE_SERVER,
+			      .peer_id = p->peer_id,
+			      .peer_gid = p->roce_gid,
+			      .peer_addr = n->peer_addr};
+	struct lgr_pending pending;
+	int rc = lgr_claim(hs->sctx, &key, &cfg, clock_now_ms() + claim_wait_ms(hs), &pending,
+			   reuse);
+
+	if (rc)
+		return decline_fallback(
+			hs, rc == -EUSERS ? SMC_CLC_DECL_MEM : SMC_CLC_DECL_TIMEOUT_CL, false);
+	if (!*reuse) {
+		rc = serve_first_contact(hs, dev, p, n);
+		lgr_unclaim(hs->sctx, &pending);
+		return rc;
+	}
 	rc = conn_new(hs, *reuse, sc);
 	lgr_put(*reuse);
 	return rc ? decline_fallback(hs, SMC_CLC_DECL_MEM, false) : 0;
@@ -621,7 +665,6 @@ static int serve_locked(struct smcr_hs *hs, const struct smcr_dev *dev,
 
 int smcr_clc_serve(struct smcr_hs *hs, const struct clc_proposal *p)
 {
-	pthread_mutex_t *create = &hs->sctx->create_lock[SMCR_ROLE_SERVER];
 	struct smcr_conn *sc = NULL;
 	struct serve_neg n;
 	struct smcr_dev dev;
@@ -633,9 +676,7 @@ int smcr_clc_serve(struct smcr_hs *hs, const struct clc_proposal *p)
 		reason = SMC_CLC_DECL_NOSMCRDEV;
 	if (reason)
 		return hs_error(decline_fallback(hs, reason, false));
-	pthread_mutex_lock(create);
-	rc = serve_locked(hs, &dev, p, &n, &reuse, &sc);
-	pthread_mutex_unlock(create);
+	rc = serve_claimed(hs, &dev, p, &n, &reuse, &sc);
 	if (sc)
 		rc = serve_reuse(hs, reuse, sc, &n);
 	return hs_error(rc);

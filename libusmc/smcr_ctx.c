@@ -43,8 +43,6 @@ int smcr_ctx_init(struct smcr_ctx *s)
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->dev_lock, NULL);
 	pthread_mutex_init(&s->ueid_lock, NULL);
-	pthread_mutex_init(&s->create_lock[SMCR_ROLE_CLIENT], NULL);
-	pthread_mutex_init(&s->create_lock[SMCR_ROLE_SERVER], NULL);
 	/*
 	 * Every independent stack needs its own system ID, or peers would mix
 	 * up link groups of different processes (RFC 7609 3.3.1). Linux uses 2
@@ -62,8 +60,6 @@ int smcr_ctx_init(struct smcr_ctx *s)
 void smcr_ctx_fini(struct smcr_ctx *s)
 {
 	lgr_destroy_all(s);
-	pthread_mutex_destroy(&s->create_lock[SMCR_ROLE_SERVER]);
-	pthread_mutex_destroy(&s->create_lock[SMCR_ROLE_CLIENT]);
 	pthread_mutex_destroy(&s->ueid_lock);
 	pthread_mutex_destroy(&s->dev_lock);
 	pthread_cond_destroy(&s->lgrs_cond);

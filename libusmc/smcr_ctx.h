@@ -19,23 +19,26 @@
 #define SMCR_DEFAULT_UEID  "LIBUSMC" /* blank padded to 32 bytes */
 #define SMCR_DEV_CACHE	   8
 
-/* The two roles a link group is created in; each has its own creation lock. */
+/* The two roles a link group is created in. */
 enum smcr_role { SMCR_ROLE_CLIENT = 0, SMCR_ROLE_SERVER = 1 };
 
 struct lgr;
+struct lgr_pending;
 
 struct smcr_ctx {
-	pthread_mutex_t lock;	  /* protects lgrs, and each lgr's next and users */
-	struct lgr *lgrs;	  /* published link groups (lgr_publish) */
-	pthread_cond_t lgrs_cond; /* with lock: a link group was published or lgrs_open hit 0 */
+	pthread_mutex_t lock; /* protects lgrs, pending, and each lgr's next */
+	struct lgr *lgrs;     /* published link groups (lgr_publish) */
 	/*
-	 * Per role: held from the lookup of a link group through the end of a
-	 * first contact's CONFIRM_LINK, so that two handshakes with one peer
-	 * do not both create a link group (net/smc/smc_core.c
-	 * smc_lgr_create() runs under smc_server_lgr_pending or
-	 * smc_client_lgr_pending for the same reason).
+	 * First contacts in progress, one per peer (lgr_claim): a second
+	 * handshake with the same peer waits for it instead of creating a
+	 * second link group; handshakes with other peers never wait. (Linux
+	 * serialises all first contacts of a role with smc_server_lgr_pending
+	 * and smc_client_lgr_pending in net/smc/af_smc.c.)
 	 */
-	pthread_mutex_t create_lock[2];
+	struct lgr_pending *pending;
+	/* with lock: a link group was published, a first contact ended, or
+	 * lgrs_open hit 0 */
+	pthread_cond_t lgrs_cond;
 	uint8_t system_id[SMCR_SYSTEM_ID_LEN]; /* set once at init */
 
 	pthread_mutex_t ueid_lock;   /* protects ueid */

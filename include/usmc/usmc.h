@@ -166,6 +166,15 @@ enum usmc_opt {
 	 * USMC_CLOSE_WAIT_MS, default 60000 (Linux net.ipv4.tcp_fin_timeout),
 	 * range 100..3600000. */
 	USMC_OPT_CLOSE_WAIT_MS,
+	/* SMC-R: link groups a context keeps at most, handshaking ones
+	 * included (each costs a thread, a QP and pinned buffers); past it a
+	 * new peer is declined (MEM) and falls back to TCP. Read at each
+	 * handshake. Env USMC_MAX_LGRS, default 128, range 1..4096. */
+	USMC_OPT_MAX_LGRS,
+	/* SMC-R: link groups a context keeps at most with one peer IPv4
+	 * address (a peer can claim any number of system IDs). Env
+	 * USMC_MAX_LGRS_PER_PEER, default 8, range 1..4096. */
+	USMC_OPT_MAX_LGRS_PER_PEER,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
