@@ -429,3 +429,55 @@ int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
 	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
 	return 0;
 }
+
+/* ---- TCP options ----------------------------------------------------- */
+
+/* SO_RCVBUF / SO_SNDBUF of an SMC-R connection are its RMB and send buffer. */
+static bool is_smcr_bufopt(int level, int optname)
+{
+	return level == SOL_SOCKET && (optname == SO_RCVBUF || optname == SO_SNDBUF);
+}
+
+int usmc_conn_setsockopt(struct usmc_conn *c, int level, int optname, const void *val,
+			 socklen_t len)
+{
+	if (!c || (!val && len))
+		return -EINVAL;
+	if (c->fd < 0)
+		return -ENOTCONN;
+	if (c->smcr && is_smcr_bufopt(level, optname))
+		return -EOPNOTSUPP; /* fixed by the handshake: USMC_OPT_RMB/SNDBUF_SIZE */
+	return setsockopt(c->fd, level, optname, val, len) ? -errno : 0;
+}
+
+/* An int answer, truncated to *@len as the kernel does. */
+static int put_int_opt(int v, void *val, socklen_t *len)
+{
+	if (*len > sizeof(v))
+		*len = sizeof(v);
+	memcpy(val, &v, *len);
+	return 0;
+}
+
+int usmc_conn_getsockopt(const struct usmc_conn *c, int level, int optname, void *val,
+			 socklen_t *len)
+{
+	if (!c || !len || (!val && *len))
+		return -EINVAL;
+	if (c->fd < 0)
+		return -ENOTCONN;
+	if (c->smcr && is_smcr_bufopt(level, optname))
+		return put_int_opt(
+			(int)(optname == SO_RCVBUF ? c->smcr->rmb_len : c->smcr->snd_len), val,
+			len);
+	if (c->smcr && level == SOL_SOCKET && optname == SO_ERROR) {
+		int err;
+
+		pthread_mutex_lock(&c->smcr->lock);
+		err = c->smcr->err;
+		pthread_mutex_unlock(&c->smcr->lock);
+		if (err)
+			return put_int_opt(-err, val, len);
+	}
+	return getsockopt(c->fd, level, optname, val, len) ? -errno : 0;
+}

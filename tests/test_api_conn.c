@@ -75,10 +75,49 @@ static void test_send_flags(void **state)
 	assert_int_equal(usmc_send(p->c, "x", 1, MSG_CONFIRM), -EINVAL);
 }
 
+/* TCP options reach the connection's TCP socket. */
+static void test_sockopts(void **state)
+{
+	struct pair *p = *state;
+	struct usmc_conn *fresh;
+	int one = 1, v = 0;
+	socklen_t len = sizeof(v);
+
+	assert_int_equal(usmc_conn_setsockopt(p->c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)),
+			 0);
+	assert_int_equal(usmc_conn_getsockopt(p->c, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+	assert_int_equal(len, sizeof(v));
+	assert_int_equal(v, 1);
+	assert_int_equal(usmc_conn_setsockopt(p->s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)),
+			 0);
+	v = 0;
+	assert_int_equal(usmc_conn_getsockopt(p->s, SOL_SOCKET, SO_KEEPALIVE, &v, &len), 0);
+	assert_int_equal(v, 1);
+	v = 7;
+	assert_int_equal(usmc_conn_getsockopt(p->s, SOL_SOCKET, SO_ERROR, &v, &len), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(usmc_conn_getsockopt(p->s, SOL_SOCKET, SO_RCVBUF, &v, &len), 0);
+	assert_true(v > 0);
+	/* the kernel's errors come back negated; bad arguments */
+	assert_int_equal(usmc_conn_setsockopt(p->c, IPPROTO_TCP, TCP_NODELAY, &one, 1), -EINVAL);
+	assert_int_equal(usmc_conn_setsockopt(p->c, SOL_SOCKET, 12345, &one, sizeof(one)),
+			 -ENOPROTOOPT);
+	assert_int_equal(usmc_conn_setsockopt(NULL, SOL_SOCKET, SO_KEEPALIVE, &one, 4), -EINVAL);
+	assert_int_equal(usmc_conn_setsockopt(p->c, SOL_SOCKET, SO_KEEPALIVE, NULL, 4), -EINVAL);
+	assert_int_equal(usmc_conn_getsockopt(p->c, SOL_SOCKET, SO_KEEPALIVE, &v, NULL), -EINVAL);
+	/* no TCP socket before usmc_conn_connect() */
+	assert_int_equal(usmc_conn_create(p->ctx, &fresh), 0);
+	assert_int_equal(usmc_conn_setsockopt(fresh, SOL_SOCKET, SO_KEEPALIVE, &one, 4), -ENOTCONN);
+	assert_int_equal(usmc_conn_getsockopt(fresh, SOL_SOCKET, SO_KEEPALIVE, &v, &len),
+			 -ENOTCONN);
+	usmc_close(fresh);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_send_flags, pair_setup, pair_teardown),
+		cmocka_unit_test_setup_teardown(test_sockopts, pair_setup, pair_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -417,6 +417,30 @@ int usmc_close(struct usmc_conn *c);
 /** usmc_abort() - close at once, discarding unsent data (TCP: RST). */
 int usmc_abort(struct usmc_conn *c);
 
+/**
+ * usmc_conn_setsockopt() / usmc_conn_getsockopt() - setsockopt(2) and
+ * getsockopt(2) on the connection's TCP socket, in both modes, e.g.
+ * TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE, TCP_USER_TIMEOUT. In SMC-R mode
+ * the TCP socket stays open beside the RDMA link (it carried the CLC
+ * handshake and tells the library when the peer dies), so keepalive and
+ * timeouts still matter; TCP_NODELAY, TCP_CORK and the like have no effect
+ * on the SMC-R data path. Answered by the library in SMC-R mode:
+ *	SO_RCVBUF / SO_SNDBUF	get: the bytes of the RMB / send buffer the
+ *				connection uses; set: -EOPNOTSUPP (the sizes are
+ *				fixed by the handshake: USMC_OPT_RMB_SIZE and
+ *				USMC_OPT_SNDBUF_SIZE before connecting);
+ *	SO_ERROR		the SMC-R connection's error (positive errno,
+ *				not cleared by reading) if it has one, else the
+ *				TCP socket's.
+ * In TCP mode everything is the kernel's answer. Available once the TCP
+ * socket exists (from usmc_conn_connect(), usmc_connect() or usmc_accept());
+ * before that -ENOTCONN. Returns 0 or the negative errno of the call.
+ */
+int usmc_conn_setsockopt(struct usmc_conn *c, int level, int optname, const void *val,
+			 socklen_t len);
+int usmc_conn_getsockopt(const struct usmc_conn *c, int level, int optname, void *val,
+			 socklen_t *len);
+
 enum usmc_mode {
 	USMC_MODE_CONNECTING = 0, /* handshake not finished */
 	USMC_MODE_SMCR = 1,	  /* data moves over RDMA */
