@@ -5,6 +5,7 @@
  * errors after a peer reset, environment diagnostics.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -113,11 +114,63 @@ static void test_sockopts(void **state)
 	usmc_close(fresh);
 }
 
+/* A socket bound and listening elsewhere (socket activation) is adopted. */
+static void test_listen_fd(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_storage la;
+	socklen_t alen = sizeof(a), llen = sizeof(la);
+	struct usmc_listener *l;
+	struct usmc_conn *c, *s;
+	struct usmc_ctx *ctx;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), udp = socket(AF_INET, SOCK_DGRAM, 0);
+	int unbound = socket(AF_INET6, SOCK_STREAM, 0), pipefd[2];
+	char buf[2];
+
+	(void)state;
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_true(fd >= 0 && udp >= 0 && unbound >= 0);
+	assert_int_equal(pipe(pipefd), 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	/* not listening yet, not TCP, not a socket, not a descriptor */
+	assert_int_equal(usmc_listen_fd(ctx, fd, 0, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen_fd(ctx, udp, 0, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen_fd(ctx, unbound, 0, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen_fd(ctx, pipefd[0], 0, 0, &l), -ENOTSOCK);
+	assert_int_equal(usmc_listen_fd(ctx, -1, 0, 0, &l), -EBADF);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(usmc_listen_fd(ctx, fd, 0, USMC_LISTEN_REUSEPORT, &l), -EINVAL);
+	assert_int_equal(usmc_listen_fd(ctx, fd, -1, 0, &l), -EINVAL);
+	assert_int_equal(usmc_listen_fd(NULL, fd, 0, 0, &l), -EINVAL);
+
+	assert_int_equal(usmc_listen_fd(ctx, fd, 0, 0, &l), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+	assert_int_equal(usmc_listener_addr(l, &la, &llen), 0);
+	assert_int_equal(((struct sockaddr_in *)&la)->sin_port, a.sin_port);
+	assert_int_equal(usmc_connect(ctx, (struct sockaddr *)&a, sizeof(a), 0, &c), 0);
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	assert_int_equal(usmc_send(c, "hi", 2, 0), 2);
+	conn_read_exact(s, buf, 2);
+	assert_memory_equal(buf, "hi", 2);
+	usmc_close(c);
+	usmc_close(s);
+	assert_int_equal(usmc_listener_close(l), 0);
+	/* the listener closed the adopted socket */
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	close(udp);
+	close(unbound);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_send_flags, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sockopts, pair_setup, pair_teardown),
+		cmocka_unit_test(test_listen_fd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

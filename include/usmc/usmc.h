@@ -269,6 +269,28 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 		unsigned int flags, struct usmc_listener **out);
 
 /**
+ * usmc_listen_fd() - adopt @fd, a TCP socket (AF_INET or AF_INET6,
+ * SOCK_STREAM, IPPROTO_TCP) that is already bound and listening, e.g. one
+ * passed by systemd socket activation (sd_listen_fds()) or inherited
+ * across exec. Works as usmc_listen() from there on.
+ * @backlog: the cap of usmc_listen(), 1..65535; 0 = the backlog the socket
+ *	was given to listen(2).
+ * @flags: as usmc_listen(), except USMC_LISTEN_REUSEPORT (-EINVAL: the
+ *	socket is bound already).
+ * On success the listener owns @fd: the library sets O_NONBLOCK and
+ * FD_CLOEXEC on it (and TCP_DEFER_ACCEPT if USMC_OPT_DEFER_ACCEPT is set),
+ * and usmc_listener_close() closes it. On failure @fd stays the caller's
+ * (O_NONBLOCK may have been set). Kernel-compat mode marks sockets when
+ * they start listening, so it does not apply to an adopted socket: its
+ * clients are told apart by their first bytes (docs/tcp-path.md).
+ * Returns 0 and sets *@out, or -EBADF (not a descriptor), -ENOTSOCK (not a
+ * socket), -EAFNOSUPPORT (not IPv4/IPv6), -EINVAL (not a listening TCP
+ * stream socket, or bad arguments), -ENOMEM, ...
+ */
+int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags,
+		   struct usmc_listener **out);
+
+/**
  * usmc_listener_fd() - a file descriptor that is readable exactly while
  * the accept queue is not empty (for epoll, libev, io_uring). Do not read
  * or close it; it lives as long as the listener.
@@ -331,7 +353,8 @@ uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t re
 
 /**
  * usmc_listener_close() - stop listening: the accept thread and handshake
- * workers stop, queued connections are closed. No other thread may be
+ * workers stop, queued connections are closed, the listen socket (also one
+ * adopted by usmc_listen_fd()) is closed. No other thread may be
  * inside usmc_accept() on this listener.
  */
 int usmc_listener_close(struct usmc_listener *l);
