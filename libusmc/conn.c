@@ -140,6 +140,8 @@ int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
 
 	if (!ctx || !out)
 		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
 	ctx_copy_opts(ctx, &opts);
 	c = conn_alloc(ctx, -1, &opts, false);
 	if (!c)
@@ -363,10 +365,23 @@ int usmc_shutdown(struct usmc_conn *c, int how)
 	return shutdown(c->fd, how) ? -errno : 0;
 }
 
+/* An inherited connection closed in a child of fork(): close the child's
+ * copy of the socket and free the child's copy of the memory; the SMC-R
+ * state (link group, buffers, progress thread) is the parent's. */
+static int conn_forget_forked(struct usmc_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+	return 0;
+}
+
 int usmc_close(struct usmc_conn *c)
 {
 	if (!c)
 		return -EINVAL;
+	if (ctx_forked(c->ctx))
+		return conn_forget_forked(c);
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
 	if (c->smcr) {
 		smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS]);
@@ -384,6 +399,8 @@ int usmc_abort(struct usmc_conn *c)
 
 	if (!c)
 		return -EINVAL;
+	if (ctx_forked(c->ctx))
+		return conn_forget_forked(c); /* no RST: the parent's connection */
 	setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	conn_destroy(c);
 	return 0;

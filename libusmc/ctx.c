@@ -32,6 +32,7 @@ int usmc_ctx_create(struct usmc_ctx **out)
 		goto err;
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
+	ctx->pid = getpid();
 	*out = ctx;
 	return 0;
 err:
@@ -43,6 +44,8 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 {
 	if (!ctx)
 		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
 	if (atomic_load(&ctx->open_conns) || atomic_load(&ctx->open_listeners))
 		return -EBUSY;
 	smcr_ctx_fini(&ctx->rdma);

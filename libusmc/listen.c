@@ -287,6 +287,8 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 	if (!ctx || !addr || !out || (flags & ~LISTEN_FLAGS_KNOWN) || backlog < 1 ||
 	    backlog > LISTEN_BACKLOG_MAX)
 		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
 	if (addrlen <
@@ -354,6 +356,8 @@ int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags
 	if (!ctx || !out || (flags & ~(LISTEN_FLAGS_KNOWN & ~USMC_LISTEN_REUSEPORT)) ||
 	    backlog < 0 || backlog > LISTEN_BACKLOG_MAX)
 		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
 	rc = check_listen_fd(fd);
 	if (rc)
 		return rc;
@@ -386,7 +390,9 @@ int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags
 
 int usmc_listener_fd(const struct usmc_listener *l)
 {
-	return l ? l->qfd : -EINVAL;
+	if (!l)
+		return -EINVAL;
+	return ctx_forked(l->ctx) ? USMC_EFORKED : l->qfd;
 }
 
 int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *addr,
@@ -415,6 +421,9 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 
 	if (!l || !out || (flags & ~USMC_NONBLOCK))
 		return -EINVAL;
+	/* the accept thread is the parent's: nothing would ever arrive */
+	if (ctx_forked(l->ctx))
+		return USMC_EFORKED;
 	/* queued is a hint read without the lock: the loop's last call, the
 	 * one that finds nothing, costs no system call */
 	while (!atomic_load(&l->queued) || !(c = queue_pop(l))) {
@@ -529,6 +538,8 @@ int usmc_listener_close(struct usmc_listener *l)
 
 	if (!l)
 		return -EINVAL;
+	if (ctx_forked(l->ctx))
+		return USMC_EFORKED; /* no thread to join here; the fds are CLOEXEC */
 	atomic_store(&l->stopping, true);
 	accept_thread_wake(l);
 	pthread_join(l->accept_thread, NULL);

@@ -165,12 +165,61 @@ static void test_listen_fd(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
+/* After fork() a child gets USMC_EFORKED from an inherited listener or
+ * context at once, instead of blocking on an accept queue that no thread
+ * of its own fills. The parent's listener keeps working. */
+static void test_fork_child_refused(void **state)
+{
+	struct pair *p = *state;
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct usmc_conn *c;
+		struct usmc_listener *l;
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		int bad = 0;
+
+		alarm(10); /* a hang is a failure, not a stuck test */
+		bad |= usmc_accept(p->l, 0, &c) != USMC_EFORKED;
+		bad |= (usmc_listener_fd(p->l) != USMC_EFORKED) << 1;
+		bad |= (usmc_connect(p->ctx, (struct sockaddr *)&p->addr, p->alen, 0, &c) !=
+			USMC_EFORKED)
+		       << 2;
+		bad |= (usmc_listen(p->ctx, (struct sockaddr *)&a, sizeof(a), 8, 0, &l) !=
+			USMC_EFORKED)
+		       << 3;
+		bad |= (usmc_listener_close(p->l) != USMC_EFORKED) << 4;
+		bad |= (usmc_ctx_destroy(p->ctx) != USMC_EFORKED) << 5;
+		/* the child's copy of a connection: closed here, alive in the parent */
+		bad |= (usmc_close(p->s) != 0) << 6;
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_string_equal(usmc_strerror(USMC_EFORKED),
+			    "object belongs to the parent process (used after fork)");
+	/* the parent's objects are untouched */
+	assert_true(usmc_listener_fd(p->l) >= 0);
+	assert_int_equal(usmc_send(p->c, "ok", 2, 0), 2);
+	{
+		char buf[2];
+
+		conn_read_exact(p->s, buf, 2);
+		assert_memory_equal(buf, "ok", 2);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_send_flags, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sockopts, pair_setup, pair_teardown),
 		cmocka_unit_test(test_listen_fd),
+		cmocka_unit_test_setup_teardown(test_fork_child_refused, pair_setup, pair_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,19 @@
  *  - Thread safety: a context and a listener may be used from any thread. A
  *    connection may be used by one reader and one writer thread at a time
  *    (like a socket); close it only when no other thread uses it.
+ *  - fork(): objects belong to the process that created the context. The
+ *    library's threads (accept thread, handshake workers, SMC-R progress)
+ *    do not exist in a child, so a child gets USMC_EFORKED at once from
+ *    usmc_accept(), usmc_listener_fd(), usmc_listen(), usmc_listen_fd(),
+ *    usmc_connect() and usmc_conn_create() on an inherited context or
+ *    listener, instead of blocking forever; usmc_listener_close() and
+ *    usmc_ctx_destroy() return USMC_EFORKED and touch nothing (the parent's
+ *    listener keeps working; the library's descriptors are close-on-exec).
+ *    In the child, create a new context. An inherited connection may be
+ *    closed there with usmc_close()/usmc_abort(), which closes only the
+ *    child's copy of its socket (the parent's connection is unaffected);
+ *    its data calls work in TCP mode (a plain socket) and must not be used
+ *    in SMC-R mode (the RDMA state is the parent's).
  *  - Environment variables (read once, by usmc_ctx_create) give process-wide
  *    defaults for the options below; the functions override them per
  *    context, listener or connection.
@@ -53,6 +66,8 @@ const char *usmc_version(void);
  * records why (usmc_conn_info()). usmc_strerror() names them. */
 #define USMC_EPEERDECL	 (-5002) /* peer declined where no fallback is possible */
 #define USMC_ENODEV_SMCR (-5003) /* operation needs an SMC-R device; none usable */
+/* A context or listener used in a child of fork() (see "fork()" below). */
+#define USMC_EFORKED (-5004)
 
 /**
  * usmc_strerror() - text for a negative return value of this API.
