@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "conn.h"
 #include "ctx.h"
 #include "kcompat.h"
@@ -423,12 +424,10 @@ int usmc_conn_getopt(const struct usmc_conn *c, enum usmc_opt opt, long *value)
 	return c ? opts_get(&c->opts, opt, value) : -EINVAL;
 }
 
-int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
+static void conn_info_fill(const struct usmc_conn *c, struct usmc_conn_info *info)
 {
 	socklen_t len;
 
-	if (!c || !info)
-		return -EINVAL;
 	memset(info, 0, sizeof(*info));
 	info->mode = c->mode;
 	info->reason = c->reason;
@@ -444,7 +443,26 @@ int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
 	}
 	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
 	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
+}
+
+int usmc_conn_info_sized(const struct usmc_conn *c, struct usmc_conn_info *info, size_t size)
+{
+	struct usmc_conn_info full;
+
+	if (!c || !info || !size)
+		return -EINVAL;
+	conn_info_fill(c, &full);
+	abi_fill(info, size, &full, sizeof(full));
 	return 0;
+}
+
+/* usmc_conn_info@USMC_0.1: the 0.1 layout, which ends at bytes_received */
+USMC_SYMVER_OLD(usmc_conn_info_v0_1, usmc_conn_info, "USMC_0.1");
+int usmc_conn_info_v0_1(const struct usmc_conn *c, struct usmc_conn_info *info);
+int usmc_conn_info_v0_1(const struct usmc_conn *c, struct usmc_conn_info *info)
+{
+	return usmc_conn_info_sized(c, info,
+				    USMC_OFFSETOFEND(struct usmc_conn_info, bytes_received));
 }
 
 /* ---- TCP options ----------------------------------------------------- */

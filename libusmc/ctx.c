@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "ctx.h"
 #include "kcompat.h"
 #include "smcr_dev.h"
@@ -114,10 +115,12 @@ void ctx_count_mode(struct usmc_ctx *ctx, enum usmc_mode mode, uint32_t reason)
 	mode_counts_add(&ctx->modes, mode, reason);
 }
 
-void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
+int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *out, size_t size)
 {
-	if (!ctx || !st)
-		return;
+	struct usmc_ctx_stats full = {0}, *st = &full;
+
+	if (!ctx || !out || !size)
+		return -EINVAL;
 	st->connects = atomic_load(&ctx->connects);
 	st->accepts = atomic_load(&ctx->accepts);
 	st->smcr = atomic_load(&ctx->modes.smcr);
@@ -126,6 +129,16 @@ void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
 	st->open_conns = (uint64_t)atomic_load(&ctx->open_conns);
 	st->lgrs_created = atomic_load(&ctx->rdma.lgrs_created);
 	st->lgrs_open = (uint64_t)atomic_load(&ctx->rdma.lgrs_open);
+	abi_fill(out, size, &full, sizeof(full));
+	return 0;
+}
+
+/* usmc_ctx_stats@USMC_0.1: the 0.1 layout, which ends at lgrs_open */
+USMC_SYMVER_OLD(usmc_ctx_stats_v0_1, usmc_ctx_stats, "USMC_0.1");
+void usmc_ctx_stats_v0_1(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);
+void usmc_ctx_stats_v0_1(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
+{
+	(void)usmc_ctx_stats_sized(ctx, st, USMC_OFFSETOFEND(struct usmc_ctx_stats, lgrs_open));
 }
 
 uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)

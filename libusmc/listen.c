@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "clock.h"
 #include "conn.h"
 #include "ctx.h"
@@ -493,12 +494,14 @@ static void kernel_listen_stats(int lfd, struct usmc_listener_stats *st)
 		st->listen_drops = mem[SK_MEMINFO_DROPS];
 }
 
-void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st)
+int usmc_listener_stats_sized(const struct usmc_listener *l, struct usmc_listener_stats *out,
+			      size_t size)
 {
 	struct usmc_listener *ml = (struct usmc_listener *)l;
+	struct usmc_listener_stats full = {0}, *st = &full;
 
-	if (!l || !st)
-		return;
+	if (!l || !out || !size)
+		return -EINVAL;
 	st->accepted = atomic_load(&ml->accepted);
 	st->smcr = atomic_load(&ml->modes.smcr);
 	st->fallbacks = atomic_load(&ml->modes.fallbacks);
@@ -515,6 +518,17 @@ void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_sta
 		st->hs_time_hist[i] = atomic_load_explicit(&ml->hs_hist[i], memory_order_relaxed);
 	st->accept_uring = atomic_load(&ml->uring_on);
 	kernel_listen_stats(ml->lfd, st);
+	abi_fill(out, size, &full, sizeof(full));
+	return 0;
+}
+
+/* usmc_listener_stats@USMC_0.1: the 0.1 layout, which ends at accept_uring */
+USMC_SYMVER_OLD(usmc_listener_stats_v0_1, usmc_listener_stats, "USMC_0.1");
+void usmc_listener_stats_v0_1(const struct usmc_listener *l, struct usmc_listener_stats *st);
+void usmc_listener_stats_v0_1(const struct usmc_listener *l, struct usmc_listener_stats *st)
+{
+	(void)usmc_listener_stats_sized(l, st,
+					USMC_OFFSETOFEND(struct usmc_listener_stats, accept_uring));
 }
 
 uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t reason)

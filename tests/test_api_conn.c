@@ -213,12 +213,72 @@ static void test_fork_child_refused(void **state)
 	}
 }
 
+/* The *_sized calls fill min(size, sizeof) bytes and zero the rest. */
+static void test_sized_structs(void **state)
+{
+	struct pair *p = *state;
+	union {
+		struct usmc_conn_info info;
+		struct usmc_ctx_stats cs;
+		struct usmc_listener_stats ls;
+		unsigned char b[sizeof(struct usmc_listener_stats) + 64];
+	} u;
+	size_t small = offsetof(struct usmc_conn_info, lgr_id), big;
+
+	/* an older, smaller struct: nothing past its end is written */
+	memset(&u, 0xab, sizeof(u));
+	assert_int_equal(usmc_conn_info_sized(p->c, &u.info, small), 0);
+	assert_int_equal(u.info.mode, USMC_MODE_TCP);
+	assert_int_equal(u.info.is_server, 0);
+	for (size_t i = small; i < sizeof(u); i++)
+		assert_int_equal(u.b[i], 0xab);
+	/* a newer, larger struct: the fields the library does not know are 0 */
+	big = sizeof(struct usmc_conn_info) + 40;
+	memset(&u, 0xab, sizeof(u));
+	assert_int_equal(usmc_conn_info_sized(p->s, &u.info, big), 0);
+	assert_int_equal(u.info.is_server, 1);
+	for (size_t i = sizeof(struct usmc_conn_info); i < big; i++)
+		assert_int_equal(u.b[i], 0);
+	assert_int_equal(u.b[big], 0xab);
+
+	memset(&u, 0xab, sizeof(u));
+	big = sizeof(struct usmc_ctx_stats) + 16;
+	assert_int_equal(usmc_ctx_stats_sized(p->ctx, &u.cs, big), 0);
+	assert_int_equal(u.cs.open_conns, 2);
+	for (size_t i = sizeof(struct usmc_ctx_stats); i < big; i++)
+		assert_int_equal(u.b[i], 0);
+	memset(&u, 0xab, sizeof(u));
+	assert_int_equal(usmc_ctx_stats_sized(p->ctx, &u.cs, sizeof(uint64_t)), 0);
+	assert_int_equal(u.cs.connects, 1);
+	assert_int_equal(u.b[sizeof(uint64_t)], 0xab);
+
+	memset(&u, 0xab, sizeof(u));
+	big = sizeof(struct usmc_listener_stats) + 64;
+	assert_int_equal(usmc_listener_stats_sized(p->l, &u.ls, big), 0);
+	assert_int_equal(u.ls.accepted, 1);
+	for (size_t i = sizeof(struct usmc_listener_stats); i < big; i++)
+		assert_int_equal(u.b[i], 0);
+	memset(&u, 0xab, sizeof(u));
+	small = offsetof(struct usmc_listener_stats, in_handshake);
+	assert_int_equal(usmc_listener_stats_sized(p->l, &u.ls, small), 0);
+	assert_int_equal(u.ls.fallbacks, 1);
+	assert_int_equal(u.b[small], 0xab);
+
+	/* the wrappers pass sizeof; bad arguments */
+	assert_int_equal(usmc_conn_info(p->c, &u.info), 0);
+	assert_int_equal(usmc_conn_info_sized(p->c, &u.info, 0), -EINVAL);
+	assert_int_equal(usmc_conn_info_sized(p->c, NULL, 8), -EINVAL);
+	assert_int_equal(usmc_ctx_stats_sized(NULL, &u.cs, sizeof(u.cs)), -EINVAL);
+	assert_int_equal(usmc_listener_stats_sized(p->l, NULL, sizeof(u.ls)), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_send_flags, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sockopts, pair_setup, pair_teardown),
 		cmocka_unit_test(test_listen_fd),
+		cmocka_unit_test_setup_teardown(test_sized_structs, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_refused, pair_setup, pair_teardown),
 	};
 

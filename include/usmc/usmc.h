@@ -55,6 +55,21 @@ struct usmc_conn;
 const char *usmc_version(void);
 
 /* ------------------------------------------------------------------------
+ * Sized structs
+ *
+ * struct usmc_conn_info, struct usmc_ctx_stats and struct
+ * usmc_listener_stats may gain fields at their end in later versions. The
+ * *_sized() functions take the caller's sizeof: they fill the first
+ * min(size, sizeof as the library knows it) bytes and zero the rest of
+ * @size. So a program built against an older header gets the fields it
+ * knows, and one built against a newer header than the library finds the
+ * fields the library does not know zeroed. usmc_conn_info(),
+ * usmc_ctx_stats() and usmc_listener_stats() are inline wrappers that pass
+ * sizeof(*p); the 0.1 symbols of those names stay in the library for
+ * binaries built against 0.1.
+ * ------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------
  * Errors
  * ------------------------------------------------------------------------ */
 
@@ -231,8 +246,16 @@ struct usmc_ctx_stats {
  */
 int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid);
 
-/** usmc_ctx_stats() - a snapshot of the context's counters. */
-void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);
+/**
+ * usmc_ctx_stats_sized() - a snapshot of the context's counters into @st,
+ * a struct of @size bytes (see "Sized structs" below). Returns 0 or -EINVAL.
+ * usmc_ctx_stats() - the same with sizeof(*st), for a struct of this header.
+ */
+int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st, size_t size);
+static inline void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
+{
+	(void)usmc_ctx_stats_sized(ctx, st, sizeof(*st));
+}
 
 /**
  * usmc_ctx_fallback_count() - connections of this context that fell back
@@ -356,8 +379,18 @@ struct usmc_listener_stats {
 	int accept_uring;			     /* 1: io_uring multishot accept; 0: accept4 */
 };
 
-/** usmc_listener_stats() - a snapshot of the listener's counters. */
-void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st);
+/**
+ * usmc_listener_stats_sized() - a snapshot of the listener's counters into
+ * @st, a struct of @size bytes ("Sized structs" below). Returns 0 or -EINVAL.
+ * usmc_listener_stats() - the same with sizeof(*st).
+ */
+int usmc_listener_stats_sized(const struct usmc_listener *l, struct usmc_listener_stats *st,
+			      size_t size);
+static inline void usmc_listener_stats(const struct usmc_listener *l,
+				       struct usmc_listener_stats *st)
+{
+	(void)usmc_listener_stats_sized(l, st, sizeof(*st));
+}
 
 /**
  * usmc_listener_fallback_count() - connections this listener handed out
@@ -498,8 +531,17 @@ struct usmc_conn_info {
 	uint64_t bytes_received;
 };
 
-/** usmc_conn_info() - mode, fallback reason, addresses, link group. */
-int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info);
+/**
+ * usmc_conn_info_sized() - mode, fallback reason, addresses, link group,
+ * byte counts into @info, a struct of @size bytes ("Sized structs" below).
+ * Returns 0 or -EINVAL (NULL pointer, @size 0).
+ * usmc_conn_info() - the same with sizeof(*info).
+ */
+int usmc_conn_info_sized(const struct usmc_conn *c, struct usmc_conn_info *info, size_t size);
+static inline int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
+{
+	return usmc_conn_info_sized(c, info, sizeof(*info));
+}
 
 /** usmc_mode_name() - "SMC-R", "TCP" or "CONNECTING". */
 const char *usmc_mode_name(enum usmc_mode mode);
