@@ -310,6 +310,28 @@ static ssize_t tcp_recvv_retry(const struct usmc_conn *c, const struct iovec *io
 	return n;
 }
 
+/*
+ * SMC-R mode reports a peer reset as TCP does (usmc.h): -ECONNRESET once,
+ * to the first send or receive that sees it, then -EPIPE to sends. The
+ * engine says -EPIPE to every send after the peer's abort flag and
+ * -ECONNRESET while its error is a reset; this turns both into that rule.
+ */
+static ssize_t smcr_send_error(struct usmc_conn *c, ssize_t n)
+{
+	bool abort;
+
+	if (n == -EPIPE) {
+		pthread_mutex_lock(&c->smcr->lock);
+		abort = c->smcr->peer_abort && !c->smcr->shut_wr;
+		pthread_mutex_unlock(&c->smcr->lock);
+		if (abort && !atomic_exchange(&c->reset_reported, true))
+			return -ECONNRESET;
+	} else if (n == -ECONNRESET && atomic_exchange(&c->reset_reported, true)) {
+		return -EPIPE;
+	}
+	return n;
+}
+
 ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t n;
@@ -328,7 +350,7 @@ ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 	else
 		n = tcp_sendv(c, iov, iovcnt, flags);
 	if (n < 0)
-		return c->smcr ? n : errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return c->smcr ? smcr_send_error(c, n) : errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	atomic_fetch_add_explicit(&c->bytes_sent, (uint64_t)n, memory_order_relaxed);
 	return n;
 }
@@ -348,6 +370,8 @@ ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 		n = smcr_recvv(c->smcr, iov, iovcnt, flags, c->nonblock || (flags & MSG_DONTWAIT));
 	else
 		n = tcp_recvv_retry(c, iov, iovcnt, flags);
+	if (n == -ECONNRESET && c->smcr)
+		atomic_store(&c->reset_reported, true); /* later sends: -EPIPE */
 	if (n < 0)
 		return n;
 	if (!(flags & MSG_PEEK))

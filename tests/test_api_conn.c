@@ -272,12 +272,57 @@ static void test_sized_structs(void **state)
 	assert_int_equal(usmc_listener_stats_sized(p->l, NULL, sizeof(u.ls)), -EINVAL);
 }
 
+/* Wait until the peer's RST arrived at @c. */
+static void wait_reset(struct usmc_conn *c)
+{
+	struct pollfd pfd = {.fd = usmc_conn_fd(c), .events = POLLIN};
+
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	assert_true(pfd.revents & (POLLERR | POLLHUP));
+}
+
+/* A peer reset: -ECONNRESET once, to the first call that sees it, then
+ * -EPIPE to sends (usmc.h usmc_send()). */
+static void test_reset_errors(void **state)
+{
+	struct pair *p = *state;
+	struct usmc_conn *c2, *s2;
+	char buf[4];
+
+	/* the first send sees it */
+	assert_int_equal(usmc_abort(p->s), 0);
+	p->s = NULL;
+	wait_reset(p->c);
+	assert_int_equal(usmc_send(p->c, "x", 1, 0), -ECONNRESET);
+	assert_int_equal(usmc_send(p->c, "x", 1, 0), -EPIPE);
+	assert_int_equal(usmc_send(p->c, "x", 1, MSG_NOSIGNAL), -EPIPE);
+
+	/* a receive sees it first: sends get -EPIPE */
+	assert_int_equal(usmc_connect(p->ctx, (struct sockaddr *)&p->addr, p->alen, 0, &c2), 0);
+	assert_int_equal(usmc_accept(p->l, 0, &s2), 0);
+	assert_int_equal(usmc_abort(c2), 0);
+	wait_reset(s2);
+	assert_int_equal(usmc_recv(s2, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(usmc_send(s2, "x", 1, 0), -EPIPE);
+	assert_int_equal(usmc_recv(s2, buf, sizeof(buf), 0), 0);
+	usmc_close(s2);
+
+	/* after our own SHUT_WR: -EPIPE */
+	assert_int_equal(usmc_connect(p->ctx, (struct sockaddr *)&p->addr, p->alen, 0, &c2), 0);
+	assert_int_equal(usmc_accept(p->l, 0, &s2), 0);
+	assert_int_equal(usmc_shutdown(c2, SHUT_WR), 0);
+	assert_int_equal(usmc_send(c2, "x", 1, 0), -EPIPE);
+	usmc_close(c2);
+	usmc_close(s2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_send_flags, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sockopts, pair_setup, pair_teardown),
 		cmocka_unit_test(test_listen_fd),
+		cmocka_unit_test_setup_teardown(test_reset_errors, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sized_structs, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_refused, pair_setup, pair_teardown),
 	};

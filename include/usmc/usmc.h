@@ -454,8 +454,14 @@ int usmc_conn_fd(const struct usmc_conn *c);
 /**
  * usmc_send() / usmc_sendv() - send bytes; returns how many were taken
  * (> 0), -EAGAIN if non-blocking and no room, -EPIPE after usmc_shutdown()
- * (SHUT_WR), -ECONNRESET / -EPIPE after a peer reset (see below). Never
- * raises SIGPIPE.
+ * (SHUT_WR), -ECONNRESET or -EPIPE after a peer reset (below), or
+ * another negative errno (-ETIMEDOUT, -EPROTO, ...) when the connection
+ * failed. Never raises SIGPIPE.
+ * After a peer reset (usmc_abort(), close with unread data, the peer
+ * process died) both modes behave as TCP: the reset is reported once, as
+ * -ECONNRESET, to the first usmc_send() or usmc_recv() that sees it; later
+ * sends return -EPIPE. (Later receives return 0 in TCP mode and
+ * -ECONNRESET again in SMC-R mode.)
  * @flags: 0 or an OR of
  *	MSG_DONTWAIT	do not block, even on a blocking connection;
  *	MSG_NOSIGNAL	accepted for portability: every send already behaves so;
