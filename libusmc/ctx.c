@@ -41,6 +41,35 @@ err:
 	return rc;
 }
 
+int usmc_env_check(char *msg, size_t len)
+{
+	uint8_t ueid[SMCR_UEID_LEN];
+	enum kc_mode mode;
+	const char *s;
+	int rc;
+
+	if (len && !msg)
+		return -EINVAL;
+	env_msg(msg, len, "%s", "");
+	rc = opts_env_check(msg, len);
+	if (rc)
+		return rc;
+	/* as smcr_ctx_init() and kcompat_open() read them */
+	s = getenv("USMC_UEID");
+	if (s && *s && smcr_ueid_pad(s, ueid)) {
+		env_msg(msg, len,
+			"USMC_UEID=%s: not a UEID (1-32 of A-Z 0-9 . -, the first alphanumeric)",
+			s);
+		return -EINVAL;
+	}
+	s = getenv("USMC_KERNEL_COMPAT");
+	if (kcompat_mode_parse(s, &mode)) {
+		env_msg(msg, len, "USMC_KERNEL_COMPAT=%s: not auto, 0 or 1", s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int usmc_ctx_destroy(struct usmc_ctx *ctx)
 {
 	if (!ctx)

@@ -77,7 +77,8 @@ static struct lgr_config lgr_config_of(const struct usmc_opts *o)
 {
 	return (struct lgr_config){.busy_poll = o->v[USMC_OPT_BUSY_POLL] != 0,
 				   .testlink_ms = o->v[USMC_OPT_TESTLINK_MS],
-				   .idle_ms = o->v[USMC_OPT_LGR_IDLE_MS]};
+				   .idle_ms = o->v[USMC_OPT_LGR_IDLE_MS],
+				   .max_bufs = (uint32_t)o->v[USMC_OPT_MAX_BUFS]};
 }
 
 static int conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc)

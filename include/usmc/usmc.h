@@ -188,6 +188,14 @@ enum usmc_opt {
 	 * the CPU per connection (docs/listener.md). Read by usmc_listen().
 	 * Env USMC_ACCEPT_BATCH, default 1. */
 	USMC_OPT_ACCEPT_BATCH,
+	/* SMC-R buffers per pool of a link group: at most this many RMBs and
+	 * this many send buffers, i.e. connections per link group (a tuning
+	 * and test knob; when a pool is full the handshake declines with
+	 * USMC_REASON_MEM and the connection runs TCP). Read when a link
+	 * group is created, from the options of the connection whose
+	 * handshake creates it (for a server: the listener's). Env
+	 * USMC_MAX_BUFS, default 255 (Linux SMC_RMBS_PER_LGR_MAX), range 1..255. */
+	USMC_OPT_MAX_BUFS,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
@@ -205,9 +213,20 @@ int usmc_conn_getopt(const struct usmc_conn *c, enum usmc_opt opt, long *value);
 /**
  * usmc_ctx_create() - a new context: options from the environment, RDMA
  * devices discovered (none is fine: connections then use TCP).
- * Returns 0 or -EINVAL (bad environment value), -ENOMEM.
+ * Returns 0 or -EINVAL (bad environment value: usmc_env_check() names
+ * it), -ENOMEM, USMC_KERNEL_COMPAT=1's load error.
  */
 int usmc_ctx_create(struct usmc_ctx **ctx);
+
+/**
+ * usmc_env_check() - check the USMC_* environment variables as
+ * usmc_ctx_create() reads them, to say which one made it fail with -EINVAL.
+ * Returns 0 if every variable set has a valid value (@msg then ""), else
+ * -EINVAL with one line in @msg naming the first bad variable, e.g.
+ * "USMC_PROBE_MS=abc: not an integer" (truncated to @len bytes, always
+ * terminated when @len > 0; @msg may be NULL when @len is 0). Keeps no state.
+ */
+int usmc_env_check(char *msg, size_t len);
 
 /** usmc_ctx_destroy() - free a context; its listeners and connections must
  * be closed first (returns -EBUSY otherwise, and frees nothing). */

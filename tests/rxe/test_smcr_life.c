@@ -523,11 +523,12 @@ static void run_nobufs(void)
 	struct usmc_conn_info info;
 	char buf[4];
 
-	/* the server's link groups hold one RMB (read at LGR creation) */
-	setenv("USMC_MAX_BUFS", "1", 1);
+	/* the server's link group holds one RMB: USMC_OPT_MAX_BUFS is read when
+	 * the link group is created, from the accepting listener's options */
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_MAX_BUFS, 1), "setopt MAX_BUFS");
 	c1 = connect_b(cc);
 	s1 = accept_one();
-	unsetenv("USMC_MAX_BUFS");
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_MAX_BUFS, 255), "setopt MAX_BUFS back");
 	expect_smcr(c1, "client 1");
 	c2 = connect_b(cc);
 	s2 = accept_one();
