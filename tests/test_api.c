@@ -218,11 +218,21 @@ static void test_probe_classify(void **state)
 	assert_int_equal(probe_classify((const uint8_t *)"\xE2\xD4X", 3), PROBE_TCP);
 }
 
+/* Set @name back to @saved (a strdup()ed value, freed) or unset it. */
+static void restore_env(const char *name, char *saved)
+{
+	if (saved)
+		setenv(name, saved, 1);
+	else
+		unsetenv(name);
+	free(saved);
+}
+
 /* usmc_env_check() names the variable usmc_ctx_create() refused. */
 static void test_env_check(void **state)
 {
 	struct usmc_ctx *ctx;
-	char msg[128], tiny[8];
+	char msg[128], tiny[8], *ueid, *kc;
 	long v;
 
 	assert_int_equal(usmc_env_check(msg, sizeof(msg)), 0);
@@ -260,18 +270,20 @@ static void test_env_check(void **state)
 	assert_int_equal(v, 255);
 	usmc_ctx_destroy(ctx);
 
-	/* the variables that are not options */
+	/* the variables that are not options (the run's own values come back) */
+	ueid = getenv("USMC_UEID") ? strdup(getenv("USMC_UEID")) : NULL;
+	kc = getenv("USMC_KERNEL_COMPAT") ? strdup(getenv("USMC_KERNEL_COMPAT")) : NULL;
 	setenv("USMC_UEID", "bad ueid", 1);
 	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
 	assert_int_equal(usmc_env_check(msg, sizeof(msg)), -EINVAL);
 	assert_string_equal(msg, "USMC_UEID=bad ueid: not a UEID (1-32 of A-Z 0-9 . -, the first "
 				 "alphanumeric)");
-	unsetenv("USMC_UEID");
+	restore_env("USMC_UEID", ueid);
 	setenv("USMC_KERNEL_COMPAT", "maybe", 1);
 	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
 	assert_int_equal(usmc_env_check(msg, sizeof(msg)), -EINVAL);
 	assert_string_equal(msg, "USMC_KERNEL_COMPAT=maybe: not auto, 0 or 1");
-	unsetenv("USMC_KERNEL_COMPAT");
+	restore_env("USMC_KERNEL_COMPAT", kc);
 	assert_int_equal(usmc_env_check(msg, sizeof(msg)), 0);
 }
 
