@@ -57,7 +57,7 @@ int conn_make_blocking(struct usmc_conn *c)
 void conn_destroy(struct usmc_conn *c)
 {
 	if (c->smcr)
-		smcr_close(c->smcr, true, 0);
+		smcr_close(c->smcr, true, 0, c->opts.v[USMC_OPT_CLOSE_WAIT_MS]);
 	c->smcr = NULL;
 	if (c->fd >= 0)
 		close(c->fd);
@@ -409,7 +409,8 @@ int usmc_close(struct usmc_conn *c)
 		return conn_forget_forked(c);
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
 	if (c->smcr) {
-		smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS]);
+		smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS],
+			   c->opts.v[USMC_OPT_CLOSE_WAIT_MS]);
 		c->smcr = NULL;
 		/* as Linux: the active closer shuts the TCP socket down */
 		shutdown(c->fd, SHUT_RDWR);

@@ -241,7 +241,7 @@ static bool lgr_idle_unlink(struct lgr *lgr);
 static bool lgr_tick(struct lgr *lgr)
 {
 	smcr_llc_tick(lgr, clock_now_ms());
-	lgr->ops->tcp_eof_check(lgr);
+	lgr->ops->tick(lgr);
 	return lgr_idle_unlink(lgr);
 }
 
@@ -477,7 +477,7 @@ static struct lgr *lgr_find_locked(struct smcr_ctx *sctx, const struct lgr_key *
 {
 	for (struct lgr *l = sctx->lgrs; l; l = l->next)
 		if (lgr_matches_locked(l, k)) {
-			l->users++;
+			lgr_get(l);
 			return l;
 		}
 	return NULL;
@@ -507,18 +507,21 @@ struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long d
 	return l;
 }
 
-void lgr_unuse(struct lgr *lgr)
+void lgr_get(struct lgr *lgr)
 {
-	struct smcr_ctx *s = lgr->sctx;
+	atomic_fetch_add(&lgr->refs, 1);
+}
 
-	pthread_mutex_lock(&s->lock);
-	lgr->users--;
-	pthread_mutex_unlock(&s->lock);
+void lgr_put(struct lgr *lgr)
+{
+	/* the last one frees nothing itself: the progress thread reaps at 0 */
+	atomic_fetch_sub(&lgr->refs, 1);
 }
 
 /*
- * Idle for idle_ms with no connection and no finder: unlink from the
- * context (no one can find it any more) and report true; the caller frees.
+ * No reference left (no connection, no finder) and idle for idle_ms or
+ * dead: unlink from the context (no one can find it any more) and report
+ * true; the caller frees.
  */
 static bool lgr_idle_unlink(struct lgr *lgr)
 {
@@ -527,7 +530,7 @@ static bool lgr_idle_unlink(struct lgr *lgr)
 
 	pthread_mutex_lock(&s->lock);
 	pthread_mutex_lock(&lgr->lock);
-	if (!lgr->nconns && !lgr->users && lgr->idle_since_ms &&
+	if (!lgr->nconns && !atomic_load(&lgr->refs) && lgr->idle_since_ms &&
 	    (clock_now_ms() - lgr->idle_since_ms > lgr->cfg.idle_ms ||
 	     atomic_load(&lgr->state) == LGR_DEAD)) {
 		for (struct lgr **pp = &s->lgrs; *pp; pp = &(*pp)->next)

@@ -52,8 +52,9 @@ struct lgr_conn_ops {
 	bool (*fail)(struct smcr_conn *sc, int err);
 	/* The TCP socket of connection @token hung up. */
 	void (*tcp_hup)(struct lgr *lgr, uint32_t token);
-	/* Timer tick: connections whose TCP hung up without a close. */
-	void (*tcp_eof_check)(struct lgr *lgr);
+	/* Timer tick: connections whose TCP hung up without a close, and
+	 * closed ones whose peer did not close in time. */
+	void (*tick)(struct lgr *lgr);
 };
 
 /* Per link group settings, from the context's options. */
@@ -78,9 +79,15 @@ struct lgr {
 	uint32_t id;
 	_Atomic int state; /* enum lgr_state; changed only in lgr.c */
 
-	/* sctx->lock protects these two */
-	struct lgr *next; /* sctx->lgrs */
-	int users;	  /* finders between lgr_find() and lgr_unuse() */
+	struct lgr *next; /* sctx->lgrs; sctx->lock protects it */
+	/*
+	 * References: each connection from smcr_conn_new() to its last put,
+	 * each finder from lgr_find() to lgr_put(). Taken from 0 only under
+	 * sctx->lock (lgr_find) or before publication; a published link group
+	 * is freed by its progress thread only at 0, after unlinking it under
+	 * sctx->lock, so no connection outlives its link group.
+	 */
+	atomic_int refs;
 
 	/* The peer and the link: written while LGR_INIT by the one handshake
 	 * that owns the link group, read-only once it is published. */
@@ -119,6 +126,7 @@ struct lgr {
 	int ep;			 /* epoll: completion channel, stop_fd, TCP sockets */
 	long last_rx_ms;	 /* progress thread only */
 	atomic_bool any_pending; /* some connection waits for send queue room */
+	atomic_int orphans;	 /* closed by their user, waiting for the peer (smcr_conn.c) */
 	atomic_bool tcp_eof_seen;
 };
 
@@ -149,16 +157,19 @@ struct lgr_key {
 	bool match_qpn;
 };
 
+/* A reference on @lgr: held, it is never freed. */
+void lgr_get(struct lgr *lgr);
+void lgr_put(struct lgr *lgr);
+
 /*
  * lgr_find() - an active link group matching @k (a server's only if it has
- * room for one more connection), or NULL. The caller must lgr_unuse() it
- * once its connection is added (a link group in use is never reaped).
+ * room for one more connection) with a reference for the caller, or NULL.
+ * The caller lgr_put()s it once its connection holds its own.
  * lgr_find_wait() - the same, waiting until @deadline_ms for one that a
  * concurrent first contact is still confirming.
  */
 struct lgr *lgr_find(struct smcr_ctx *sctx, const struct lgr_key *k);
 struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms);
-void lgr_unuse(struct lgr *lgr);
 /* Mark dead and fail every connection (from any thread). */
 void lgr_terminate(struct lgr *lgr, int err, bool send_delete);
 /* Terminate and free a link group no one else can reach. */

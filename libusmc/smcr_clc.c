@@ -361,7 +361,7 @@ static int client_reuse(struct smcr_hs *hs, const struct clc_accept_confirm *a, 
 	if (!lgr)
 		return decline_fallback(hs, SMC_CLC_DECL_SYNCERR, true);
 	rc = conn_new(hs, lgr, &sc);
-	lgr_unuse(lgr);
+	lgr_put(lgr);
 	if (rc)
 		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
 	set_peer_rmb(sc, a);
@@ -616,7 +616,7 @@ static int serve_locked(struct smcr_hs *hs, const struct smcr_dev *dev,
 	if (!*reuse)
 		return serve_first_contact(hs, dev, p, n);
 	rc = conn_new(hs, *reuse, sc);
-	lgr_unuse(*reuse);
+	lgr_put(*reuse);
 	return rc ? decline_fallback(hs, SMC_CLC_DECL_MEM, false) : 0;
 }
 

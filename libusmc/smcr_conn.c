@@ -24,15 +24,11 @@
 
 #include "bufpool.h"
 #include "cdc.h"
+#include "cdc_rx.h"
 #include "clock.h"
 #include "smcr_conn.h"
 
 #define EV_FILL_CHUNK 4096
-
-static struct cdc_cursor curs_of(uint64_t total, uint32_t size)
-{
-	return cdc_curs_add((struct cdc_cursor){0, 0}, total, size);
-}
 
 /* ---- readiness ------------------------------------------------------- */
 
@@ -96,6 +92,7 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	sc->tcp_fd = -1;
 	atomic_init(&sc->refs, 1);
 	sc->lgr = lgr;
+	lgr_get(lgr); /* dropped by the last smcr_conn_put(), after the buffers */
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are monotonic */
@@ -135,15 +132,32 @@ static void sc_delete_rkey(struct smcr_conn *sc)
 		smcr_llc_send(sc->lgr, &m);
 }
 
+/*
+ * Can the peer still RDMA-write into @sc's RMB? Only its close or abort, or
+ * a dead link group (the QP in error), rules that out: a connection we
+ * ended ourselves (a protocol error, an expired close) may still be
+ * written by its peer.
+ */
+static bool sc_rmb_may_be_written(const struct smcr_conn *sc)
+{
+	return !sc->peer_closed && !sc->peer_abort && atomic_load(&sc->lgr->state) != LGR_DEAD;
+}
+
 void smcr_conn_put(struct smcr_conn *sc)
 {
+	struct lgr *lgr;
+
 	if (atomic_fetch_sub(&sc->refs, 1) != 1)
 		return;
 	/* no reference left: no table entry, no pending send, no user */
 	if (sc->rmb && sc->peer_len)
 		sc_delete_rkey(sc);
-	if (sc->rmb)
+	if (sc->rmb && !sc_rmb_may_be_written(sc))
 		bufpool_release(sc->lgr->rmbs, sc->rmb);
+	/* else it stays claimed until the link group's QP is gone, so that no
+	 * late write of this peer lands in another connection's stream */
+	if (sc->orphan)
+		atomic_fetch_sub(&sc->lgr->orphans, 1);
 	if (sc->sndbuf)
 		bufpool_release(sc->lgr->sndbufs, sc->sndbuf);
 	if (sc->ev[0] >= 0)
@@ -152,7 +166,9 @@ void smcr_conn_put(struct smcr_conn *sc)
 		close(sc->ev[1]);
 	pthread_cond_destroy(&sc->cond);
 	pthread_mutex_destroy(&sc->lock);
+	lgr = sc->lgr;
 	free(sc);
+	lgr_put(lgr); /* the last touch of the link group */
 }
 
 static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m);
@@ -247,33 +263,59 @@ static void sc_tcp_hup(struct lgr *lgr, uint32_t token)
 
 /*
  * A peer closes its TCP socket only after its close CDC (net/smc/smc_close.c
- * smc_close_active() sends it before the TCP close), so a
- * hang-up with no close or abort CDC within the grace time means the peer
- * process died: the connection ends with ECONNRESET.
+ * smc_close_active() sends it before the TCP close), so a hang-up with no
+ * close or abort CDC within the grace time means the peer process died:
+ * the connection ends with ECONNRESET. Requires sc->lock; true if the
+ * grace time is still running.
  */
-static void sc_tcp_eof_check(struct lgr *lgr)
+static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
+{
+	if (!sc->tcp_eof_ms || sc->peer_closed || sc->peer_abort || sc->err)
+		return false;
+	if (now - sc->tcp_eof_ms <= SMCR_TCP_EOF_GRACE_MS)
+		return true;
+	sc_fail_locked(sc, -ECONNRESET);
+	/* and the link group: is that peer gone altogether? */
+	atomic_store(&sc->lgr->llc.test_now, true);
+	return false;
+}
+
+/*
+ * Closed by its user, and the peer did not close within
+ * USMC_OPT_CLOSE_WAIT_MS: abort it, as TCP ends FIN_WAIT2. Requires
+ * sc->lock; true if it is to leave the link group's table.
+ */
+static bool sc_orphan_expired_locked(struct smcr_conn *sc, long now)
+{
+	if (!sc->orphan || sc->err || now < sc->orphan_deadline_ms)
+		return false;
+	sc->aborting = true;
+	sc_tx_push_locked(sc);
+	sc_fail_locked(sc, -ETIMEDOUT);
+	return true;
+}
+
+static void sc_tick(struct lgr *lgr)
 {
 	struct smcr_conn *list[SMCR_MAX_CONNS];
+	bool eof = atomic_exchange(&lgr->tcp_eof_seen, false), again = false;
 	long now = clock_now_ms();
-	bool again = false;
 	int n;
 
-	if (!atomic_exchange(&lgr->tcp_eof_seen, false))
+	if (!eof && !atomic_load(&lgr->orphans))
 		return;
 	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
 		struct smcr_conn *sc = list[i];
+		bool reap;
 
 		pthread_mutex_lock(&sc->lock);
-		if (sc->tcp_eof_ms && !sc->peer_closed && !sc->peer_abort && !sc->err) {
-			if (now - sc->tcp_eof_ms > SMCR_TCP_EOF_GRACE_MS) {
-				sc_fail_locked(sc, -ECONNRESET);
-				/* and the link group: is that peer gone altogether? */
-				atomic_store(&lgr->llc.test_now, true);
-			} else
-				again = true;
-		}
+		if (eof && sc_eof_check_locked(sc, now))
+			again = true;
+		reap = sc_orphan_expired_locked(sc, now);
 		pthread_mutex_unlock(&sc->lock);
+		if (reap)
+			lgr_conn_del(lgr, sc->token);
 		smcr_conn_put(sc);
 	}
 	if (again)
@@ -362,8 +404,8 @@ static void sc_tx_push_locked(struct smcr_conn *sc)
 	m = (struct cdc_msg){
 		.seqno = (uint16_t)(sc->tx_seq + 1),
 		.token = sc->peer_token,
-		.prod = curs_of(sc->tx_sent + n, sc->peer_len),
-		.cons = curs_of(sc->rx_cons, sc->rmb_len),
+		.prod = cdc_rx_curs_of(sc->tx_sent + n, sc->peer_len),
+		.cons = cdc_rx_curs_of(sc->rx_cons, sc->rmb_len),
 		.prod_flags = pending > n ? CDC_PF_WRITE_BLOCKED : 0,
 		.conn_state_flags = sc_state_flags(sc, all_sent),
 	};
@@ -436,35 +478,38 @@ static void sc_kick_pending(struct lgr *lgr)
 
 /* ---- receive --------------------------------------------------------- */
 
-/* Apply a CDC to sc; requires sc->lock. Returns false for a protocol violation. */
+/* The connection's cursors as cdc_rx.h sees them; requires sc->lock. */
+static struct cdc_rx_state sc_rx_state_locked(const struct smcr_conn *sc)
+{
+	return (struct cdc_rx_state){.rmb_len = sc->rmb_len,
+				     .peer_len = sc->peer_len,
+				     .rx_prod = sc->rx_prod,
+				     .rx_cons = sc->rx_cons,
+				     .rx_cons_sent = sc->rx_cons_sent,
+				     .tx_sent = sc->tx_sent,
+				     .peer_cons = sc->peer_cons,
+				     .peer_write_blocked = sc->peer_write_blocked,
+				     .peer_done_writing = sc->peer_done_writing,
+				     .peer_closed = sc->peer_closed,
+				     .peer_abort = sc->peer_abort,
+				     .cons_update_due = sc->cons_update_due};
+}
+
+/* Apply a CDC to sc; requires sc->lock. Returns false for a protocol
+ * violation (sc unchanged). */
 static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m)
 {
-	int64_t used;
+	struct cdc_rx_state st = sc_rx_state_locked(sc);
 
-	if (!cdc_curs_valid(m->prod, sc->rmb_len) || !cdc_curs_valid(m->cons, sc->peer_len))
+	if (cdc_rx_apply(&st, m) != CDC_RX_OK)
 		return false;
-	/* the peer can have written at most one RMB beyond what we consumed */
-	used = cdc_ring_used(m->prod, curs_of(sc->rx_cons, sc->rmb_len), sc->rmb_len);
-	if (used < 0)
-		return false;
-	if (sc->rx_cons + (uint64_t)used > sc->rx_prod)
-		sc->rx_prod = sc->rx_cons + (uint64_t)used;
-	/* the peer cannot have consumed more than we wrote */
-	used = cdc_ring_used(curs_of(sc->tx_sent, sc->peer_len), m->cons, sc->peer_len);
-	if (used < 0)
-		return false;
-	if (sc->tx_sent - (uint64_t)used > sc->peer_cons)
-		sc->peer_cons = sc->tx_sent - (uint64_t)used;
-	sc->peer_write_blocked = m->prod_flags & CDC_PF_WRITE_BLOCKED;
-	if ((sc->peer_write_blocked && sc->rx_cons > sc->rx_cons_sent) ||
-	    (m->prod_flags & CDC_PF_CONS_CURS_UPD_REQ))
-		sc->cons_update_due = true;
-	if (m->conn_state_flags & CDC_CS_PEER_DONE_WRITING)
-		sc->peer_done_writing = true;
-	if (m->conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
-		sc->peer_closed = true;
-	if (m->conn_state_flags & CDC_CS_PEER_CONN_ABORT)
-		sc->peer_abort = true;
+	sc->rx_prod = st.rx_prod;
+	sc->peer_cons = st.peer_cons;
+	sc->peer_write_blocked = st.peer_write_blocked;
+	sc->peer_done_writing = st.peer_done_writing;
+	sc->peer_closed = st.peer_closed;
+	sc->peer_abort = st.peer_abort;
+	sc->cons_update_due = st.cons_update_due;
 	return true;
 }
 
@@ -687,7 +732,7 @@ int smcr_shutdown(struct smcr_conn *sc, int how)
 	return 0;
 }
 
-void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms)
+void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms)
 {
 	long deadline = clock_now_ms() + linger_ms;
 	int tcp_fd;
@@ -706,6 +751,9 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms)
 	/* the RMB goes back to the pool only once the peer can no longer write */
 	peer_gone = sc->peer_closed || sc->peer_abort || sc->err;
 	sc->orphan = !peer_gone;
+	sc->orphan_deadline_ms = clock_now_ms() + close_wait_ms;
+	if (sc->orphan)
+		atomic_fetch_add(&sc->lgr->orphans, 1);
 	tcp_fd = sc->tcp_fd;
 	sc->tcp_fd = -1;
 	pthread_mutex_unlock(&sc->lock);
@@ -714,6 +762,8 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms)
 		lgr_unwatch_tcp(sc->lgr, tcp_fd);
 	if (peer_gone)
 		lgr_conn_del(sc->lgr, sc->token);
+	if (smcr_test_hook_close_put)
+		smcr_test_hook_close_put(); /* tests widen the window here */
 	smcr_conn_put(sc);
 }
 
@@ -725,5 +775,5 @@ const struct lgr_conn_ops smcr_conn_lgr_ops = {
 	.kick_pending = sc_kick_pending,
 	.fail = sc_fail,
 	.tcp_hup = sc_tcp_hup,
-	.tcp_eof_check = sc_tcp_eof_check,
+	.tick = sc_tick,
 };

@@ -66,15 +66,24 @@ struct smcr_conn {
 	uint16_t tx_seq;
 	bool tx_pending; /* something to send once send queue space frees */
 	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;
-	bool orphan;	    /* smcr_close() done: freed when the peer closes */
-	int err;	    /* sticky negative errno (LGR down, protocol error) */
-	bool err_after_eof; /* err came after the peer's clean close: reads see EOF */
+	bool orphan;		 /* smcr_close() done: freed when the peer closes */
+	long orphan_deadline_ms; /* ... or aborted then (USMC_OPT_CLOSE_WAIT_MS) */
+	int err;		 /* sticky negative errno (LGR down, protocol error) */
+	bool err_after_eof;	 /* err came after the peer's clean close: reads see EOF */
 	/* readiness: the user polls ev[0] (see docs/smcr.md) */
 	int ev[2];
 	bool rd_sig, wr_blocked_sig;
 	int tcp_fd;	 /* watched for the peer's death; -1 once closed */
 	long tcp_eof_ms; /* the TCP socket hung up then (0: not) */
 };
+
+/*
+ * Test hook, weak and undefined in the library: a test program that defines
+ * it runs it in smcr_close() between taking the connection out of its link
+ * group's table and dropping its last reference, the window in which the
+ * link group may die and be freed.
+ */
+void smcr_test_hook_close_put(void) __attribute__((weak));
 
 /* The link group's view of its connections (lgr.h). */
 extern const struct lgr_conn_ops smcr_conn_lgr_ops;
@@ -101,7 +110,10 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
 		   bool nonblock);
 int smcr_shutdown(struct smcr_conn *sc, int how);
-/* Close (lingering up to @linger_ms for unsent data) or abort; consumes @sc. */
-void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms);
+/*
+ * Close (lingering up to @linger_ms for unsent data) or abort; consumes @sc.
+ * A peer that has not closed within @close_wait_ms is aborted.
+ */
+void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms);
 
 #endif

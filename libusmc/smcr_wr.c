@@ -95,34 +95,40 @@ int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const stru
 		rc = -ECONNABORTED;
 	else if (sq->used + n > sq_limit(cls))
 		rc = -EAGAIN;
-	if (!rc) {
-		struct smcr_tx_pend *slot = &sq->pend[sq->head % SMCR_MAX_SEND_WR];
-
-		*slot = *p;
-		slot->nwr = (uint16_t)n;
+	if (!rc)
 		rc = -ibv_post_send(lgr->qp, wr, &bad);
-		if (!rc) {
-			sq->head++;
-			sq->used += n;
-		}
-	}
+	if (!rc)
+		smcr_sq_push_locked(sq, p, n);
 	pthread_mutex_unlock(&sq->lock);
 	return rc;
+}
+
+void smcr_sq_push_locked(struct smcr_sq *sq, const struct smcr_tx_pend *p, int n)
+{
+	struct smcr_tx_pend *slot = &sq->pend[sq->head++ % SMCR_MAX_SEND_WR];
+
+	*slot = *p;
+	slot->nwr = (uint16_t)n;
+	sq->used += n;
+}
+
+bool smcr_sq_pop_locked(struct smcr_sq *sq, struct smcr_tx_pend *p)
+{
+	if (sq->tail == sq->head)
+		return false;
+	*p = sq->pend[sq->tail++ % SMCR_MAX_SEND_WR];
+	sq->used -= p->nwr;
+	return true;
 }
 
 /* A signaled send completed: its entries (and the unsignaled ones before it) are free. */
 bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p)
 {
-	struct smcr_sq *sq = &lgr->sq;
-	bool ok = false;
+	bool ok;
 
-	pthread_mutex_lock(&sq->lock);
-	if (sq->tail != sq->head) {
-		*p = sq->pend[sq->tail++ % SMCR_MAX_SEND_WR];
-		sq->used -= p->nwr;
-		ok = true;
-	}
-	pthread_mutex_unlock(&sq->lock);
+	pthread_mutex_lock(&lgr->sq.lock);
+	ok = smcr_sq_pop_locked(&lgr->sq, p);
+	pthread_mutex_unlock(&lgr->sq.lock);
 	return ok;
 }
 

@@ -44,8 +44,15 @@ struct smcr_sq {
 	pthread_mutex_t lock; /* protects used, pend, head, tail and ibv_post_send */
 	int used;	      /* entries posted and not completed */
 	struct smcr_tx_pend pend[SMCR_MAX_SEND_WR];
-	uint64_t head, tail; /* pend ring: 64-bit, never wrap in practice */
+	/* The pend ring's positions: 64-bit, so they never wrap (with 32-bit
+	 * ones, 2^32 mod SMCR_MAX_SEND_WR != 0 mixed up slots at the wrap). */
+	uint64_t head, tail;
 };
+
+/* Record a posted send of @n entries / take the oldest one back; requires
+ * sq->lock. */
+void smcr_sq_push_locked(struct smcr_sq *sq, const struct smcr_tx_pend *p, int n);
+bool smcr_sq_pop_locked(struct smcr_sq *sq, struct smcr_tx_pend *p);
 
 /* Receive buffers: allocate, register and post all of them (QP in INIT). */
 int smcr_wr_rx_setup(struct lgr *lgr);

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +22,19 @@ static struct sockaddr_in loopback(uint16_t port)
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	return a;
+}
+
+/* usmc_version() and the macros of usmc/version.h come from project(VERSION) */
+static void test_version(void **state)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%d.%d.%d", USMC_VERSION_MAJOR, USMC_VERSION_MINOR,
+		 USMC_VERSION_PATCH);
+	assert_string_equal(USMC_VERSION_STRING, v);
+	assert_string_equal(usmc_version(), USMC_VERSION_STRING);
+	assert_true(USMC_VERSION_AT_LEAST(0, 0, 0));
+	assert_false(USMC_VERSION_AT_LEAST(USMC_VERSION_MAJOR + 1, 0, 0));
 }
 
 static void test_strerror(void **state)
@@ -290,6 +304,7 @@ static void test_env_check(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_strerror),
 		cmocka_unit_test(test_reasons),
 		cmocka_unit_test(test_ctx_options),

@@ -10,7 +10,9 @@
 #include <cmocka.h>
 
 #include "ctx.h"
+#include "lgr.h"
 #include "smcr_ctx.h"
+#include "smcr_wr.h"
 
 static void test_ueid_pad(void **state)
 {
@@ -66,11 +68,53 @@ static void test_ctx_ueid_and_ids(void **state)
 	unsetenv("USMC_UEID");
 }
 
+/* Only a link group still in INIT becomes ACTIVE: one that died during its
+ * handshake (DELETE_LINK, a completion error) must not be published. */
+static void test_lgr_only_init_activates(void **state)
+{
+	struct lgr *lgr = calloc(1, sizeof(*lgr));
+
+	assert_non_null(lgr);
+	lgr->state = LGR_DEAD;
+	assert_int_equal(lgr_activate(lgr, 1, 255), -ECONNABORTED);
+	assert_int_equal(lgr->state, LGR_DEAD);
+	lgr->state = LGR_INIT;
+	assert_int_equal(lgr_activate(lgr, 1, 255), 0);
+	assert_int_equal(lgr->state, LGR_ACTIVE);
+	assert_int_equal(lgr_activate(lgr, 1, 255), -ECONNABORTED); /* only once */
+	free(lgr);
+}
+
+/* A full ring of pending sends whose positions cross 2^32: every send
+ * comes back in order with its own record (32-bit positions mixed up
+ * slots there, as 2^32 % SMCR_MAX_SEND_WR is 256, not 0). */
+static void test_sq_ring_across_32bit_wrap(void **state)
+{
+	static struct smcr_sq sq;
+	struct smcr_tx_pend p;
+
+	sq.head = sq.tail = (1ull << 32) - 100;
+	for (uint64_t i = 0; i < SMCR_MAX_SEND_WR; i++) {
+		p = (struct smcr_tx_pend){.mark = i};
+		smcr_sq_push_locked(&sq, &p, 1);
+	}
+	assert_int_equal(sq.used, SMCR_MAX_SEND_WR);
+	for (uint64_t i = 0; i < SMCR_MAX_SEND_WR; i++) {
+		assert_true(smcr_sq_pop_locked(&sq, &p));
+		assert_int_equal(p.mark, i);
+		assert_int_equal(p.nwr, 1);
+	}
+	assert_false(smcr_sq_pop_locked(&sq, &p));
+	assert_int_equal(sq.used, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ueid_pad),
 		cmocka_unit_test(test_ctx_ueid_and_ids),
+		cmocka_unit_test(test_lgr_only_init_activates),
+		cmocka_unit_test(test_sq_ring_across_32bit_wrap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,8 +11,8 @@ PACKAGES=(
 	# build
 	build-essential cmake pkg-config git
 	libibverbs-dev librdmacm-dev liburing-dev libev-dev libcmocka-dev
-	# checks: sanitizers, fuzzers, style, leaks
-	clang libclang-rt-14-dev clang-format valgrind
+	# checks: sanitizers, fuzzers, style, leaks, man pages (lint, man -l)
+	clang libclang-rt-14-dev clang-format valgrind mandoc man-db
 	# plain TCP peers and load for the examples' tests
 	wrk curl netcat-openbsd
 	# soft-RoCE harness (tests/rxe): guest kernel is fetched, not installed

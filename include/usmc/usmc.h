@@ -41,17 +41,18 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <usmc/version.h> /* USMC_VERSION_MAJOR/MINOR/PATCH/STRING */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define USMC_VERSION_STRING "0.1.0"
 
 struct usmc_ctx;
 struct usmc_listener;
 struct usmc_conn;
 
-/** usmc_version() - the library version, "MAJOR.MINOR.PATCH". */
+/** usmc_version() - the library version, "MAJOR.MINOR.PATCH": the
+ * USMC_VERSION_STRING of the library that runs (usmc/version.h). */
 const char *usmc_version(void);
 
 /* ------------------------------------------------------------------------
@@ -188,6 +189,13 @@ enum usmc_opt {
 	 * the CPU per connection (docs/listener.md). Read by usmc_listen().
 	 * Env USMC_ACCEPT_BATCH, default 1. */
 	USMC_OPT_ACCEPT_BATCH,
+	/* SMC-R: milliseconds a connection closed by usmc_close() waits for
+	 * the peer's close before it is aborted and reclaimed (its descriptors,
+	 * table slot and send buffer; its RMB once the peer provably cannot
+	 * write it), as TCP bounds FIN_WAIT2. Read by usmc_close(). Env
+	 * USMC_CLOSE_WAIT_MS, default 60000 (Linux net.ipv4.tcp_fin_timeout),
+	 * range 100..3600000. */
+	USMC_OPT_CLOSE_WAIT_MS,
 	/* SMC-R buffers per pool of a link group: at most this many RMBs and
 	 * this many send buffers, i.e. connections per link group (a tuning
 	 * and test knob; when a pool is full the handshake declines with

@@ -24,12 +24,14 @@
  *              then EPIPE
  * Every scenario requires SMC-R where it says so: a TCP fallback fails.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -406,7 +408,118 @@ static void run_peerexit(void)
 	CHECK(!usmc_close(s), "server close");
 }
 
+/* ---- closed by us, never by the peer (issue 13 item 3) ---- */
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	CHECK(d, "opendir /proc/self/fd");
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ., .. and the directory's own descriptor */
+}
+
+static long rss_kib(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	CHECK(f && fscanf(f, "%ld %ld", &pages, &rss) == 2, "statm");
+	fclose(f);
+	return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* The client process: open @n connections, never close them. */
+static void orphan_client(long n, int done_fd)
+{
+	struct usmc_conn **c = calloc((size_t)n, sizeof(*c));
+
+	CHECK(c && !usmc_ctx_create(&cc), "client ctx");
+	for (long i = 0; i < n; i++)
+		c[i] = connect_b(cc);
+	CHECK(write(done_fd, "d", 1) == 1, "pipe write");
+	pause();
+	_exit(0);
+}
+
+/*
+ * The server closes each of its connections at once; the client keeps all
+ * of them open and never answers with its close. With USMC_CLOSE_WAIT_MS
+ * (the test sets 2000) each is aborted and reclaimed, and the idle link
+ * groups go too (USMC_LGR_IDLE_MS 1000): the server's descriptors, link
+ * groups and memory come back to their baseline.
+ */
+static void run_orphans(void)
+{
+	long n = env_long("USMC_TEST_CONNS", 600), fds0, rss0, rss_peak;
+	struct rlimit rl;
+	struct usmc_ctx_stats st;
+	int pfd[2];
+	double t0;
+	pid_t pid;
+	char b;
+
+	CHECK(!getrlimit(RLIMIT_NOFILE, &rl), "getrlimit");
+	rl.rlim_cur = rl.rlim_max; /* 3 descriptors per connection on each side */
+	CHECK(!setrlimit(RLIMIT_NOFILE, &rl), "setrlimit");
+	CHECK(!usmc_ctx_create(&cs), "server ctx");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_LGR_IDLE_MS, 1000), "idle option");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_PROBE_MS, 2000), "probe option");
+	lst = listen_b(cs, 256, &srv_addr);
+	fds0 = count_fds();
+	rss0 = rss_kib();
+	CHECK(!pipe(pfd), "pipe");
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		close(pfd[0]);
+		orphan_client(n, pfd[1]);
+	}
+	close(pfd[1]);
+	for (long i = 0; i < n; i++) {
+		struct usmc_conn *s = accept_one();
+
+		expect_smcr(s, "server");
+		CHECK(!usmc_close(s), "close");
+	}
+	CHECK(read(pfd[0], &b, 1) == 1, "the client holds all its connections");
+	rss_peak = rss_kib();
+	t0 = mono_s();
+	do {
+		usleep(100000);
+		usmc_ctx_stats(cs, &st);
+	} while ((count_fds() > fds0 || st.lgrs_open) && mono_s() - t0 < 20);
+	printf("%ld connections closed by the server only: %d descriptors over the baseline, "
+	       "%llu link groups left after %.1f s; RSS %ld KiB before, %ld at the peak, %ld now\n",
+	       n, count_fds() - (int)fds0, (unsigned long long)st.lgrs_open, mono_s() - t0, rss0,
+	       rss_peak, rss_kib());
+	CHECK(count_fds() <= fds0, "descriptors not reclaimed");
+	CHECK(!st.lgrs_open, "link groups not reclaimed");
+	CHECK(rss_kib() < rss0 + (rss_peak - rss0) / 2, "memory not reclaimed");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	CHECK(!usmc_listener_close(lst), "listener close");
+	CHECK(!usmc_ctx_destroy(cs), "server ctx destroy");
+}
+
 /* ---- peer killed ---- */
+
+/*
+ * USMC_TEST_CLOSE_PUT_DELAY_MS: smcr_close() sleeps this long between
+ * removing the connection from its link group and dropping its reference,
+ * so that the dead peer's link group is found dead and reaped meanwhile
+ * (issue 13 item 2: the link group must outlive its connections).
+ */
+void smcr_test_hook_close_put(void)
+{
+	const char *ms = getenv("USMC_TEST_CLOSE_PUT_DELAY_MS");
+
+	if (ms && *ms)
+		usleep((useconds_t)atoi(ms) * 1000);
+}
 
 static void run_killed(void)
 {
@@ -665,6 +778,11 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	nbytes = (uint64_t)env_long("USMC_TEST_BYTES", 1 << 20);
+	if (!strcmp(sc, "orphans")) {
+		run_orphans();
+		printf("PASS orphans\n");
+		return 0;
+	}
 	if (!strcmp(sc, "killed")) {
 		run_killed();
 		printf("PASS killed\n");

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/* A received CDC applied to a connection's cursors (cdc_rx.h). */
+#include "cdc_cursor.h"
+#include "cdc_rx.h"
+
+struct cdc_cursor cdc_rx_curs_of(uint64_t total, uint32_t size)
+{
+	return cdc_curs_add((struct cdc_cursor){0, 0}, total, size);
+}
+
+/*
+ * The peer's producer cursor as a stream total: it may be at most one RMB
+ * ahead of the consumer cursor we last told it (rx_cons_sent), never
+ * behind it. -1 for a lie.
+ */
+static int64_t prod_total(const struct cdc_rx_state *s, struct cdc_cursor prod)
+{
+	int64_t ahead =
+		cdc_ring_used(prod, cdc_rx_curs_of(s->rx_cons_sent, s->rmb_len), s->rmb_len);
+
+	return ahead < 0 ? -1 : (int64_t)(s->rx_cons_sent + (uint64_t)ahead);
+}
+
+/*
+ * The peer's consumer cursor as a stream total: at most what we sent, at
+ * least one RMB of the peer's below it, and never below zero. -1 for a lie.
+ */
+static int64_t cons_total(const struct cdc_rx_state *s, struct cdc_cursor cons)
+{
+	int64_t unread = cdc_ring_used(cdc_rx_curs_of(s->tx_sent, s->peer_len), cons, s->peer_len);
+
+	if (unread < 0 || (uint64_t)unread > s->tx_sent)
+		return -1;
+	return (int64_t)(s->tx_sent - (uint64_t)unread);
+}
+
+static void apply_flags(struct cdc_rx_state *s, const struct cdc_msg *m)
+{
+	s->peer_write_blocked = m->prod_flags & CDC_PF_WRITE_BLOCKED;
+	if ((s->peer_write_blocked && s->rx_cons > s->rx_cons_sent) ||
+	    (m->prod_flags & CDC_PF_CONS_CURS_UPD_REQ))
+		s->cons_update_due = true;
+	if (m->conn_state_flags & CDC_CS_PEER_DONE_WRITING)
+		s->peer_done_writing = true;
+	if (m->conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
+		s->peer_closed = true;
+	if (m->conn_state_flags & CDC_CS_PEER_CONN_ABORT)
+		s->peer_abort = true;
+}
+
+enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m)
+{
+	int64_t prod, cons;
+
+	if (!cdc_curs_valid(m->prod, s->rmb_len) || !cdc_curs_valid(m->cons, s->peer_len))
+		return CDC_RX_BAD_CURSOR;
+	prod = prod_total(s, m->prod);
+	if (prod < 0)
+		return CDC_RX_BAD_PROD;
+	cons = cons_total(s, m->cons);
+	if (cons < 0)
+		return CDC_RX_BAD_CONS;
+	/* cursors are sequenced: one that went back is stale, not news */
+	if ((uint64_t)prod > s->rx_prod) {
+		if (s->peer_done_writing || s->peer_closed)
+			return CDC_RX_PROD_AFTER_DONE;
+		s->rx_prod = (uint64_t)prod;
+	}
+	if ((uint64_t)cons > s->peer_cons)
+		s->peer_cons = (uint64_t)cons;
+	apply_flags(s, m);
+	return CDC_RX_OK;
+}

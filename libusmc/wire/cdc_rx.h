@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a received CDC message does to a connection's cursors and flags, as
+ * a pure function (net/smc/smc_cdc.c smc_cdc_msg_recv_action() is the
+ * kernel's counterpart). Cursors are 64-bit totals of each stream; the
+ * message carries them as (wrap, count) and every value a peer sends is
+ * checked against what it can honestly know before anything moves.
+ *
+ * Invariants that hold after every call, whatever the peer sends (the
+ * stateful fuzzer fuzz_cdc_rx checks them):
+ *   rx_cons <= rx_prod and rx_prod - rx_cons_sent <= rmb_len: the peer
+ *     never has more than one RMB of data outstanding beyond the consumer
+ *     cursor we told it, so nothing is read outside the RMB and the
+ *     credit we compute (rmb_len - (rx_prod - rx_cons_sent)) never wraps;
+ *   peer_cons <= tx_sent and tx_sent - peer_cons <= peer_len: the send
+ *     window is never negative;
+ *   an honest CDC (cons = tx_sent) always reopens the whole window: a lie
+ *     costs the liar's connection, never a stall it cannot clear.
+ */
+#ifndef USMC_CDC_RX_H
+#define USMC_CDC_RX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cdc.h"
+
+struct cdc_rx_state {
+	uint32_t rmb_len;      /* our RMB: the peer writes into it */
+	uint32_t peer_len;     /* the peer's RMB: we write into it */
+	uint64_t rx_prod;      /* the peer has written up to here */
+	uint64_t rx_cons;      /* the application consumed up to here */
+	uint64_t rx_cons_sent; /* consumer cursor last told to the peer */
+	uint64_t tx_sent;      /* RDMA-written to the peer up to here */
+	uint64_t peer_cons;    /* the peer consumed up to here */
+	bool peer_write_blocked, peer_done_writing, peer_closed, peer_abort;
+	bool cons_update_due; /* the peer asked, or waits, for our consumer cursor */
+};
+
+/* Why cdc_rx_apply() refused a message. */
+enum cdc_rx_verdict {
+	CDC_RX_OK = 0,
+	CDC_RX_BAD_CURSOR,	/* a cursor outside its ring */
+	CDC_RX_BAD_PROD,	/* producer behind our consumer cursor or a ring beyond it */
+	CDC_RX_BAD_CONS,	/* consumer cursor ahead of what we sent, or below zero */
+	CDC_RX_PROD_AFTER_DONE, /* data after the peer said it was done writing */
+};
+
+/* Apply @m to @s. On a refusal @s is unchanged: the connection must end. */
+enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m);
+
+/* The cursor of stream total @total on a ring of @size bytes. */
+struct cdc_cursor cdc_rx_curs_of(uint64_t total, uint32_t size);
+
+#endif
