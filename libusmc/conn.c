@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "conn.h"
 #include "ctx.h"
 #include "kcompat.h"
@@ -140,6 +141,8 @@ int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
 
 	if (!ctx || !out)
 		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
 	ctx_copy_opts(ctx, &opts);
 	c = conn_alloc(ctx, -1, &opts, false);
 	if (!c)
@@ -307,23 +310,47 @@ static ssize_t tcp_recvv_retry(const struct usmc_conn *c, const struct iovec *io
 	return n;
 }
 
+/*
+ * SMC-R mode reports a peer reset as TCP does (usmc.h): -ECONNRESET once,
+ * to the first send or receive that sees it, then -EPIPE to sends. The
+ * engine says -EPIPE to every send after the peer's abort flag and
+ * -ECONNRESET while its error is a reset; this turns both into that rule.
+ */
+static ssize_t smcr_send_error(struct usmc_conn *c, ssize_t n)
+{
+	bool abort;
+
+	if (n == -EPIPE) {
+		pthread_mutex_lock(&c->smcr->lock);
+		abort = c->smcr->peer_abort && !c->smcr->shut_wr;
+		pthread_mutex_unlock(&c->smcr->lock);
+		if (abort && !atomic_exchange(&c->reset_reported, true))
+			return -ECONNRESET;
+	} else if (n == -ECONNRESET && atomic_exchange(&c->reset_reported, true)) {
+		return -EPIPE;
+	}
+	return n;
+}
+
 ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t n;
 	int rc;
 
 	if (!c || iovcnt < 0 || iovcnt > CONN_IOV_MAX || (iovcnt && !iov) ||
-	    (flags & ~MSG_DONTWAIT))
+	    (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE)))
 		return -EINVAL;
 	rc = conn_ready(c);
 	if (rc)
 		return rc;
+	/* MSG_NOSIGNAL: every send is MSG_NOSIGNAL (io_flags()). MSG_MORE goes
+	 * to the kernel in TCP mode; SMC-R mode ignores it (usmc.h). */
 	if (c->smcr)
 		n = smcr_sendv(c->smcr, iov, iovcnt, c->nonblock || (flags & MSG_DONTWAIT));
 	else
 		n = tcp_sendv(c, iov, iovcnt, flags);
 	if (n < 0)
-		return c->smcr ? n : errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return c->smcr ? smcr_send_error(c, n) : errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	atomic_fetch_add_explicit(&c->bytes_sent, (uint64_t)n, memory_order_relaxed);
 	return n;
 }
@@ -343,6 +370,8 @@ ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 		n = smcr_recvv(c->smcr, iov, iovcnt, flags, c->nonblock || (flags & MSG_DONTWAIT));
 	else
 		n = tcp_recvv_retry(c, iov, iovcnt, flags);
+	if (n == -ECONNRESET && c->smcr)
+		atomic_store(&c->reset_reported, true); /* later sends: -EPIPE */
 	if (n < 0)
 		return n;
 	if (!(flags & MSG_PEEK))
@@ -361,10 +390,23 @@ int usmc_shutdown(struct usmc_conn *c, int how)
 	return shutdown(c->fd, how) ? -errno : 0;
 }
 
+/* An inherited connection closed in a child of fork(): close the child's
+ * copy of the socket and free the child's copy of the memory; the SMC-R
+ * state (link group, buffers, progress thread) is the parent's. */
+static int conn_forget_forked(struct usmc_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+	return 0;
+}
+
 int usmc_close(struct usmc_conn *c)
 {
 	if (!c)
 		return -EINVAL;
+	if (ctx_forked(c->ctx))
+		return conn_forget_forked(c);
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
 	if (c->smcr) {
 		smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS],
@@ -383,6 +425,8 @@ int usmc_abort(struct usmc_conn *c)
 
 	if (!c)
 		return -EINVAL;
+	if (ctx_forked(c->ctx))
+		return conn_forget_forked(c); /* no RST: the parent's connection */
 	setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	conn_destroy(c);
 	return 0;
@@ -405,12 +449,10 @@ int usmc_conn_getopt(const struct usmc_conn *c, enum usmc_opt opt, long *value)
 	return c ? opts_get(&c->opts, opt, value) : -EINVAL;
 }
 
-int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
+static void conn_info_fill(const struct usmc_conn *c, struct usmc_conn_info *info)
 {
 	socklen_t len;
 
-	if (!c || !info)
-		return -EINVAL;
 	memset(info, 0, sizeof(*info));
 	info->mode = c->mode;
 	info->reason = c->reason;
@@ -426,5 +468,76 @@ int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
 	}
 	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
 	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
+}
+
+int usmc_conn_info_sized(const struct usmc_conn *c, struct usmc_conn_info *info, size_t size)
+{
+	struct usmc_conn_info full;
+
+	if (!c || !info || !size)
+		return -EINVAL;
+	conn_info_fill(c, &full);
+	abi_fill(info, size, &full, sizeof(full));
 	return 0;
+}
+
+/* usmc_conn_info@USMC_0.1: the 0.1 layout, which ends at bytes_received */
+USMC_SYMVER_OLD(usmc_conn_info_v0_1, usmc_conn_info, "USMC_0.1");
+int usmc_conn_info_v0_1(const struct usmc_conn *c, struct usmc_conn_info *info);
+int usmc_conn_info_v0_1(const struct usmc_conn *c, struct usmc_conn_info *info)
+{
+	return usmc_conn_info_sized(c, info,
+				    USMC_OFFSETOFEND(struct usmc_conn_info, bytes_received));
+}
+
+/* ---- TCP options ----------------------------------------------------- */
+
+/* SO_RCVBUF / SO_SNDBUF of an SMC-R connection are its RMB and send buffer. */
+static bool is_smcr_bufopt(int level, int optname)
+{
+	return level == SOL_SOCKET && (optname == SO_RCVBUF || optname == SO_SNDBUF);
+}
+
+int usmc_conn_setsockopt(struct usmc_conn *c, int level, int optname, const void *val,
+			 socklen_t len)
+{
+	if (!c || (!val && len))
+		return -EINVAL;
+	if (c->fd < 0)
+		return -ENOTCONN;
+	if (c->smcr && is_smcr_bufopt(level, optname))
+		return -EOPNOTSUPP; /* fixed by the handshake: USMC_OPT_RMB/SNDBUF_SIZE */
+	return setsockopt(c->fd, level, optname, val, len) ? -errno : 0;
+}
+
+/* An int answer, truncated to *@len as the kernel does. */
+static int put_int_opt(int v, void *val, socklen_t *len)
+{
+	if (*len > sizeof(v))
+		*len = sizeof(v);
+	memcpy(val, &v, *len);
+	return 0;
+}
+
+int usmc_conn_getsockopt(const struct usmc_conn *c, int level, int optname, void *val,
+			 socklen_t *len)
+{
+	if (!c || !len || (!val && *len))
+		return -EINVAL;
+	if (c->fd < 0)
+		return -ENOTCONN;
+	if (c->smcr && is_smcr_bufopt(level, optname))
+		return put_int_opt(
+			(int)(optname == SO_RCVBUF ? c->smcr->rmb_len : c->smcr->snd_len), val,
+			len);
+	if (c->smcr && level == SOL_SOCKET && optname == SO_ERROR) {
+		int err;
+
+		pthread_mutex_lock(&c->smcr->lock);
+		err = c->smcr->err;
+		pthread_mutex_unlock(&c->smcr->lock);
+		if (err)
+			return put_int_opt(-err, val, len);
+	}
+	return getsockopt(c->fd, level, optname, val, len) ? -errno : 0;
 }

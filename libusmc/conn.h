@@ -35,7 +35,8 @@ struct usmc_conn {
 	struct usmc_opts opts;
 	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
 	atomic_uint_least64_t bytes_sent, bytes_received;
-	struct usmc_conn *next; /* struct conn_fifo link (handshake pool, accept queue) */
+	atomic_bool reset_reported; /* SMC-R: a peer reset was returned once */
+	struct usmc_conn *next;	    /* struct conn_fifo link (handshake pool, accept queue) */
 };
 
 /* A FIFO of connections linked by ->next; its owner's lock guards it. */

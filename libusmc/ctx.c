@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "ctx.h"
 #include "kcompat.h"
 #include "smcr_dev.h"
@@ -32,6 +33,7 @@ int usmc_ctx_create(struct usmc_ctx **out)
 		goto err;
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
+	ctx->pid = getpid();
 	*out = ctx;
 	return 0;
 err:
@@ -39,10 +41,41 @@ err:
 	return rc;
 }
 
+int usmc_env_check(char *msg, size_t len)
+{
+	uint8_t ueid[SMCR_UEID_LEN];
+	enum kc_mode mode;
+	const char *s;
+	int rc;
+
+	if (len && !msg)
+		return -EINVAL;
+	env_msg(msg, len, "%s", "");
+	rc = opts_env_check(msg, len);
+	if (rc)
+		return rc;
+	/* as smcr_ctx_init() and kcompat_open() read them */
+	s = getenv("USMC_UEID");
+	if (s && *s && smcr_ueid_pad(s, ueid)) {
+		env_msg(msg, len,
+			"USMC_UEID=%s: not a UEID (1-32 of A-Z 0-9 . -, the first alphanumeric)",
+			s);
+		return -EINVAL;
+	}
+	s = getenv("USMC_KERNEL_COMPAT");
+	if (kcompat_mode_parse(s, &mode)) {
+		env_msg(msg, len, "USMC_KERNEL_COMPAT=%s: not auto, 0 or 1", s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int usmc_ctx_destroy(struct usmc_ctx *ctx)
 {
 	if (!ctx)
 		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
 	if (atomic_load(&ctx->open_conns) || atomic_load(&ctx->open_listeners))
 		return -EBUSY;
 	smcr_ctx_fini(&ctx->rdma);
@@ -111,10 +144,12 @@ void ctx_count_mode(struct usmc_ctx *ctx, enum usmc_mode mode, uint32_t reason)
 	mode_counts_add(&ctx->modes, mode, reason);
 }
 
-void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
+int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *out, size_t size)
 {
-	if (!ctx || !st)
-		return;
+	struct usmc_ctx_stats full = {0}, *st = &full;
+
+	if (!ctx || !out || !size)
+		return -EINVAL;
 	st->connects = atomic_load(&ctx->connects);
 	st->accepts = atomic_load(&ctx->accepts);
 	st->smcr = atomic_load(&ctx->modes.smcr);
@@ -123,6 +158,16 @@ void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
 	st->open_conns = (uint64_t)atomic_load(&ctx->open_conns);
 	st->lgrs_created = atomic_load(&ctx->rdma.lgrs_created);
 	st->lgrs_open = (uint64_t)atomic_load(&ctx->rdma.lgrs_open);
+	abi_fill(out, size, &full, sizeof(full));
+	return 0;
+}
+
+/* usmc_ctx_stats@USMC_0.1: the 0.1 layout, which ends at lgrs_open */
+USMC_SYMVER_OLD(usmc_ctx_stats_v0_1, usmc_ctx_stats, "USMC_0.1");
+void usmc_ctx_stats_v0_1(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);
+void usmc_ctx_stats_v0_1(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
+{
+	(void)usmc_ctx_stats_sized(ctx, st, USMC_OFFSETOFEND(struct usmc_ctx_stats, lgrs_open));
 }
 
 uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)

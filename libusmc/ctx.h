@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <usmc/usmc.h>
 
@@ -27,7 +28,18 @@ struct usmc_ctx {
 	struct smcr_ctx rdma; /* SMC-R: system id, UEID, link groups */
 
 	struct kcompat *kc; /* kernel-compat mode (kcompat.c); NULL when off */
+
+	pid_t pid; /* fixed: the process that created it (fork, ctx_forked()) */
 };
+
+/* True in a child that inherited @ctx through fork(): its threads (accept
+ * thread, handshake workers, link group progress) live only in the parent,
+ * so the context, its listeners and its SMC-R connections are unusable here
+ * (usmc.h, USMC_EFORKED). One getpid() call: kept off the data path. */
+static inline bool ctx_forked(const struct usmc_ctx *ctx)
+{
+	return getpid() != ctx->pid;
+}
 
 /* A copy of the context's options, for a new listener or connection. */
 void ctx_copy_opts(struct usmc_ctx *ctx, struct usmc_opts *out);

@@ -14,6 +14,8 @@ const char *usmc_strerror(int err)
 		return "peer declined SMC where no fallback is possible";
 	case USMC_ENODEV_SMCR:
 		return "no usable SMC-R device";
+	case USMC_EFORKED:
+		return "object belongs to the parent process (used after fork)";
 	}
 	if (err < 0 && err > -4096)
 		return strerrordesc_np(-err) ?: "unknown error";

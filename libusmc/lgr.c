@@ -83,13 +83,11 @@ static int lgr_qp_create(struct lgr *lgr)
 
 static int lgr_pools(struct lgr *lgr)
 {
-	struct bufpool_config cfg = {
-		.kind = BUFPOOL_RMB, .ops = &bufpool_verbs_hooks, .ops_ctx = lgr->pd};
-	const char *env = getenv("USMC_MAX_BUFS");
-
-	/* tuning and test knob: fewer buffers per pool than the protocol's 255 */
-	if (env && *env)
-		cfg.max_bufs = (uint32_t)strtoul(env, NULL, 0);
+	/* USMC_OPT_MAX_BUFS: fewer buffers per pool than the protocol's 255 */
+	struct bufpool_config cfg = {.kind = BUFPOOL_RMB,
+				     .max_bufs = lgr->cfg.max_bufs,
+				     .ops = &bufpool_verbs_hooks,
+				     .ops_ctx = lgr->pd};
 
 	lgr->rmbs = bufpool_create(&cfg);
 	if (!lgr->rmbs)

@@ -59,11 +59,12 @@ struct lgr_conn_ops {
 
 /* Per link group settings, from the context's options. */
 struct lgr_config {
-	bool busy_poll;	  /* USMC_OPT_BUSY_POLL */
-	long testlink_ms; /* USMC_OPT_TESTLINK_MS, 0: no keepalive */
-	long idle_ms;	  /* USMC_OPT_LGR_IDLE_MS */
-	int max_lgrs;	  /* USMC_OPT_MAX_LGRS: per context, in any state */
-	int max_per_peer; /* USMC_OPT_MAX_LGRS_PER_PEER: per peer IPv4 address */
+	bool busy_poll;	   /* USMC_OPT_BUSY_POLL */
+	long testlink_ms;  /* USMC_OPT_TESTLINK_MS, 0: no keepalive */
+	long idle_ms;	   /* USMC_OPT_LGR_IDLE_MS */
+	uint32_t max_bufs; /* USMC_OPT_MAX_BUFS: buffers per pool; 0 = 255 */
+	int max_lgrs;	   /* USMC_OPT_MAX_LGRS: per context, in any state */
+	int max_per_peer;  /* USMC_OPT_MAX_LGRS_PER_PEER: per peer IPv4 address */
 };
 
 /* One connection table entry: the token is ours, the slot its low byte. */

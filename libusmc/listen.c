@@ -7,6 +7,7 @@
  * DECLINEs) or from a handshake worker (handshake() below).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "clock.h"
 #include "conn.h"
 #include "ctx.h"
@@ -235,17 +237,59 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	return 0;
 }
 
+static void listener_free(struct usmc_listener *l)
+{
+	kcompat_listener_forget(l->ctx->kc, &l->kc);
+	listener_free_fds(l);
+	pthread_cond_destroy(&l->start_cond);
+	pthread_mutex_destroy(&l->start_lock);
+	pthread_mutex_destroy(&l->opts_lock);
+	pthread_mutex_destroy(&l->qlock);
+	free(l);
+}
+
+/* The listen socket l->lfd is open: start the threads, publish. On failure
+ * the caller frees @l (listener_free closes l->lfd unless reset to -1). */
+static int listener_start(struct usmc_listener *l, struct usmc_listener **out)
+{
+	int rc;
+
+	rc = listener_setup_fds(l);
+	if (rc)
+		return rc;
+	rc = hs_pool_start(&l->hs, (int)l->opts.v[USMC_OPT_HS_THREADS], handshake, l);
+	if (rc)
+		return rc;
+	rc = -pthread_create(&l->accept_thread, NULL, accept_thread_main, l);
+	if (rc) {
+		(void)hs_pool_stop(&l->hs);
+		return rc;
+	}
+	/* return only once the accept thread chose io_uring or accept4 */
+	pthread_mutex_lock(&l->start_lock);
+	while (!l->started)
+		pthread_cond_wait(&l->start_cond, &l->start_lock);
+	pthread_mutex_unlock(&l->start_lock);
+	atomic_fetch_add(&l->ctx->open_listeners, 1);
+	*out = l;
+	return 0;
+}
+
+#define LISTEN_FLAGS_KNOWN                                                          \
+	(USMC_LISTEN_AUTO_FALLBACK | USMC_LISTEN_NONBLOCK | USMC_LISTEN_REUSEPORT | \
+	 USMC_LISTEN_TCP_ONLY)
+
 int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t addrlen, int backlog,
 		unsigned int flags, struct usmc_listener **out)
 {
-	const unsigned int known = USMC_LISTEN_AUTO_FALLBACK | USMC_LISTEN_NONBLOCK |
-				   USMC_LISTEN_REUSEPORT | USMC_LISTEN_TCP_ONLY;
 	struct usmc_listener *l;
 	int rc;
 
-	if (!ctx || !addr || !out || (flags & ~known) || backlog < 1 ||
+	if (!ctx || !addr || !out || (flags & ~LISTEN_FLAGS_KNOWN) || backlog < 1 ||
 	    backlog > LISTEN_BACKLOG_MAX)
 		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
 	if (addrlen <
@@ -258,42 +302,98 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 	/* deferring only helps the probe: a TCP-only listener has none */
 	rc = open_tcp_listener(l, addr, addrlen, backlog, flags,
 			       l->opts.v[USMC_OPT_SMC] ? (int)l->opts.v[USMC_OPT_DEFER_ACCEPT] : 0);
-	if (rc < 0)
-		goto err;
-	l->lfd = rc;
-	rc = listener_setup_fds(l);
-	if (rc)
-		goto err;
-	rc = hs_pool_start(&l->hs, (int)l->opts.v[USMC_OPT_HS_THREADS], handshake, l);
-	if (rc)
-		goto err;
-	rc = -pthread_create(&l->accept_thread, NULL, accept_thread_main, l);
-	if (rc) {
-		(void)hs_pool_stop(&l->hs);
-		goto err;
+	if (rc >= 0) {
+		l->lfd = rc;
+		rc = listener_start(l, out);
 	}
-	/* return only once the accept thread chose io_uring or accept4 */
-	pthread_mutex_lock(&l->start_lock);
-	while (!l->started)
-		pthread_cond_wait(&l->start_cond, &l->start_lock);
-	pthread_mutex_unlock(&l->start_lock);
-	atomic_fetch_add(&ctx->open_listeners, 1);
-	*out = l;
+	if (rc)
+		listener_free(l);
+	return rc;
+}
+
+/* Is @fd a listening TCP socket over IPv4 or IPv6? 0 or a negative errno. */
+static int check_listen_fd(int fd)
+{
+	int type, domain, proto, acc;
+	socklen_t len = sizeof(int);
+
+	if (fd < 0)
+		return -EBADF;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len))
+		return -errno; /* -ENOTSOCK, -EBADF */
+	len = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len))
+		return -errno;
+	if (domain != AF_INET && domain != AF_INET6)
+		return -EAFNOSUPPORT;
+	len = sizeof(int);
+	if (type != SOCK_STREAM || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) ||
+	    proto != IPPROTO_TCP)
+		return -EINVAL;
+	len = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) || !acc)
+		return -EINVAL;
 	return 0;
-err:
-	kcompat_listener_forget(ctx->kc, &l->kc);
-	listener_free_fds(l);
-	pthread_cond_destroy(&l->start_cond);
-	pthread_mutex_destroy(&l->start_lock);
-	pthread_mutex_destroy(&l->opts_lock);
-	pthread_mutex_destroy(&l->qlock);
-	free(l);
+}
+
+/* The backlog the socket was given to listen(): TCP_INFO of a listener
+ * reports sk_max_ack_backlog in tcpi_sacked (net/ipv4/tcp.c tcp_get_info()). */
+static int listen_fd_backlog(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || !ti.tcpi_sacked)
+		return SOMAXCONN;
+	return ti.tcpi_sacked > LISTEN_BACKLOG_MAX ? LISTEN_BACKLOG_MAX : (int)ti.tcpi_sacked;
+}
+
+int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags,
+		   struct usmc_listener **out)
+{
+	struct usmc_listener *l;
+	int rc, fl, defer;
+
+	if (!ctx || !out || (flags & ~(LISTEN_FLAGS_KNOWN & ~USMC_LISTEN_REUSEPORT)) ||
+	    backlog < 0 || backlog > LISTEN_BACKLOG_MAX)
+		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
+	rc = check_listen_fd(fd);
+	if (rc)
+		return rc;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) || fcntl(fd, F_SETFD, FD_CLOEXEC))
+		return -errno;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	listener_init(l, ctx, backlog ? backlog : listen_fd_backlog(fd), flags);
+	defer = l->opts.v[USMC_OPT_SMC] ? (int)l->opts.v[USMC_OPT_DEFER_ACCEPT] : 0;
+	if (defer && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer))) {
+		rc = -errno;
+		listener_free(l); /* l->lfd is still -1: @fd stays the caller's */
+		return rc;
+	}
+	/* kernel-compat marks sockets at listen(): an adopted one was not
+	 * seen, so started() finds it inactive and its clients are probed */
+	if (l->opts.v[USMC_OPT_SMC])
+		kcompat_listener_prepare(ctx->kc, fd, &l->kc);
+	kcompat_listener_started(ctx->kc, fd, &l->kc);
+	l->lfd = fd;
+	rc = listener_start(l, out);
+	if (rc) {
+		l->lfd = -1; /* not ours unless adopted */
+		listener_free(l);
+	}
 	return rc;
 }
 
 int usmc_listener_fd(const struct usmc_listener *l)
 {
-	return l ? l->qfd : -EINVAL;
+	if (!l)
+		return -EINVAL;
+	return ctx_forked(l->ctx) ? USMC_EFORKED : l->qfd;
 }
 
 int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *addr,
@@ -322,6 +422,9 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 
 	if (!l || !out || (flags & ~USMC_NONBLOCK))
 		return -EINVAL;
+	/* the accept thread is the parent's: nothing would ever arrive */
+	if (ctx_forked(l->ctx))
+		return USMC_EFORKED;
 	/* queued is a hint read without the lock: the loop's last call, the
 	 * one that finds nothing, costs no system call */
 	while (!atomic_load(&l->queued) || !(c = queue_pop(l))) {
@@ -391,12 +494,14 @@ static void kernel_listen_stats(int lfd, struct usmc_listener_stats *st)
 		st->listen_drops = mem[SK_MEMINFO_DROPS];
 }
 
-void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st)
+int usmc_listener_stats_sized(const struct usmc_listener *l, struct usmc_listener_stats *out,
+			      size_t size)
 {
 	struct usmc_listener *ml = (struct usmc_listener *)l;
+	struct usmc_listener_stats full = {0}, *st = &full;
 
-	if (!l || !st)
-		return;
+	if (!l || !out || !size)
+		return -EINVAL;
 	st->accepted = atomic_load(&ml->accepted);
 	st->smcr = atomic_load(&ml->modes.smcr);
 	st->fallbacks = atomic_load(&ml->modes.fallbacks);
@@ -413,6 +518,17 @@ void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_sta
 		st->hs_time_hist[i] = atomic_load_explicit(&ml->hs_hist[i], memory_order_relaxed);
 	st->accept_uring = atomic_load(&ml->uring_on);
 	kernel_listen_stats(ml->lfd, st);
+	abi_fill(out, size, &full, sizeof(full));
+	return 0;
+}
+
+/* usmc_listener_stats@USMC_0.1: the 0.1 layout, which ends at accept_uring */
+USMC_SYMVER_OLD(usmc_listener_stats_v0_1, usmc_listener_stats, "USMC_0.1");
+void usmc_listener_stats_v0_1(const struct usmc_listener *l, struct usmc_listener_stats *st);
+void usmc_listener_stats_v0_1(const struct usmc_listener *l, struct usmc_listener_stats *st)
+{
+	(void)usmc_listener_stats_sized(l, st,
+					USMC_OFFSETOFEND(struct usmc_listener_stats, accept_uring));
 }
 
 uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t reason)
@@ -436,6 +552,8 @@ int usmc_listener_close(struct usmc_listener *l)
 
 	if (!l)
 		return -EINVAL;
+	if (ctx_forked(l->ctx))
+		return USMC_EFORKED; /* no thread to join here; the fds are CLOEXEC */
 	atomic_store(&l->stopping, true);
 	accept_thread_wake(l);
 	pthread_join(l->accept_thread, NULL);
@@ -443,13 +561,7 @@ int usmc_listener_close(struct usmc_listener *l)
 	probes_free(l);
 	while ((c = queue_pop(l)))
 		conn_destroy(c);
-	kcompat_listener_forget(l->ctx->kc, &l->kc);
-	listener_free_fds(l);
-	pthread_cond_destroy(&l->start_cond);
-	pthread_mutex_destroy(&l->start_lock);
-	pthread_mutex_destroy(&l->opts_lock);
-	pthread_mutex_destroy(&l->qlock);
 	atomic_fetch_sub(&l->ctx->open_listeners, 1);
-	free(l);
+	listener_free(l);
 	return 0;
 }

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "opts.h"
@@ -32,6 +34,7 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_DEFER_ACCEPT] = {"USMC_DEFER_ACCEPT", 0, 0, 3600},
 	[USMC_OPT_ACCEPT_BATCH] = {"USMC_ACCEPT_BATCH", 1, 0, 1},
 	[USMC_OPT_CLOSE_WAIT_MS] = {"USMC_CLOSE_WAIT_MS", 60000, 100, 3600000},
+	[USMC_OPT_MAX_BUFS] = {"USMC_MAX_BUFS", 255, 1, 255},
 	[USMC_OPT_MAX_LGRS] = {"USMC_MAX_LGRS", 128, 1, 4096},
 	[USMC_OPT_MAX_LGRS_PER_PEER] = {"USMC_MAX_LGRS_PER_PEER", 8, 1, 4096},
 };
@@ -66,17 +69,60 @@ int opts_get(const struct usmc_opts *o, enum usmc_opt opt, long *value)
 	return 0;
 }
 
+/* Option @i from the environment into *@v (the default if unset); -EINVAL
+ * and a message in @msg if the variable is set to a bad value. */
+static int opt_from_env(int i, long *v, char *msg, size_t len)
+{
+	const struct opt_desc *d = &opt_table[i];
+	const char *s = getenv(d->env);
+
+	*v = d->def;
+	if (!s)
+		return 0;
+	if (parse_long(s, v)) {
+		env_msg(msg, len, "%s=%s: not an integer", d->env, s);
+		return -EINVAL;
+	}
+	if (*v < d->min || *v > d->max) {
+		env_msg(msg, len, "%s=%s: out of range %ld..%ld", d->env, s, d->min, d->max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int opts_init_from_env(struct usmc_opts *o)
 {
 	for (int i = 0; i < USMC_OPT_COUNT_; i++) {
-		const char *s = getenv(opt_table[i].env);
-		long v = opt_table[i].def;
+		int rc = opt_from_env(i, &o->v[i], NULL, 0);
 
-		if (s && (parse_long(s, &v) || v < opt_table[i].min || v > opt_table[i].max))
-			return -EINVAL;
-		o->v[i] = v;
+		if (rc)
+			return rc;
 	}
 	return 0;
+}
+
+int opts_env_check(char *msg, size_t len)
+{
+	long v;
+
+	for (int i = 0; i < USMC_OPT_COUNT_; i++) {
+		int rc = opt_from_env(i, &v, msg, len);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void env_msg(char *msg, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!msg || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, len, fmt, ap);
+	va_end(ap);
 }
 
 long opts_hs_congestion(const struct usmc_opts *o)

@@ -7,6 +7,8 @@
 #ifndef USMC_OPTS_H
 #define USMC_OPTS_H
 
+#include <stddef.h>
+
 #include <usmc/usmc.h>
 
 struct usmc_opts {
@@ -14,9 +16,16 @@ struct usmc_opts {
 };
 
 /* Fill @o with the built-in defaults, then apply the environment.
- * Returns 0, or -EINVAL naming nothing: a variable was set to a value that
- * is not an integer in the option's range. */
+ * Returns 0, or -EINVAL: a variable was set to a value that is not an
+ * integer in the option's range (opts_env_check() names it). */
 int opts_init_from_env(struct usmc_opts *o);
+
+/* The options' variables only: 0, or -EINVAL and "VAR=value: why" in @msg
+ * (usmc_env_check() in ctx.c adds the other variables). */
+int opts_env_check(char *msg, size_t len);
+
+/* snprintf into @msg unless it is NULL or @len 0. */
+void env_msg(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 int opts_set(struct usmc_opts *o, enum usmc_opt opt, long value);
 int opts_get(const struct usmc_opts *o, enum usmc_opt opt, long *value);

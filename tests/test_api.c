@@ -232,6 +232,75 @@ static void test_probe_classify(void **state)
 	assert_int_equal(probe_classify((const uint8_t *)"\xE2\xD4X", 3), PROBE_TCP);
 }
 
+/* Set @name back to @saved (a strdup()ed value, freed) or unset it. */
+static void restore_env(const char *name, char *saved)
+{
+	if (saved)
+		setenv(name, saved, 1);
+	else
+		unsetenv(name);
+	free(saved);
+}
+
+/* usmc_env_check() names the variable usmc_ctx_create() refused. */
+static void test_env_check(void **state)
+{
+	struct usmc_ctx *ctx;
+	char msg[128], tiny[8], *ueid, *kc;
+	long v;
+
+	assert_int_equal(usmc_env_check(msg, sizeof(msg)), 0);
+	assert_string_equal(msg, "");
+	assert_int_equal(usmc_env_check(NULL, 0), 0);
+	assert_int_equal(usmc_env_check(NULL, 8), -EINVAL);
+
+	setenv("USMC_PROBE_MS", "abc", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	assert_int_equal(usmc_env_check(msg, sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "USMC_PROBE_MS=abc: not an integer");
+	assert_int_equal(usmc_env_check(tiny, sizeof(tiny)), -EINVAL);
+	assert_string_equal(tiny, "USMC_PR"); /* truncated, terminated */
+	assert_int_equal(usmc_env_check(NULL, 0), -EINVAL);
+	unsetenv("USMC_PROBE_MS");
+
+	/* USMC_MAX_BUFS is an option now: checked at creation, 1..255 */
+	setenv("USMC_MAX_BUFS", "0", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	assert_int_equal(usmc_env_check(msg, sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "USMC_MAX_BUFS=0: out of range 1..255");
+	setenv("USMC_MAX_BUFS", "256", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	setenv("USMC_MAX_BUFS", "7", 1);
+	assert_int_equal(usmc_env_check(msg, sizeof(msg)), 0);
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_MAX_BUFS, &v), 0);
+	assert_int_equal(v, 7);
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_MAX_BUFS, 0), -EINVAL);
+	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_MAX_BUFS, 255), 0);
+	usmc_ctx_destroy(ctx);
+	unsetenv("USMC_MAX_BUFS");
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_MAX_BUFS, &v), 0);
+	assert_int_equal(v, 255);
+	usmc_ctx_destroy(ctx);
+
+	/* the variables that are not options (the run's own values come back) */
+	ueid = getenv("USMC_UEID") ? strdup(getenv("USMC_UEID")) : NULL;
+	kc = getenv("USMC_KERNEL_COMPAT") ? strdup(getenv("USMC_KERNEL_COMPAT")) : NULL;
+	setenv("USMC_UEID", "bad ueid", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	assert_int_equal(usmc_env_check(msg, sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "USMC_UEID=bad ueid: not a UEID (1-32 of A-Z 0-9 . -, the first "
+				 "alphanumeric)");
+	restore_env("USMC_UEID", ueid);
+	setenv("USMC_KERNEL_COMPAT", "maybe", 1);
+	assert_int_equal(usmc_ctx_create(&ctx), -EINVAL);
+	assert_int_equal(usmc_env_check(msg, sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "USMC_KERNEL_COMPAT=maybe: not auto, 0 or 1");
+	restore_env("USMC_KERNEL_COMPAT", kc);
+	assert_int_equal(usmc_env_check(msg, sizeof(msg)), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -240,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_reasons),
 		cmocka_unit_test(test_ctx_options),
 		cmocka_unit_test(test_env_defaults),
+		cmocka_unit_test(test_env_check),
 		cmocka_unit_test(test_devices_none),
 		cmocka_unit_test(test_listen_bad_args),
 		cmocka_unit_test(test_accept_nonblock_empty),

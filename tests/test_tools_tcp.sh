@@ -56,4 +56,11 @@ got=$(printf 'ping\n' | timeout 5 nc -N 127.0.0.1 "$eport")
 grep -q 'mode TCP reason NOSMCRDEV' echo_client.log
 wait "$epid"
 grep -q 'mode TCP reason NOSMCRDEV' echo_server.log
+
+# a bad environment value: the tools name the variable (usmc_env_check)
+if err=$(USMC_PROBE_MS=abc "$echo_server" -p 0 2>&1); then
+	echo "echo_server started with USMC_PROBE_MS=abc"
+	exit 1
+fi
+grep -q 'USMC_PROBE_MS=abc: not an integer' <<<"$err" || { echo "echo_server: '$err'"; exit 1; }
 echo "tools over the TCP path: OK"

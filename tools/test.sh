@@ -58,14 +58,14 @@ stage_valgrind() {
 	[ -d build ] || configure_build build
 	local vg=(env USMC_KERNEL_COMPAT=0 USMC_ACCEPT_URING=0 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible
 		--error-exitcode=99 --track-fds=no)
-	for t in test_api test_clc test_llc test_cdc test_cdc_cursor test_wire_err \
+	for t in test_api test_api_conn test_clc test_llc test_cdc test_cdc_cursor test_wire_err \
 		test_bufpool test_tcp_interop; do
 		echo "valgrind $t"
 		"${vg[@]}" "build/tests/$t" >/dev/null
 	done
 	echo "valgrind test_tcp_echo 20 connections x 4 MiB"
 	"${vg[@]}" build/tests/test_tcp_echo 20 4
-	echo "valgrind: 9 passed, 0 failed"
+	echo "valgrind: 10 passed, 0 failed"
 }
 
 stage_rxe() {

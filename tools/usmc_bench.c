@@ -405,7 +405,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!use_tcp && usmc_ctx_create(&ctx)) {
-		fprintf(stderr, "usmc_ctx_create failed\n");
+		char msg[160];
+
+		usmc_env_check(msg, sizeof(msg));
+		fprintf(stderr, "usmc_ctx_create failed%s%s\n", *msg ? ": " : "", msg);
 		return 1;
 	}
 	parse_addr(srv ? srv : cli, &sa);

@@ -943,8 +943,13 @@ static void contexts_create(void)
 		rc = usmc_ctx_create(&sctx);
 	if (!rc && cfg.client == K_USMC)
 		rc = usmc_ctx_create(&cctx);
-	if (rc)
+	if (rc) {
+		char msg[160];
+
+		if (rc == -EINVAL && usmc_env_check(msg, sizeof(msg)))
+			fprintf(stderr, "usmc_ctx_create: %s\n", msg);
 		die("usmc_ctx_create", rc);
+	}
 	/* A kernel-compatible listener decides by the SYN option, which the
 	 * simulated clients do not send: it would take their PROPOSAL for
 	 * data. They simulate clients of the userspace-only rule. */

@@ -62,6 +62,7 @@ int main(int argc, char **argv)
 	struct job j = {.bytes = 16ull << 20};
 	struct usmc_conn_info info;
 	struct usmc_ctx *ctx;
+	char msg[160];
 	struct timespec t0, t1;
 	unsigned long long got = 0;
 	uint8_t *buf;
@@ -81,6 +82,10 @@ int main(int argc, char **argv)
 	a.sin_port = htons((uint16_t)atoi(argv[optind + 1]));
 
 	rc = usmc_ctx_create(&ctx);
+	if (rc == -EINVAL && usmc_env_check(msg, sizeof(msg))) {
+		fprintf(stderr, "usmc_ctx_create: %s\n", msg);
+		return 1;
+	}
 	if (!rc && tcp_only)
 		rc = usmc_ctx_setopt(ctx, USMC_OPT_SMC, 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);

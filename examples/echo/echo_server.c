@@ -73,6 +73,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(7777)};
 	struct usmc_listener *l;
 	struct usmc_ctx *ctx;
+	char msg[160];
 	unsigned int flags = 0;
 	long limit = -1;
 	int opt, rc;
@@ -101,6 +102,10 @@ int main(int argc, char **argv)
 		}
 	}
 	rc = usmc_ctx_create(&ctx);
+	if (rc == -EINVAL && usmc_env_check(msg, sizeof(msg))) {
+		fprintf(stderr, "usmc_ctx_create: %s\n", msg);
+		return 1;
+	}
 	if (!rc)
 		rc = usmc_listen(ctx, (struct sockaddr *)&a, sizeof(a), 128, flags, &l);
 	if (rc) {

@@ -255,7 +255,13 @@ static int open_listener(struct sockaddr_in *a, unsigned int flags)
 	int one = 1, rc;
 
 	if (!plain) {
+		char msg[160];
+
 		rc = usmc_ctx_create(&ctx);
+		if (rc == -EINVAL && usmc_env_check(msg, sizeof(msg))) {
+			fprintf(stderr, "usmc_ctx_create: %s\n", msg);
+			return -1;
+		}
 		if (!rc)
 			rc = usmc_listen(ctx, (struct sockaddr *)a, sizeof(*a), 4096,
 					 flags | USMC_LISTEN_NONBLOCK, &ulst);

@@ -15,6 +15,19 @@
  *  - Thread safety: a context and a listener may be used from any thread. A
  *    connection may be used by one reader and one writer thread at a time
  *    (like a socket); close it only when no other thread uses it.
+ *  - fork(): objects belong to the process that created the context. The
+ *    library's threads (accept thread, handshake workers, SMC-R progress)
+ *    do not exist in a child, so a child gets USMC_EFORKED at once from
+ *    usmc_accept(), usmc_listener_fd(), usmc_listen(), usmc_listen_fd(),
+ *    usmc_connect() and usmc_conn_create() on an inherited context or
+ *    listener, instead of blocking forever; usmc_listener_close() and
+ *    usmc_ctx_destroy() return USMC_EFORKED and touch nothing (the parent's
+ *    listener keeps working; the library's descriptors are close-on-exec).
+ *    In the child, create a new context. An inherited connection may be
+ *    closed there with usmc_close()/usmc_abort(), which closes only the
+ *    child's copy of its socket (the parent's connection is unaffected);
+ *    its data calls work in TCP mode (a plain socket) and must not be used
+ *    in SMC-R mode (the RDMA state is the parent's).
  *  - Environment variables (read once, by usmc_ctx_create) give process-wide
  *    defaults for the options below; the functions override them per
  *    context, listener or connection.
@@ -43,6 +56,21 @@ struct usmc_conn;
 const char *usmc_version(void);
 
 /* ------------------------------------------------------------------------
+ * Sized structs
+ *
+ * struct usmc_conn_info, struct usmc_ctx_stats and struct
+ * usmc_listener_stats may gain fields at their end in later versions. The
+ * *_sized() functions take the caller's sizeof: they fill the first
+ * min(size, sizeof as the library knows it) bytes and zero the rest of
+ * @size. So a program built against an older header gets the fields it
+ * knows, and one built against a newer header than the library finds the
+ * fields the library does not know zeroed. usmc_conn_info(),
+ * usmc_ctx_stats() and usmc_listener_stats() are inline wrappers that pass
+ * sizeof(*p); the 0.1 symbols of those names stay in the library for
+ * binaries built against 0.1.
+ * ------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------
  * Errors
  * ------------------------------------------------------------------------ */
 
@@ -54,6 +82,8 @@ const char *usmc_version(void);
  * records why (usmc_conn_info()). usmc_strerror() names them. */
 #define USMC_EPEERDECL	 (-5002) /* peer declined where no fallback is possible */
 #define USMC_ENODEV_SMCR (-5003) /* operation needs an SMC-R device; none usable */
+/* A context or listener used in a child of fork() (see "fork()" below). */
+#define USMC_EFORKED (-5004)
 
 /**
  * usmc_strerror() - text for a negative return value of this API.
@@ -166,6 +196,14 @@ enum usmc_opt {
 	 * USMC_CLOSE_WAIT_MS, default 60000 (Linux net.ipv4.tcp_fin_timeout),
 	 * range 100..3600000. */
 	USMC_OPT_CLOSE_WAIT_MS,
+	/* SMC-R buffers per pool of a link group: at most this many RMBs and
+	 * this many send buffers, i.e. connections per link group (a tuning
+	 * and test knob; when a pool is full the handshake declines with
+	 * USMC_REASON_MEM and the connection runs TCP). Read when a link
+	 * group is created, from the options of the connection whose
+	 * handshake creates it (for a server: the listener's). Env
+	 * USMC_MAX_BUFS, default 255 (Linux SMC_RMBS_PER_LGR_MAX), range 1..255. */
+	USMC_OPT_MAX_BUFS,
 	/* SMC-R: link groups a context keeps at most, handshaking ones
 	 * included (each costs a thread, a QP and pinned buffers); past it a
 	 * new peer is declined (MEM) and falls back to TCP. Read at each
@@ -192,9 +230,20 @@ int usmc_conn_getopt(const struct usmc_conn *c, enum usmc_opt opt, long *value);
 /**
  * usmc_ctx_create() - a new context: options from the environment, RDMA
  * devices discovered (none is fine: connections then use TCP).
- * Returns 0 or -EINVAL (bad environment value), -ENOMEM.
+ * Returns 0 or -EINVAL (bad environment value: usmc_env_check() names
+ * it), -ENOMEM, USMC_KERNEL_COMPAT=1's load error.
  */
 int usmc_ctx_create(struct usmc_ctx **ctx);
+
+/**
+ * usmc_env_check() - check the USMC_* environment variables as
+ * usmc_ctx_create() reads them, to say which one made it fail with -EINVAL.
+ * Returns 0 if every variable set has a valid value (@msg then ""), else
+ * -EINVAL with one line in @msg naming the first bad variable, e.g.
+ * "USMC_PROBE_MS=abc: not an integer" (truncated to @len bytes, always
+ * terminated when @len > 0; @msg may be NULL when @len is 0). Keeps no state.
+ */
+int usmc_env_check(char *msg, size_t len);
 
 /** usmc_ctx_destroy() - free a context; its listeners and connections must
  * be closed first (returns -EBUSY otherwise, and frees nothing). */
@@ -233,8 +282,16 @@ struct usmc_ctx_stats {
  */
 int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid);
 
-/** usmc_ctx_stats() - a snapshot of the context's counters. */
-void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st);
+/**
+ * usmc_ctx_stats_sized() - a snapshot of the context's counters into @st,
+ * a struct of @size bytes (see "Sized structs" below). Returns 0 or -EINVAL.
+ * usmc_ctx_stats() - the same with sizeof(*st), for a struct of this header.
+ */
+int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st, size_t size);
+static inline void usmc_ctx_stats(const struct usmc_ctx *ctx, struct usmc_ctx_stats *st)
+{
+	(void)usmc_ctx_stats_sized(ctx, st, sizeof(*st));
+}
 
 /**
  * usmc_ctx_fallback_count() - connections of this context that fell back
@@ -284,6 +341,28 @@ int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx);
  */
 int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t addrlen, int backlog,
 		unsigned int flags, struct usmc_listener **out);
+
+/**
+ * usmc_listen_fd() - adopt @fd, a TCP socket (AF_INET or AF_INET6,
+ * SOCK_STREAM, IPPROTO_TCP) that is already bound and listening, e.g. one
+ * passed by systemd socket activation (sd_listen_fds()) or inherited
+ * across exec. Works as usmc_listen() from there on.
+ * @backlog: the cap of usmc_listen(), 1..65535; 0 = the backlog the socket
+ *	was given to listen(2).
+ * @flags: as usmc_listen(), except USMC_LISTEN_REUSEPORT (-EINVAL: the
+ *	socket is bound already).
+ * On success the listener owns @fd: the library sets O_NONBLOCK and
+ * FD_CLOEXEC on it (and TCP_DEFER_ACCEPT if USMC_OPT_DEFER_ACCEPT is set),
+ * and usmc_listener_close() closes it. On failure @fd stays the caller's
+ * (O_NONBLOCK may have been set). Kernel-compat mode marks sockets when
+ * they start listening, so it does not apply to an adopted socket: its
+ * clients are told apart by their first bytes (docs/tcp-path.md).
+ * Returns 0 and sets *@out, or -EBADF (not a descriptor), -ENOTSOCK (not a
+ * socket), -EAFNOSUPPORT (not IPv4/IPv6), -EINVAL (not a listening TCP
+ * stream socket, or bad arguments), -ENOMEM, ...
+ */
+int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags,
+		   struct usmc_listener **out);
 
 /**
  * usmc_listener_fd() - a file descriptor that is readable exactly while
@@ -336,8 +415,18 @@ struct usmc_listener_stats {
 	int accept_uring;			     /* 1: io_uring multishot accept; 0: accept4 */
 };
 
-/** usmc_listener_stats() - a snapshot of the listener's counters. */
-void usmc_listener_stats(const struct usmc_listener *l, struct usmc_listener_stats *st);
+/**
+ * usmc_listener_stats_sized() - a snapshot of the listener's counters into
+ * @st, a struct of @size bytes ("Sized structs" below). Returns 0 or -EINVAL.
+ * usmc_listener_stats() - the same with sizeof(*st).
+ */
+int usmc_listener_stats_sized(const struct usmc_listener *l, struct usmc_listener_stats *st,
+			      size_t size);
+static inline void usmc_listener_stats(const struct usmc_listener *l,
+				       struct usmc_listener_stats *st)
+{
+	(void)usmc_listener_stats_sized(l, st, sizeof(*st));
+}
 
 /**
  * usmc_listener_fallback_count() - connections this listener handed out
@@ -348,7 +437,8 @@ uint64_t usmc_listener_fallback_count(const struct usmc_listener *l, uint32_t re
 
 /**
  * usmc_listener_close() - stop listening: the accept thread and handshake
- * workers stop, queued connections are closed. No other thread may be
+ * workers stop, queued connections are closed, the listen socket (also one
+ * adopted by usmc_listen_fd()) is closed. No other thread may be
  * inside usmc_accept() on this listener.
  */
 int usmc_listener_close(struct usmc_listener *l);
@@ -399,8 +489,22 @@ int usmc_conn_fd(const struct usmc_conn *c);
 
 /**
  * usmc_send() / usmc_sendv() - send bytes; returns how many were taken
- * (> 0), -EAGAIN if non-blocking and no room, -EPIPE after shutdown or a
- * peer reset (never SIGPIPE). @flags: 0 or MSG_DONTWAIT.
+ * (> 0), -EAGAIN if non-blocking and no room, -EPIPE after usmc_shutdown()
+ * (SHUT_WR), -ECONNRESET or -EPIPE after a peer reset (below), or
+ * another negative errno (-ETIMEDOUT, -EPROTO, ...) when the connection
+ * failed. Never raises SIGPIPE.
+ * After a peer reset (usmc_abort(), close with unread data, the peer
+ * process died) both modes behave as TCP: the reset is reported once, as
+ * -ECONNRESET, to the first usmc_send() or usmc_recv() that sees it; later
+ * sends return -EPIPE. (Later receives return 0 in TCP mode and
+ * -ECONNRESET again in SMC-R mode.)
+ * @flags: 0 or an OR of
+ *	MSG_DONTWAIT	do not block, even on a blocking connection;
+ *	MSG_NOSIGNAL	accepted for portability: every send already behaves so;
+ *	MSG_MORE	more data follows: passed to the kernel in TCP mode (as
+ *			TCP_CORK for this call); in SMC-R mode a hint that this
+ *			version ignores (each call's data leaves at once).
+ * Any other flag gives -EINVAL.
  */
 ssize_t usmc_send(struct usmc_conn *c, const void *buf, size_t len, int flags);
 ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags);
@@ -426,6 +530,30 @@ int usmc_close(struct usmc_conn *c);
 /** usmc_abort() - close at once, discarding unsent data (TCP: RST). */
 int usmc_abort(struct usmc_conn *c);
 
+/**
+ * usmc_conn_setsockopt() / usmc_conn_getsockopt() - setsockopt(2) and
+ * getsockopt(2) on the connection's TCP socket, in both modes, e.g.
+ * TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE, TCP_USER_TIMEOUT. In SMC-R mode
+ * the TCP socket stays open beside the RDMA link (it carried the CLC
+ * handshake and tells the library when the peer dies), so keepalive and
+ * timeouts still matter; TCP_NODELAY, TCP_CORK and the like have no effect
+ * on the SMC-R data path. Answered by the library in SMC-R mode:
+ *	SO_RCVBUF / SO_SNDBUF	get: the bytes of the RMB / send buffer the
+ *				connection uses; set: -EOPNOTSUPP (the sizes are
+ *				fixed by the handshake: USMC_OPT_RMB_SIZE and
+ *				USMC_OPT_SNDBUF_SIZE before connecting);
+ *	SO_ERROR		the SMC-R connection's error (positive errno,
+ *				not cleared by reading) if it has one, else the
+ *				TCP socket's.
+ * In TCP mode everything is the kernel's answer. Available once the TCP
+ * socket exists (from usmc_conn_connect(), usmc_connect() or usmc_accept());
+ * before that -ENOTCONN. Returns 0 or the negative errno of the call.
+ */
+int usmc_conn_setsockopt(struct usmc_conn *c, int level, int optname, const void *val,
+			 socklen_t len);
+int usmc_conn_getsockopt(const struct usmc_conn *c, int level, int optname, void *val,
+			 socklen_t *len);
+
 enum usmc_mode {
 	USMC_MODE_CONNECTING = 0, /* handshake not finished */
 	USMC_MODE_SMCR = 1,	  /* data moves over RDMA */
@@ -445,8 +573,17 @@ struct usmc_conn_info {
 	uint64_t bytes_received;
 };
 
-/** usmc_conn_info() - mode, fallback reason, addresses, link group. */
-int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info);
+/**
+ * usmc_conn_info_sized() - mode, fallback reason, addresses, link group,
+ * byte counts into @info, a struct of @size bytes ("Sized structs" below).
+ * Returns 0 or -EINVAL (NULL pointer, @size 0).
+ * usmc_conn_info() - the same with sizeof(*info).
+ */
+int usmc_conn_info_sized(const struct usmc_conn *c, struct usmc_conn_info *info, size_t size);
+static inline int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_info *info)
+{
+	return usmc_conn_info_sized(c, info, sizeof(*info));
+}
 
 /** usmc_mode_name() - "SMC-R", "TCP" or "CONNECTING". */
 const char *usmc_mode_name(enum usmc_mode mode);

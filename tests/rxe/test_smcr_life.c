@@ -18,10 +18,16 @@
  *              connection (EPROTO); the link group and others live on
  *   peerexit   the client closes, then its context ends (DELETE_LINK): the
  *              server still reads all data, then EOF
+ *   api        issue 17 in SMC-R mode: MSG_MORE / MSG_NOSIGNAL sends, TCP
+ *              options on the CLC socket, SO_RCVBUF/SO_SNDBUF/SO_ERROR
+ *              answers, a peer reset seen first by a send: ECONNRESET once,
+ *              then EPIPE
  * Every scenario requires SMC-R where it says so: a TCP fallback fails.
  */
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -327,6 +333,49 @@ static void run_abort(void)
 	send_all(c, "data", 4);
 	CHECK(!usmc_abort(c), "abort");
 	expect_reset(s, "server");
+	CHECK(usmc_send(s, "x", 1, 0) == -EPIPE, "send after a reported reset must be EPIPE");
+	CHECK(!usmc_close(s), "server close");
+}
+
+/* ---- issue 17's API in SMC-R mode ---- */
+
+static void run_api(void)
+{
+	struct usmc_conn *c = connect_b(cc), *s = accept_one();
+	int one = 1, v = 0;
+	socklen_t len = sizeof(v);
+	struct pollfd pfd;
+	char buf[6];
+	long rmb;
+	ssize_t n;
+
+	expect_smcr(c, "client");
+	expect_smcr(s, "server");
+	/* MSG_MORE is a hint SMC-R mode ignores; MSG_NOSIGNAL is implied */
+	CHECK(usmc_send(c, "abc", 3, MSG_MORE | MSG_NOSIGNAL) == 3, "send MSG_MORE");
+	CHECK(usmc_send(c, "def", 3, MSG_NOSIGNAL) == 3, "send MSG_NOSIGNAL");
+	recv_all(s, buf, 6);
+	CHECK(!memcmp(buf, "abcdef", 6), "data after MSG_MORE");
+	/* TCP options reach the CLC socket */
+	CHECK(!usmc_conn_setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), "NODELAY");
+	CHECK(!usmc_conn_setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), "KEEPALIVE");
+	CHECK(!usmc_conn_getsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &v, &len) && v == 1,
+	      "KEEPALIVE read back");
+	/* the library answers buffer sizes and errors */
+	CHECK(!usmc_conn_getopt(s, USMC_OPT_RMB_SIZE, &rmb), "getopt");
+	CHECK(!usmc_conn_getsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, &len) && v >= rmb,
+	      "SO_RCVBUF %d, RMB option %ld", v, rmb);
+	CHECK(usmc_conn_setsockopt(s, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) == -EOPNOTSUPP,
+	      "SO_SNDBUF set in SMC-R mode");
+	CHECK(!usmc_conn_getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &len) && v == 0, "SO_ERROR");
+	/* a reset seen first by a send */
+	CHECK(!usmc_abort(c), "abort");
+	pfd = (struct pollfd){.fd = usmc_conn_fd(s), .events = POLLIN};
+	CHECK(poll(&pfd, 1, 5000) == 1, "server: no readiness after the peer's abort");
+	n = usmc_send(s, "x", 1, 0);
+	CHECK(n == -ECONNRESET, "first send after reset: %zd (%s)", n, usmc_strerror((int)n));
+	n = usmc_send(s, "x", 1, 0);
+	CHECK(n == -EPIPE, "second send after reset: %zd (%s)", n, usmc_strerror((int)n));
 	CHECK(!usmc_close(s), "server close");
 }
 
@@ -587,11 +636,12 @@ static void run_nobufs(void)
 	struct usmc_conn_info info;
 	char buf[4];
 
-	/* the server's link groups hold one RMB (read at LGR creation) */
-	setenv("USMC_MAX_BUFS", "1", 1);
+	/* the server's link group holds one RMB: USMC_OPT_MAX_BUFS is read when
+	 * the link group is created, from the accepting listener's options */
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_MAX_BUFS, 1), "setopt MAX_BUFS");
 	c1 = connect_b(cc);
 	s1 = accept_one();
-	unsetenv("USMC_MAX_BUFS");
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_MAX_BUFS, 255), "setopt MAX_BUFS back");
 	expect_smcr(c1, "client 1");
 	c2 = connect_b(cc);
 	s2 = accept_one();
@@ -765,6 +815,8 @@ int main(int argc, char **argv)
 		run_nobufs();
 	} else if (!strcmp(sc, "peerexit")) {
 		run_peerexit();
+	} else if (!strcmp(sc, "api")) {
+		run_api();
 	} else {
 		die("unknown scenario '%s'", sc);
 	}
