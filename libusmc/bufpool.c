@@ -278,6 +278,22 @@ static void bufpool_unmake_buf(struct bufpool *pool, struct bufpool_buf *buf,
 	munmap(buf->addr, round_up(buf->len, pool->page_size));
 }
 
+int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf)
+{
+	struct bufpool_mr fresh = {0}, old = buf->mr;
+	int rc = pool->cfg.ops->reg(pool->cfg.ops_ctx, buf->addr, buf->len, bufpool_access(pool),
+				    &fresh);
+
+	if (rc)
+		return rc < 0 ? rc : -EIO;
+	buf->mr = fresh;
+	buf->lkey = fresh.lkey;
+	buf->rkey = pool->cfg.kind == BUFPOOL_RMB ? fresh.rkey : 0;
+	/* a dereg failure leaves a registration behind, not a reachable buffer */
+	pool->cfg.ops->dereg(pool->cfg.ops_ctx, &old);
+	return 0;
+}
+
 uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *rep)
 {
 	struct bufpool_teardown_report local = {0};

@@ -115,6 +115,14 @@ int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf 
  */
 void bufpool_release(struct bufpool *pool, struct bufpool_buf *buf);
 
+/*
+ * Registers a claimed buffer anew and drops its old registration, so that
+ * its old rkey no longer reaches it: a peer that still writes with it fails
+ * at its own end. The holder may then release it to be reused at once.
+ * 0, or the hook's error (the old registration then stays).
+ */
+int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf);
+
 /* Buffers that exist (free or claimed) in a class; for stats and tests. */
 uint32_t bufpool_class_count(struct bufpool *pool, uint8_t class);
 

@@ -152,10 +152,11 @@ void smcr_conn_put(struct smcr_conn *sc)
 	/* no reference left: no table entry, no pending send, no user */
 	if (sc->rmb && sc->peer_len)
 		sc_delete_rkey(sc);
-	if (sc->rmb && !sc_rmb_may_be_written(sc))
+	/* no late write of this peer may land in another connection's stream:
+	 * a buffer it may still write gets a new rkey first, or stays claimed
+	 * until the link group's QP is gone */
+	if (sc->rmb && (!sc_rmb_may_be_written(sc) || !bufpool_rekey(sc->lgr->rmbs, sc->rmb)))
 		bufpool_release(sc->lgr->rmbs, sc->rmb);
-	/* else it stays claimed until the link group's QP is gone, so that no
-	 * late write of this peer lands in another connection's stream */
 	if (sc->orphan)
 		atomic_fetch_sub(&sc->lgr->orphans, 1);
 	if (sc->sndbuf)

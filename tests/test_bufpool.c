@@ -415,6 +415,35 @@ static void test_invalid_arguments(void **state)
 	assert_int_equal(bufpool_destroy(pool, NULL), 0);
 }
 
+/* An RMB its old peer may still write gets a new registration before it is
+ * reused: new keys, the old registration dropped, a failure keeps the old. */
+static void test_rekey(void **state)
+{
+	struct fake_reg f = {0};
+	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 4);
+	struct bufpool_buf *b, *again;
+	uint32_t old_rkey;
+
+	assert_int_equal(bufpool_claim(pool, 16 * KiB, &b), 0);
+	old_rkey = b->rkey;
+	assert_int_equal(bufpool_rekey(pool, b), 0);
+	assert_int_not_equal(b->rkey, old_rkey);
+	assert_int_equal(f.regs, 2);
+	assert_int_equal(f.deregs, 1);
+	bufpool_release(pool, b);
+	assert_int_equal(bufpool_claim(pool, 16 * KiB, &again), 0);
+	assert_ptr_equal(again, b);
+	assert_int_not_equal(again->rkey, old_rkey);
+	f.fail_len_min = 1;
+	f.fail_rc = -ENOMEM;
+	old_rkey = again->rkey;
+	assert_int_equal(bufpool_rekey(pool, again), -ENOMEM);
+	assert_int_equal(again->rkey, old_rkey);
+	f.fail_len_min = 0;
+	bufpool_release(pool, again);
+	destroy_clean(pool, &f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -433,6 +462,7 @@ int main(void)
 		cmocka_unit_test(test_buf_bytes_mode),
 		cmocka_unit_test(test_teardown_reports_busy),
 		cmocka_unit_test(test_invalid_arguments),
+		cmocka_unit_test(test_rekey),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
