@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include "../common/check.h"
 #include "mono_clock.h"
+#include "roce_cut.h"
 
 static inline struct sockaddr_in host_addr(const char *env, uint16_t port)
 {

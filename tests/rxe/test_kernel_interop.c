@@ -53,6 +53,7 @@
 #include "kernel_peer.h"
 #include "lgr.h"
 #include "mono_clock.h"
+#include "roce_cut.h"
 #include "smcr_conn.h"
 
 #define UEID	      "USMC-INTEROP-TEST"
@@ -745,6 +746,64 @@ static void test_killed_usmc_peer(void **state)
 	assert_int_equal(k, 0);
 }
 
+/* ---- the RDMA path cut during a first contact (issue 13 item 1) */
+
+static int rdmacut_setup(void **state)
+{
+	return roce_cut(true);
+}
+
+static int rdmacut_teardown(void **state)
+{
+	roce_cut(false);
+	return 0;
+}
+
+/*
+ * CLC goes through, CONFIRM_LINK does not: both ends fall back to TCP and
+ * one DECLINE crosses, consumed by whoever gave up last. The first bytes
+ * each application reads must be the other's data, never a DECLINE.
+ */
+static void rdmacut_test(bool k2u)
+{
+	struct usmc_conn_info ci;
+	struct env v;
+	struct pair p;
+	char buf[8] = "";
+	double t0 = mono_s();
+
+	env_open(&v, k2u);
+	pair_open(&v, &p);
+	assert_int_equal(usmc_conn_info(k2u ? p.srv.c : p.cli.c, &ci), 0);
+	print_message("  %s without RDMA: usmc %s %s%s after %.1f s\n", k2u ? "k2u" : "u2k",
+		      usmc_mode_name(ci.mode), usmc_reason_name(ci.reason),
+		      ci.peer_declined ? " (declined by the kernel)" : "", mono_s() - t0);
+	assert_int_equal(ci.mode, USMC_MODE_TCP);
+	assert_int_equal(end_send(&p.cli, "hello", 5), 5);
+	assert_int_equal(end_recv(&p.srv, buf, 5), 5);
+	if (memcmp(buf, "hello", 5))
+		fail_msg("server read %02x %02x %02x %02x, not the client's data", (uint8_t)buf[0],
+			 (uint8_t)buf[1], (uint8_t)buf[2], (uint8_t)buf[3]);
+	assert_int_equal(end_send(&p.srv, "world", 5), 5);
+	assert_int_equal(end_recv(&p.cli, buf, 5), 5);
+	if (memcmp(buf, "world", 5))
+		fail_msg("client read %02x %02x %02x %02x, not the server's data", (uint8_t)buf[0],
+			 (uint8_t)buf[1], (uint8_t)buf[2], (uint8_t)buf[3]);
+	end_close(&p.cli);
+	end_close(&p.srv);
+	env_close(&v);
+}
+
+static void test_k2u_rdmacut(void **state)
+{
+	rdmacut_test(true);
+}
+
+static void test_u2k_rdmacut(void **state)
+{
+	rdmacut_test(false);
+}
+
 static int group_setup(void **state)
 {
 	char cmd[512];
@@ -769,6 +828,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_u2k_testlink, testlink_setup,
 						testlink_teardown),
 		cmocka_unit_test(test_killed_kernel_peer),
+		cmocka_unit_test_setup_teardown(test_k2u_rdmacut, rdmacut_setup, rdmacut_teardown),
+		cmocka_unit_test_setup_teardown(test_u2k_rdmacut, rdmacut_setup, rdmacut_teardown),
 		cmocka_unit_test_setup_teardown(test_killed_usmc_peer, killed_setup,
 						testlink_teardown),
 	};

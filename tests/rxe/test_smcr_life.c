@@ -408,6 +408,56 @@ static void run_peerexit(void)
 	CHECK(!usmc_close(s), "server close");
 }
 
+/* ---- the RDMA path cut during a first contact (issue 13 item 1) ---- */
+
+static void roce_restore(void)
+{
+	roce_cut(false);
+}
+
+/* The mode of @c is TCP because of @reason; returns whether the peer said so. */
+static bool expect_tcp(const struct usmc_conn *c, const char *who, uint32_t reason)
+{
+	struct usmc_conn_info info;
+
+	CHECK(!usmc_conn_info(c, &info), "conn info");
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == reason, "%s: %s %s, want TCP %s", who,
+	      usmc_mode_name(info.mode), usmc_reason_name(info.reason), usmc_reason_name(reason));
+	return info.peer_declined;
+}
+
+/*
+ * CLC goes through, CONFIRM_LINK does not: both ends time out and fall back
+ * to TCP. Exactly one DECLINE may be sent and it must be consumed by the
+ * CLC layer: the first bytes each application reads are the other's data.
+ */
+static void run_rdmacut(void)
+{
+	struct usmc_conn *c, *s;
+	char buf[8] = "";
+	double t0;
+
+	atexit(roce_restore);
+	CHECK(!roce_cut(true), "tc: cannot drop RoCE packets");
+	t0 = mono_s();
+	c = connect_b(cc);
+	s = accept_one();
+	printf("first contact without RDMA: TCP after %.1f s\n", mono_s() - t0);
+	/* the server gives up first (2 s LLC wait), the client takes its DECLINE */
+	CHECK(!expect_tcp(s, "server", USMC_REASON_TIMEOUT_CL), "server: its own DECLINE");
+	CHECK(expect_tcp(c, "client", USMC_REASON_TIMEOUT_CL), "client: the server's DECLINE");
+	send_all(c, "hello", 5);
+	recv_all(s, buf, 5);
+	CHECK(!memcmp(buf, "hello", 5), "server read %02x %02x %02x %02x, not the client's data",
+	      (uint8_t)buf[0], (uint8_t)buf[1], (uint8_t)buf[2], (uint8_t)buf[3]);
+	send_all(s, "world", 5);
+	recv_all(c, buf, 5);
+	CHECK(!memcmp(buf, "world", 5), "client read %02x %02x %02x %02x, not the server's data",
+	      (uint8_t)buf[0], (uint8_t)buf[1], (uint8_t)buf[2], (uint8_t)buf[3]);
+	CHECK(!usmc_close(c) && !usmc_close(s), "close");
+	roce_restore();
+}
+
 /* ---- closed by us, never by the peer (issue 13 item 3) ---- */
 
 static int count_fds(void)
@@ -454,7 +504,7 @@ static void orphan_client(long n, int done_fd)
  */
 static void run_orphans(void)
 {
-	long n = env_long("USMC_TEST_CONNS", 600), fds0, rss0, rss_peak;
+	long n = env_long("USMC_TEST_CONNS", 600), fds0, rss0, rss_peak, smcr = 0;
 	struct rlimit rl;
 	struct usmc_ctx_stats st;
 	int pfd[2];
@@ -481,10 +531,15 @@ static void run_orphans(void)
 	close(pfd[1]);
 	for (long i = 0; i < n; i++) {
 		struct usmc_conn *s = accept_one();
+		struct usmc_conn_info info;
 
-		expect_smcr(s, "server");
+		CHECK(!usmc_conn_info(s, &info), "conn info");
+		smcr += info.mode == USMC_MODE_SMCR;
 		CHECK(!usmc_close(s), "close");
 	}
+	/* once the first ones are reclaimed here, the client (which never
+	 * closes) has no room left in its link group and declines (MEM) */
+	CHECK(smcr >= SMCR_MAX_CONNS, "only %ld of %ld connections ran SMC-R", smcr, n);
 	CHECK(read(pfd[0], &b, 1) == 1, "the client holds all its connections");
 	rss_peak = rss_kib();
 	t0 = mono_s();
@@ -492,10 +547,10 @@ static void run_orphans(void)
 		usleep(100000);
 		usmc_ctx_stats(cs, &st);
 	} while ((count_fds() > fds0 || st.lgrs_open) && mono_s() - t0 < 20);
-	printf("%ld connections closed by the server only: %d descriptors over the baseline, "
+	printf("%ld connections (%ld SMC-R) closed by the server only: %d descriptors over the baseline, "
 	       "%llu link groups left after %.1f s; RSS %ld KiB before, %ld at the peak, %ld now\n",
-	       n, count_fds() - (int)fds0, (unsigned long long)st.lgrs_open, mono_s() - t0, rss0,
-	       rss_peak, rss_kib());
+	       n, smcr, count_fds() - (int)fds0, (unsigned long long)st.lgrs_open, mono_s() - t0,
+	       rss0, rss_peak, rss_kib());
 	CHECK(count_fds() <= fds0, "descriptors not reclaimed");
 	CHECK(!st.lgrs_open, "link groups not reclaimed");
 	CHECK(rss_kib() < rss0 + (rss_peak - rss0) / 2, "memory not reclaimed");
@@ -813,6 +868,8 @@ int main(int argc, char **argv)
 		run_liar();
 	} else if (!strcmp(sc, "nobufs")) {
 		run_nobufs();
+	} else if (!strcmp(sc, "rdmacut")) {
+		run_rdmacut();
 	} else if (!strcmp(sc, "peerexit")) {
 		run_peerexit();
 	} else if (!strcmp(sc, "api")) {
