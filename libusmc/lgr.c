@@ -241,7 +241,11 @@ static bool lgr_idle_unlink(struct lgr *lgr);
 /* Timers; true if the link group unlinked itself for the thread to free it. */
 static bool lgr_tick(struct lgr *lgr)
 {
-	smcr_llc_tick(lgr, clock_now_ms());
+	long now = clock_now_ms();
+
+	if (atomic_load(&lgr->state) == LGR_ACTIVE && smcr_wr_stalled(lgr, now))
+		lgr_terminate(lgr, -ETIMEDOUT, false);
+	smcr_llc_tick(lgr, now);
 	lgr->ops->tick(lgr);
 	return lgr_idle_unlink(lgr);
 }

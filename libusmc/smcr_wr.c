@@ -66,6 +66,12 @@ static void rx_done(struct lgr *lgr, const struct ibv_wc *wc)
 
 	if (wc->status != IBV_WC_SUCCESS || idx >= SMCR_RX_WRS)
 		return;
+	/* SMC-R peers only SEND to us: a WRITE with immediate consumed a
+	 * receive without filling its buffer, which holds a stale message */
+	if (wc->opcode != IBV_WC_RECV) {
+		lgr_terminate(lgr, -EPROTO, true);
+		return;
+	}
 	buf = lgr->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN;
 	lgr->last_rx_ms = clock_now_ms();
 	if (wc->byte_len >= 1 && buf[0] == CDC_MSG_TYPE)
@@ -109,6 +115,8 @@ void smcr_sq_push_locked(struct smcr_sq *sq, const struct smcr_tx_pend *p, int n
 
 	*slot = *p;
 	slot->nwr = (uint16_t)n;
+	if (!sq->used)
+		sq->progress_ms = clock_now_ms();
 	sq->used += n;
 }
 
@@ -118,7 +126,19 @@ bool smcr_sq_pop_locked(struct smcr_sq *sq, struct smcr_tx_pend *p)
 		return false;
 	*p = sq->pend[sq->tail++ % SMCR_MAX_SEND_WR];
 	sq->used -= p->nwr;
+	sq->progress_ms = clock_now_ms();
 	return true;
+}
+
+bool smcr_wr_stalled(struct lgr *lgr, long now_ms)
+{
+	struct smcr_sq *sq = &lgr->sq;
+	bool stalled;
+
+	pthread_mutex_lock(&sq->lock);
+	stalled = sq->used && now_ms - sq->progress_ms > SMCR_SQ_STALL_MS;
+	pthread_mutex_unlock(&sq->lock);
+	return stalled;
 }
 
 /* A signaled send completed: its entries (and the unsignaled ones before it) are free. */

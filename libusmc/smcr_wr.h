@@ -47,6 +47,7 @@ struct smcr_sq {
 	/* The pend ring's positions: 64-bit, so they never wrap (with 32-bit
 	 * ones, 2^32 mod SMCR_MAX_SEND_WR != 0 mixed up slots at the wrap). */
 	uint64_t head, tail;
+	long progress_ms; /* the last completion, or the first post into an empty queue */
 };
 
 /* Record a posted send of @n entries / take the oldest one back; requires
@@ -68,6 +69,17 @@ int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const stru
 
 /* The oldest pending send, removed (its entries freed); false if none. */
 bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p);
+
+/*
+ * A send queue with work posted and no completion for this long is stuck:
+ * with infinite RNR retries (as Linux, there is no credit scheme for
+ * SENDs) a peer that stops posting receives would hold it forever, and a
+ * TEST_LINK queued behind the stuck sends could not tell.
+ */
+#define SMCR_SQ_STALL_MS 10000
+
+/* True if the send queue has made no progress for SMCR_SQ_STALL_MS. */
+bool smcr_wr_stalled(struct lgr *lgr, long now_ms);
 
 /*
  * smcr_wr_drain_cq() - poll the CQ empty: received messages go to the CDC

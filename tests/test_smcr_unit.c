@@ -108,6 +108,26 @@ static void test_sq_ring_across_32bit_wrap(void **state)
 	assert_int_equal(sq.used, 0);
 }
 
+/* Work posted and no completion for SMCR_SQ_STALL_MS: the send queue is
+ * stuck (a peer that stopped posting receives, RNR retried for ever). */
+static void test_sq_stall(void **state)
+{
+	struct lgr *lgr = calloc(1, sizeof(*lgr));
+	struct smcr_tx_pend p = {0};
+	long t0;
+
+	assert_non_null(lgr);
+	pthread_mutex_init(&lgr->sq.lock, NULL);
+	smcr_sq_push_locked(&lgr->sq, &p, 1);
+	t0 = lgr->sq.progress_ms;
+	assert_false(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS));
+	assert_true(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS + 1));
+	assert_true(smcr_sq_pop_locked(&lgr->sq, &p));
+	assert_false(smcr_wr_stalled(lgr, t0 + 10 * SMCR_SQ_STALL_MS)); /* idle, not stuck */
+	pthread_mutex_destroy(&lgr->sq.lock);
+	free(lgr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -115,6 +135,7 @@ int main(void)
 		cmocka_unit_test(test_ctx_ueid_and_ids),
 		cmocka_unit_test(test_lgr_only_init_activates),
 		cmocka_unit_test(test_sq_ring_across_32bit_wrap),
+		cmocka_unit_test(test_sq_stall),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
