@@ -28,6 +28,8 @@
 #define SMCR_FEATURE_MASK 0x0001
 #define SMCR_RMBE_IDX	  1    /* one RMBE per RMB, as Linux */
 #define SMCR_CL_WAIT_MS	  4000 /* client: 2 x SMC_LLC_WAIT_TIME for CONFIRM_LINK */
+#define CLC_WAIT_SHORT_MS 1000 /* CLC_WAIT_TIME_SHORT: the peer's DECLINE after a failed LLC step \
+				*/
 /* A non-first-contact ACCEPT names a link group that a concurrent connect
  * of ours may still be confirming: wait for it, boundedly. */
 #define CLIENT_REUSE_WAIT_MS 2000
@@ -191,10 +193,10 @@ static int hs_tcp(struct smcr_hs *hs, uint32_t reason, bool peer_declined)
  * (recorded in @hs). A negative value for anything else.
  */
 static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t want,
-			   struct clc_accept_confirm *ac)
+			   struct clc_accept_confirm *ac, int timeout_ms)
 {
 	struct clc_hdr hdr;
-	int len = clc_io_recv(hs->fd, buf, cap, (int)hs->opts->v[USMC_OPT_CLC_TIMEOUT_MS], &hdr);
+	int len = clc_io_recv(hs->fd, buf, cap, timeout_ms, &hdr);
 	int rc;
 
 	if (len < 0)
@@ -216,6 +218,11 @@ static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t
 	return CLC_RX_MSG;
 }
 
+static int clc_wait_ms(const struct smcr_hs *hs)
+{
+	return (int)hs->opts->v[USMC_OPT_CLC_TIMEOUT_MS];
+}
+
 /* Decline with @reason and continue over TCP. */
 static int decline_fallback(struct smcr_hs *hs, uint32_t reason, bool out_of_sync)
 {
@@ -225,6 +232,24 @@ static int decline_fallback(struct smcr_hs *hs, uint32_t reason, bool out_of_syn
 	int rc = len < 0 ? len : clc_io_send(hs->fd, buf, (size_t)len);
 
 	return rc ? rc : hs_tcp(hs, reason, false);
+}
+
+/*
+ * A first contact's LLC step failed: the peer may have given up first and
+ * sent its DECLINE. Take it if it comes within CLC_WAIT_SHORT_MS and fall
+ * back without one of ours; else decline with @reason. Both ends declining
+ * would leave each one's DECLINE in the other's TCP stream as data
+ * (net/smc/af_smc.c smc_clnt_conf_first_link() and
+ * smc_serv_conf_first_link() wait CLC_WAIT_TIME_SHORT the same way).
+ */
+static int decline_unless_declined(struct smcr_hs *hs, uint32_t reason)
+{
+	uint8_t buf[CLC_DECLINE_V2_LEN];
+	int rc = recv_or_decline(hs, buf, sizeof(buf), CLC_DECLINE, NULL, CLC_WAIT_SHORT_MS);
+
+	if (rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC)
+		return SMCR_HS_TCP;
+	return rc == -ETIMEDOUT ? decline_fallback(hs, reason, false) : rc;
 }
 
 /* After a handshake step: a DECLINE received means TCP, else the error. */
@@ -341,9 +366,10 @@ static int client_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 	rc = client_send_confirm(hs, lgr, sc, a, release);
 	if (rc)
 		goto fail;
-	reason = SMC_CLC_DECL_TIMEOUT_CL;
-	if (smcr_llc_wait_confirm_link(lgr, SMCR_CL_WAIT_MS, &req))
-		goto decline;
+	if (smcr_llc_wait_confirm_link(lgr, SMCR_CL_WAIT_MS, &req)) {
+		rc = decline_unless_declined(hs, SMC_CLC_DECL_TIMEOUT_CL);
+		goto fail;
+	}
 	reason = SMC_CLC_DECL_RMBE_EC;
 	if (!(req.flags & LLC_FLAG_NO_RMBE_EYEC))
 		goto decline;
@@ -443,7 +469,7 @@ int smcr_clc_connect(struct smcr_hs *hs)
 	rc = clc_io_send(hs->fd, buf, (size_t)len);
 	if (rc)
 		return rc;
-	rc = recv_or_decline(hs, buf, sizeof(buf), CLC_ACCEPT, &a);
+	rc = recv_or_decline(hs, buf, sizeof(buf), CLC_ACCEPT, &a, clc_wait_ms(hs));
 	if (rc == CLC_RX_MSG)
 		rc = client_after_accept(hs, &dev, &a, server);
 	return hs_error(hs_declined_or(hs, rc));
@@ -501,7 +527,7 @@ static int serve_reuse(struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn *sc
 	memcpy(m.eid, n->eid, CLC_EID_LEN);
 	rc = send_ac(hs->fd, &m);
 	if (!rc)
-		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf);
+		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf, clc_wait_ms(hs));
 	/* the client has no such link group: ours is useless (net/smc/af_smc.c
 	 * smc_listen_decline() -> smc_lgr_terminate_sched() on out-of-sync) */
 	if (rc == CLC_RX_DECLINED_SYNC)
@@ -581,7 +607,7 @@ static int serve_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 	fill_fce(&m.fce, n->release, n->max_conns, n->max_links);
 	rc = send_ac(hs->fd, &m);
 	if (!rc)
-		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf);
+		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf, clc_wait_ms(hs));
 	if (rc != CLC_RX_MSG)
 		goto out;
 	reason = serve_check_confirm(&conf, n);
@@ -589,6 +615,10 @@ static int serve_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 		goto decline;
 	set_peer_rmb(sc, &conf);
 	reason = serve_link_up(lgr, p, &conf, n);
+	if (reason == SMC_CLC_DECL_TIMEOUT_CL) {
+		rc = decline_unless_declined(hs, reason);
+		goto out;
+	}
 	if (reason)
 		goto decline;
 	lgr_publish(lgr);
