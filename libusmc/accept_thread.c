@@ -27,6 +27,7 @@
 #include "ctx.h"
 #include "listen.h"
 #include "probe.h"
+#include "thread_name.h"
 
 #define ACCEPT_EVENTS 64
 
@@ -191,6 +192,7 @@ static void accept_thread_start(struct usmc_listener *l)
 {
 	struct usmc_opts o;
 
+	thread_name_set(pthread_self(), "usmc-accept");
 	listener_copy_opts(l, &o);
 	if (o.v[USMC_OPT_ACCEPT_BATCH])
 		accept_thread_batch();

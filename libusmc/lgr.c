@@ -17,6 +17,7 @@
 #include "bufpool.h"
 #include "clock.h"
 #include "lgr.h"
+#include "thread_name.h"
 
 #define LGR_CQE	    (SMCR_MAX_SEND_WR + SMCR_RX_WRS + 16)
 #define LGR_TICK_MS 250 /* timer resolution of the progress thread */
@@ -252,6 +253,7 @@ static void *lgr_progress(void *arg)
 	struct lgr *lgr = arg;
 	long next_tick = 0;
 
+	thread_name_set(pthread_self(), "usmc-lgr/%x", lgr->id);
 	ibv_req_notify_cq(lgr->cq, 0);
 	while (!atomic_load(&lgr->stop)) {
 		int n = smcr_wr_drain_cq(lgr);
