@@ -9,6 +9,7 @@
 
 #include <usmc/usmc.h>
 
+#include "log.h"
 #include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
@@ -26,7 +27,8 @@ struct usmc_ctx {
 	atomic_int open_conns, open_listeners;
 	struct smcr_ctx rdma; /* SMC-R: system id, UEID, link groups */
 
-	struct kcompat *kc; /* kernel-compat mode (kcompat.c); NULL when off */
+	struct kcompat *kc;	/* kernel-compat mode (kcompat.c); NULL when off */
+	struct usmc_logger log; /* its own lock; the layers below get &log */
 };
 
 /* A copy of the context's options, for a new listener or connection. */

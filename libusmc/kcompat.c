@@ -227,7 +227,7 @@ void kcompat_close(struct kcompat *kc)
 	free(kc);
 }
 
-int kcompat_open(struct kcompat **out)
+int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 {
 	struct kcompat *kc;
 	enum kc_mode mode;
@@ -367,7 +367,7 @@ struct kcompat {
 	int unused;
 };
 
-int kcompat_open(struct kcompat **out)
+int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 {
 	enum kc_mode mode;
 	int rc = kcompat_mode_parse(getenv(KC_ENV), &mode);
