@@ -63,6 +63,10 @@ static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 		return true;
 	}
 	if (c->kc_peer == KC_PEER_CONGESTED) { /* its SYN-ACK went without the option */
+		usmc_log(
+			&l->ctx->log, USMC_LOG_WARN,
+			"listener %s: handshake queue congested: SYN-ACK to %s without the SMC option, TCP",
+			log_local(c->fd).s, log_peer(c->fd).s);
 		atomic_fetch_add(&l->congestion_fallbacks, 1);
 		listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 		return true;
@@ -157,8 +161,13 @@ void accept_flow_control(struct usmc_listener *l)
 
 		room = accept_room(l);
 		if (!room) {
-			if (!was)
+			if (!was) {
 				atomic_fetch_add(&l->backlog_full, 1);
+				usmc_log(
+					&l->ctx->log, USMC_LOG_WARN,
+					"listener %s: backlog cap %d reached: not accepting until usmc_accept() makes room",
+					log_local(l->lfd).s, l->backlog);
+			}
 			l->ab->take(l, 0);
 			return;
 		}

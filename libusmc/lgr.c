@@ -17,6 +17,7 @@
 #include "bufpool.h"
 #include "clock.h"
 #include "lgr.h"
+#include "log.h"
 #include "thread_name.h"
 
 #define LGR_CQE	    (SMCR_MAX_SEND_WR + SMCR_RX_WRS + 16)
@@ -391,7 +392,12 @@ int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns)
 	lgr->link_num = link_num;
 	lgr->max_conns = max_conns;
 	/* only INIT becomes ACTIVE: a link group that died meanwhile stays dead */
-	return atomic_compare_exchange_strong(&lgr->state, &expect, LGR_ACTIVE) ? 0 : -ECONNABORTED;
+	if (!atomic_compare_exchange_strong(&lgr->state, &expect, LGR_ACTIVE))
+		return -ECONNABORTED;
+	usmc_log(lgr->sctx->log, USMC_LOG_INFO, "link group %x up: %s, %s:%u, qp %u <-> peer qp %u",
+		 lgr->id, lgr->is_server ? "server" : "client", lgr->dev.name, lgr->dev.port,
+		 lgr->qp ? lgr->qp->qp_num : 0, lgr->peer_qpn);
+	return 0;
 }
 
 /* ACTIVE or INIT -> DEAD; false if it was dead already. */
@@ -428,6 +434,9 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 
 	if (!lgr_mark_dead(lgr, &was_active))
 		return;
+	usmc_log(lgr->sctx->log, was_active ? USMC_LOG_INFO : USMC_LOG_DEBUG,
+		 "link group %x down%s: %s", lgr->id, was_active ? "" : " before it was up",
+		 log_errname(err));
 	if (was_active && send_delete)
 		lgr_send_delete_link(lgr);
 	if (lgr->qp)
