@@ -283,6 +283,14 @@ uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason);
  * or root, and cgroup v2), else off; "1" = required: usmc_ctx_create()
  * fails with the load error; "0" = off. USMC_KERNEL_COMPAT_CGROUP names the
  * cgroup v2 directory to attach to (default: the process's own cgroup).
+ *
+ * Scope: the program runs for every TCP connection of every process in
+ * that cgroup and below (changing nothing for sockets that are not
+ * usmc's). As root outside a service manager the process's cgroup is
+ * usually the root cgroup: then it runs for every TCP connection of the
+ * host while the context lives. The attach is logged at USMC_LOG_INFO
+ * with the cgroup path. Run the application in its own cgroup, set
+ * USMC_KERNEL_COMPAT_CGROUP, or set USMC_KERNEL_COMPAT=0 to avoid it.
  */
 int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx);
 
