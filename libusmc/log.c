@@ -131,7 +131,11 @@ void usmc_log_emit(struct usmc_logger *lg, enum usmc_log_level level, const char
 
 	pthread_mutex_lock(&lg->lock);
 	/* the level may have changed since usmc_log_on() looked */
-	if ((int)level > atomic_load(&lg->max) || !take_token_locked(b)) {
+	if ((int)level > atomic_load(&lg->max)) {
+		pthread_mutex_unlock(&lg->lock);
+		return;
+	}
+	if (!take_token_locked(b)) {
 		b->suppressed++;
 		pthread_mutex_unlock(&lg->lock);
 		return;
