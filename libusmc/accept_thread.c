@@ -27,6 +27,7 @@
 #include "ctx.h"
 #include "listen.h"
 #include "probe.h"
+#include "thread_name.h"
 
 #define ACCEPT_EVENTS 64
 
@@ -62,6 +63,10 @@ static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 		return true;
 	}
 	if (c->kc_peer == KC_PEER_CONGESTED) { /* its SYN-ACK went without the option */
+		usmc_log(
+			&l->ctx->log, USMC_LOG_WARN,
+			"listener %s: handshake queue congested: SYN-ACK to %s without the SMC option, TCP",
+			log_local(c->fd).s, log_peer(c->fd).s);
 		atomic_fetch_add(&l->congestion_fallbacks, 1);
 		listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 		return true;
@@ -156,8 +161,13 @@ void accept_flow_control(struct usmc_listener *l)
 
 		room = accept_room(l);
 		if (!room) {
-			if (!was)
+			if (!was) {
 				atomic_fetch_add(&l->backlog_full, 1);
+				usmc_log(
+					&l->ctx->log, USMC_LOG_WARN,
+					"listener %s: backlog cap %d reached: not accepting until usmc_accept() makes room",
+					log_local(l->lfd).s, l->backlog);
+			}
 			l->ab->take(l, 0);
 			return;
 		}
@@ -191,6 +201,7 @@ static void accept_thread_start(struct usmc_listener *l)
 {
 	struct usmc_opts o;
 
+	thread_name_set(pthread_self(), "usmc-accept");
 	listener_copy_opts(l, &o);
 	if (o.v[USMC_OPT_ACCEPT_BATCH])
 		accept_thread_batch();

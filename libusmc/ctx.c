@@ -6,6 +6,7 @@
 #include "abi.h"
 #include "ctx.h"
 #include "kcompat.h"
+#include "log.h"
 #include "smcr_dev.h"
 
 int usmc_ctx_create(struct usmc_ctx **out)
@@ -21,21 +22,27 @@ int usmc_ctx_create(struct usmc_ctx **out)
 	rc = opts_init_from_env(&ctx->opts);
 	if (rc)
 		goto err;
+	rc = usmc_logger_init(&ctx->log); /* USMC_LOG */
+	if (rc)
+		goto err;
 	rc = smcr_ctx_init(&ctx->rdma);
 	if (rc)
-		goto err;
+		goto err_log;
+	ctx->rdma.log = &ctx->log;
 	rc = smcr_dev_discover(&ctx->devs, &ctx->ndevs);
 	if (rc)
-		goto err;
-	rc = kcompat_open(&ctx->kc); /* kernel-compat mode: kcompat.c */
+		goto err_log;
+	rc = kcompat_open(&ctx->kc, &ctx->log); /* kernel-compat mode: kcompat.c */
 	if (rc) {
 		free(ctx->devs);
-		goto err;
+		goto err_log;
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
 	ctx->pid = getpid();
 	*out = ctx;
 	return 0;
+err_log:
+	usmc_logger_fini(&ctx->log);
 err:
 	free(ctx);
 	return rc;
@@ -45,7 +52,8 @@ int usmc_env_check(char *msg, size_t len)
 {
 	uint8_t ueid[SMCR_UEID_LEN];
 	enum kc_mode mode;
-	const char *s;
+	const char *s, *file;
+	int level;
 	int rc;
 
 	if (len && !msg)
@@ -67,6 +75,11 @@ int usmc_env_check(char *msg, size_t len)
 		env_msg(msg, len, "USMC_KERNEL_COMPAT=%s: not auto, 0 or 1", s);
 		return -EINVAL;
 	}
+	s = getenv("USMC_LOG");
+	if (log_env_parse(s, &level, &file)) {
+		env_msg(msg, len, "USMC_LOG=%s: not level[,file] (off, err, warn, info, debug)", s);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -82,8 +95,14 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 	pthread_mutex_destroy(&ctx->lock);
 	kcompat_close(ctx->kc);
 	free(ctx->devs);
+	usmc_logger_fini(&ctx->log);
 	free(ctx);
 	return 0;
+}
+
+int usmc_ctx_set_log(struct usmc_ctx *ctx, enum usmc_log_level max, usmc_log_fn fn, void *arg)
+{
+	return ctx ? usmc_logger_set(&ctx->log, max, fn, arg) : -EINVAL;
 }
 
 int usmc_ctx_setopt(struct usmc_ctx *ctx, enum usmc_opt opt, long value)

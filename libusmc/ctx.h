@@ -10,6 +10,7 @@
 
 #include <usmc/usmc.h>
 
+#include "log.h"
 #include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
@@ -27,7 +28,8 @@ struct usmc_ctx {
 	atomic_int open_conns, open_listeners;
 	struct smcr_ctx rdma; /* SMC-R: system id, UEID, link groups */
 
-	struct kcompat *kc; /* kernel-compat mode (kcompat.c); NULL when off */
+	struct kcompat *kc;	/* kernel-compat mode (kcompat.c); NULL when off */
+	struct usmc_logger log; /* its own lock; the layers below get &log */
 
 	pid_t pid; /* fixed: the process that created it (fork, ctx_forked()) */
 };

@@ -4,6 +4,7 @@
 
 #include "conn.h"
 #include "handshake_pool.h"
+#include "thread_name.h"
 
 static void *hs_worker(void *arg)
 {
@@ -46,6 +47,7 @@ int hs_pool_start(struct hs_pool *p, int nthreads, hs_fn fn, void *arg)
 		rc = -pthread_create(&p->threads[i], NULL, hs_worker, p);
 		if (rc)
 			break;
+		thread_name_set(p->threads[i], "usmc-hs/%d", i);
 		p->nthreads++;
 	}
 	if (rc) {

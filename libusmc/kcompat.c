@@ -13,6 +13,7 @@
 #include "clc.h"
 #include "clc_io.h"
 #include "kcompat.h"
+#include "log.h"
 
 #ifdef USMC_HAVE_BPF
 #include <bpf/bpf.h>
@@ -175,7 +176,30 @@ static int map_fd(struct bpf_object *obj, const char *name)
 	return m ? bpf_map__fd(m) : -ENOENT;
 }
 
-static int attach(struct kcompat *kc)
+/* The program runs for every TCP socket of every process in the cgroup
+ * and its descendants: say where, loudly if that is the whole host. */
+static void log_attached(struct usmc_logger *log, const char *path)
+{
+	char mnt[PATH_MAX];
+	size_t n;
+	bool root = false;
+
+	if (!cgroup2_mount(mnt, sizeof(mnt))) {
+		n = strlen(mnt);
+		while (n > 1 && mnt[n - 1] == '/')
+			n--;
+		/* the mount point itself, with or without trailing slashes */
+		root = !strncmp(path, mnt, n) && strspn(path + n, "/") == strlen(path + n);
+	}
+	usmc_log(log, USMC_LOG_INFO, "kernel-compat: BPF sock_ops program attached to cgroup %s%s",
+		 path,
+		 root ? " (the root cgroup: it runs for every TCP connection of the host; "
+			"USMC_KERNEL_COMPAT_CGROUP narrows it)"
+		      : " (it runs for every TCP connection of the processes in this cgroup "
+			"and below)");
+}
+
+static int attach(struct kcompat *kc, struct usmc_logger *log)
 {
 	const char *env = getenv(KC_ENV_CGROUP);
 	struct bpf_program *prog;
@@ -198,10 +222,12 @@ static int attach(struct kcompat *kc)
 	close(cg);
 	if (rc)
 		kc->link = NULL;
+	else
+		log_attached(log, path);
 	return rc;
 }
 
-static int load(struct kcompat *kc)
+static int load(struct kcompat *kc, struct usmc_logger *log)
 {
 	int rc;
 
@@ -215,7 +241,7 @@ static int load(struct kcompat *kc)
 	kc->listeners_fd = map_fd(kc->obj, "usmc_listeners");
 	if (kc->socks_fd < 0 || kc->listeners_fd < 0)
 		return -ENOENT;
-	return attach(kc);
+	return attach(kc, log);
 }
 
 void kcompat_close(struct kcompat *kc)
@@ -227,7 +253,7 @@ void kcompat_close(struct kcompat *kc)
 	free(kc);
 }
 
-int kcompat_open(struct kcompat **out)
+int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 {
 	struct kcompat *kc;
 	enum kc_mode mode;
@@ -244,10 +270,11 @@ int kcompat_open(struct kcompat **out)
 	 * answer, not an error. (The print hook is process-wide.) */
 	if (!getenv(KC_ENV_VERBOSE))
 		old = libbpf_set_print(quiet_print);
-	rc = load(kc);
+	rc = load(kc, log);
 	if (!getenv(KC_ENV_VERBOSE))
 		libbpf_set_print(old);
 	if (rc) {
+		usmc_log(log, USMC_LOG_DEBUG, "kernel-compat: not attached: %s", log_errname(rc));
 		kcompat_close(kc);
 		return mode == KC_MODE_ON ? rc : 0;
 	}
@@ -367,7 +394,7 @@ struct kcompat {
 	int unused;
 };
 
-int kcompat_open(struct kcompat **out)
+int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 {
 	enum kc_mode mode;
 	int rc = kcompat_mode_parse(getenv(KC_ENV), &mode);

@@ -25,6 +25,7 @@
 #include "kcompat_abi.h"
 
 struct kcompat;
+struct usmc_logger;
 
 enum kc_mode {
 	KC_MODE_OFF = 0,
@@ -48,8 +49,10 @@ int kcompat_mode_parse(const char *s, enum kc_mode *out);
  * Returns 0 with *@out NULL when kernel-compat mode is off (disabled, or
  * auto and it did not load), 0 with *@out set when on, or a negative errno
  * when it is required and failed (or the environment value is bad).
+ * Logs the attach, with the cgroup, to @log at INFO (a failure in auto
+ * mode at DEBUG).
  */
-int kcompat_open(struct kcompat **out);
+int kcompat_open(struct kcompat **out, struct usmc_logger *log);
 void kcompat_close(struct kcompat *kc);
 
 /* ---- client --------------------------------------------------------- */

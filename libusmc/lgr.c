@@ -17,6 +17,8 @@
 #include "bufpool.h"
 #include "clock.h"
 #include "lgr.h"
+#include "log.h"
+#include "thread_name.h"
 
 #define LGR_CQE	    (SMCR_MAX_SEND_WR + SMCR_RX_WRS + 16)
 #define LGR_TICK_MS 250 /* timer resolution of the progress thread */
@@ -255,6 +257,7 @@ static void *lgr_progress(void *arg)
 	struct lgr *lgr = arg;
 	long next_tick = 0;
 
+	thread_name_set(pthread_self(), "usmc-lgr/%x", lgr->id);
 	ibv_req_notify_cq(lgr->cq, 0);
 	while (!atomic_load(&lgr->stop)) {
 		int n = smcr_wr_drain_cq(lgr);
@@ -392,7 +395,12 @@ int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns)
 	lgr->link_num = link_num;
 	lgr->max_conns = max_conns;
 	/* only INIT becomes ACTIVE: a link group that died meanwhile stays dead */
-	return atomic_compare_exchange_strong(&lgr->state, &expect, LGR_ACTIVE) ? 0 : -ECONNABORTED;
+	if (!atomic_compare_exchange_strong(&lgr->state, &expect, LGR_ACTIVE))
+		return -ECONNABORTED;
+	usmc_log(lgr->sctx->log, USMC_LOG_INFO, "link group %x up: %s, %s:%u, qp %u <-> peer qp %u",
+		 lgr->id, lgr->is_server ? "server" : "client", lgr->dev.name, lgr->dev.port,
+		 lgr->qp ? lgr->qp->qp_num : 0, lgr->peer_qpn);
+	return 0;
 }
 
 /* ACTIVE or INIT -> DEAD; false if it was dead already. */
@@ -429,6 +437,9 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 
 	if (!lgr_mark_dead(lgr, &was_active))
 		return;
+	usmc_log(lgr->sctx->log, was_active ? USMC_LOG_INFO : USMC_LOG_DEBUG,
+		 "link group %x down%s: %s", lgr->id, was_active ? "" : " before it was up",
+		 log_errname(err));
 	if (was_active && send_delete)
 		lgr_send_delete_link(lgr);
 	if (lgr->qp)

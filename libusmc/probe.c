@@ -116,6 +116,9 @@ static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, stru
 		return true;
 	}
 	listener_record_hs_time(l, c);
+	usmc_log(&l->ctx->log, USMC_LOG_WARN,
+		 "listener %s: handshake queue congested: DECLINE SERVER_BUSY to %s, TCP",
+		 log_local(c->fd).s, log_peer(c->fd).s);
 	atomic_fetch_add(&l->congestion_fallbacks, 1);
 	listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 	atomic_fetch_sub(&l->in_handshake, 1);
@@ -148,6 +151,8 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 		listener_drop(l, c);
 		return KC_DECLINE_SETTLED;
 	}
+	usmc_log(&l->ctx->log, USMC_LOG_INFO, "CLC: DECLINE from %s: %s (0x%08x)",
+		 log_peer(c->fd).s, log_reason(reason), reason);
 	conn_set_mode(c, USMC_MODE_TCP, reason, true);
 	listener_enqueue(l, c);
 	atomic_fetch_sub(&l->in_handshake, 1);

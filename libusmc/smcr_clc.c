@@ -17,6 +17,7 @@
 #include "clc_io.h"
 #include "clock.h"
 #include "lgr.h"
+#include "log.h"
 #include "reason.h"
 #include "smcr_clc.h"
 #include "smcr_conn.h"
@@ -98,8 +99,15 @@ static struct lgr_config lgr_config_of(const struct usmc_opts *o)
 
 static int conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc)
 {
-	return smcr_conn_new(lgr, (size_t)hs->opts->v[USMC_OPT_RMB_SIZE],
-			     (size_t)hs->opts->v[USMC_OPT_SNDBUF_SIZE], sc);
+	int rc = smcr_conn_new(lgr, (size_t)hs->opts->v[USMC_OPT_RMB_SIZE],
+			       (size_t)hs->opts->v[USMC_OPT_SNDBUF_SIZE], sc);
+
+	if (rc == -ENOBUFS || rc == -ENOSPC)
+		usmc_log(hs->sctx->log, USMC_LOG_WARN,
+			 "link group %x: %s: %s, connection from %s falls back to TCP", lgr->id,
+			 rc == -ENOBUFS ? "buffer pool exhausted" : "connection table full",
+			 log_errname(rc), log_peer(hs->fd).s);
+	return rc;
 }
 
 static void fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links)
@@ -208,6 +216,9 @@ static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t
 		if (rc)
 			return USMC_EPROTO_CLC;
 		hs_tcp(hs, d.diagnosis, true);
+		usmc_log(hs->sctx->log, USMC_LOG_INFO, "CLC: DECLINE from %s: %s (0x%08x)%s",
+			 log_peer(hs->fd).s, log_reason(d.diagnosis), d.diagnosis,
+			 d.out_of_sync ? ", out of sync" : "");
 		return d.out_of_sync ? CLC_RX_DECLINED_SYNC : CLC_RX_DECLINED;
 	}
 	if (hdr.type != want)
@@ -229,8 +240,13 @@ static int decline_fallback(struct smcr_hs *hs, uint32_t reason, bool out_of_syn
 	uint8_t buf[CLC_DECLINE_V2_LEN];
 	int len = clc_decline_build(buf, sizeof(buf), CLC_V2, hs->sctx->system_id, reason,
 				    out_of_sync);
-	int rc = len < 0 ? len : clc_io_send(hs->fd, buf, (size_t)len);
+	int rc;
 
+	/* before it leaves: the peer may close (and reset) as soon as it has it */
+	usmc_log(hs->sctx->log, USMC_LOG_INFO, "CLC: DECLINE to %s: %s (0x%08x)%s",
+		 log_peer(hs->fd).s, log_reason(reason), reason,
+		 out_of_sync ? ", out of sync" : "");
+	rc = len < 0 ? len : clc_io_send(hs->fd, buf, (size_t)len);
 	return rc ? rc : hs_tcp(hs, reason, false);
 }
 

@@ -26,6 +26,7 @@
 #include "cdc.h"
 #include "cdc_rx.h"
 #include "clock.h"
+#include "log.h"
 #include "smcr_conn.h"
 
 #define EV_FILL_CHUNK 4096
@@ -205,6 +206,10 @@ void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
 		sc->rx_seq = sc->early.seqno;
 		sc->rx_seq_seen = true;
 		if (!sc_cdc_apply_locked(sc, &sc->early)) {
+			usmc_log(
+				sc->lgr->sctx->log, USMC_LOG_WARN,
+				"link group %x: peer broke the CDC rules on connection %08x: aborted",
+				sc->lgr->id, sc->token);
 			sc->aborting = true;
 			sc_tx_push_locked(sc);
 			if (!sc->err)
@@ -520,8 +525,11 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	struct cdc_msg m;
 	bool drop_conn = false;
 
-	if (cdc_decode(buf, len, &m))
+	if (cdc_decode(buf, len, &m)) {
+		usmc_log(lgr->sctx->log, USMC_LOG_WARN,
+			 "link group %x: malformed CDC message dropped (%u bytes)", lgr->id, len);
 		return; /* as Linux: malformed CDC dropped */
+	}
 	sc = lgr_conn_get(lgr, m.token);
 	if (!sc)
 		return;
@@ -543,6 +551,10 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 				sc_tx_push_locked(sc);
 		} else {
 			/* a lying peer costs only this connection */
+			usmc_log(
+				lgr->sctx->log, USMC_LOG_WARN,
+				"link group %x: peer broke the CDC rules on connection %08x: aborted",
+				lgr->id, sc->token);
 			sc->aborting = true;
 			sc_tx_push_locked(sc);
 			sc_fail_locked(sc, -EPROTO);

@@ -24,6 +24,7 @@ enum smcr_role { SMCR_ROLE_CLIENT = 0, SMCR_ROLE_SERVER = 1 };
 
 struct lgr;
 struct lgr_pending;
+struct usmc_logger;
 
 struct smcr_ctx {
 	pthread_mutex_t lock; /* protects lgrs, pending, and each lgr's next */
@@ -40,6 +41,7 @@ struct smcr_ctx {
 	 * lgrs_open hit 0 */
 	pthread_cond_t lgrs_cond;
 	uint8_t system_id[SMCR_SYSTEM_ID_LEN]; /* set once at init */
+	struct usmc_logger *log;	       /* the context's (log.h), set once; may be NULL */
 
 	pthread_mutex_t ueid_lock;   /* protects ueid */
 	uint8_t ueid[SMCR_UEID_LEN]; /* blank padded */

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "lgr.h"
+#include "log.h"
 #include "smcr_llc.h"
 
 void smcr_llc_init(struct smcr_llc *llc)
@@ -222,8 +223,11 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 {
 	static _Thread_local struct llc_msg m; /* large (ADD_LINK rkeys): not on the stack */
 
-	if (llc_decode(buf, len, &m))
+	if (llc_decode(buf, len, &m)) {
+		usmc_log(lgr->sctx->log, USMC_LOG_WARN,
+			 "link group %x: malformed LLC message dropped (%u bytes)", lgr->id, len);
 		return; /* Linux drops malformed LLC silently */
+	}
 	if (m.flags & LLC_FLAG_RESP) {
 		if (m.type == LLC_TEST_LINK)
 			lgr->llc.tl_deadline = 0;

@@ -72,9 +72,11 @@ static void test_ctx_ueid_and_ids(void **state)
  * handshake (DELETE_LINK, a completion error) must not be published. */
 static void test_lgr_only_init_activates(void **state)
 {
+	static struct smcr_ctx sctx; /* no logger */
 	struct lgr *lgr = calloc(1, sizeof(*lgr));
 
 	assert_non_null(lgr);
+	lgr->sctx = &sctx;
 	lgr->state = LGR_DEAD;
 	assert_int_equal(lgr_activate(lgr, 1, 255), -ECONNABORTED);
 	assert_int_equal(lgr->state, LGR_DEAD);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Real plain-TCP tools against the examples over the TCP path:
-# curl (keep-alive and Connection: close), nc, wrk (0 socket errors), and
+# curl (keep-alive and Connection: close), nc (raw requests: malformed ones
+# get 400, HEAD, a request body, bare LF, an oversize head gets 431),
+# wrk (0 socket errors), and
 # echo_client against echo_server.
 # usage: test_tools_tcp.sh HTTPD ECHO_SERVER ECHO_CLIENT
 set -euo pipefail
@@ -37,6 +39,37 @@ grep -qi '^Connection: close' <<<"$hdrs" || { echo "no Connection: close: $hdrs"
 # nc: a raw HTTP/1.0 request; the server must close after answering
 resp=$(printf 'GET / HTTP/1.0\r\n\r\n' | timeout 5 nc -N 127.0.0.1 "$port")
 grep -q '^HTTP/1.1 200 OK' <<<"$resp" || { echo "nc: $resp"; exit 1; }
+
+# requests an HTTP server must not answer 200 OK, and the parts of HTTP/1.1
+# a client may rely on (nc: every byte as written)
+http() { timeout 5 nc -N 127.0.0.1 "$port"; }
+resp=$(printf 'garbage\r\n\r\n' | http)
+grep -q '^HTTP/1.1 400 Bad Request' <<<"$resp" || { echo "garbage: $resp"; exit 1; }
+resp=$(printf 'GET / HTTP/1.1\r\nno colon here\r\n\r\n' | http)
+grep -q '^HTTP/1.1 400 ' <<<"$resp" || { echo "malformed header: $resp"; exit 1; }
+resp=$(printf 'GET / HTTP/1.1\r\n\r\n' | http)
+grep -q '^HTTP/1.1 400 ' <<<"$resp" || { echo "HTTP/1.1 without Host: $resp"; exit 1; }
+# HEAD: the headers of a GET, no body
+resp=$(printf 'HEAD / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' | http)
+grep -q '^HTTP/1.1 200 OK' <<<"$resp" && grep -q '^Content-Length: 13' <<<"$resp" ||
+	{ echo "HEAD: $resp"; exit 1; }
+! grep -q abcdefghijkl <<<"$resp" || { echo "HEAD answered with a body: $resp"; exit 1; }
+hdrs=$(curl -sS --max-time 5 -I "http://127.0.0.1:$port/")
+grep -q '^HTTP/1.1 200 OK' <<<"$hdrs" || { echo "curl -I: $hdrs"; exit 1; }
+# a body that looks like a request is read as the body, not answered;
+# bare-LF line endings are accepted
+body=$'GET /body HTTP/1.1\r\nHost: t\r\n\r\n'
+resp=$(printf 'POST / HTTP/1.1\nHost: t\nContent-Length: %d\n\n%sGET / HTTP/1.1\nHost: t\nConnection: close\n\n' \
+	"${#body}" "$body" | http)
+[ "$(grep -c '^HTTP/1.1 200 OK' <<<"$resp")" -eq 2 ] || { echo "body or bare LF: $resp"; exit 1; }
+out=$(curl -sS --max-time 5 --data-binary "$body" "http://127.0.0.1:$port/a" "http://127.0.0.1:$port/b")
+[ "$(grep -c '^abcdefghijkl$' <<<"$out")" -eq 2 ] || { echo "curl POST: $out"; exit 1; }
+# a head larger than the server takes: 431, then the connection closes
+resp=$( (printf 'GET / HTTP/1.1\r\nHost: t\r\nX-Big: '; head -c 20000 /dev/zero | tr '\0' a
+	printf '\r\n\r\n') | http)
+grep -q '^HTTP/1.1 431 ' <<<"$resp" || { echo "oversize head: $resp"; exit 1; }
+resp=$(printf 'GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' | http)
+grep -q '^HTTP/1.1 501 ' <<<"$resp" || { echo "Transfer-Encoding: $resp"; exit 1; }
 
 # wrk: keep-alive load, 100 connections, no socket errors, no non-2xx
 w=$(wrk -t 2 -c 100 -d 2s "http://127.0.0.1:$port/")

@@ -2,7 +2,12 @@
 /*
  * httpd - a small HTTP/1.1 server on libev over libusmc: every request gets
  * the same body; keep-alive by default, "Connection: close" (or HTTP/1.0
- * without keep-alive) closes after the response.
+ * without keep-alive) closes after the response. HEAD gets the headers
+ * alone; a request body (Content-Length) is read and ignored; lines may
+ * end in CRLF or a bare LF. A malformed request gets 400, a head larger
+ * than 8 KiB 431, a Transfer-Encoding 501; each closes the connection
+ * after the answer (shutting down our side first and reading what the
+ * client still sends, so that the answer is not lost to a reset).
  *
  * usage: httpd [-a ADDR] [-p PORT] [-s BODY_BYTES] [-P] [-t] [-f]
  *   -P  plain sockets instead of libusmc (the baseline, same code otherwise)
@@ -22,12 +27,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <ev.h>
 
 #include <usmc/usmc.h>
 
 #define RX_SIZE	   8192
 #define MAX_HEADER RX_SIZE
+#define MAX_BODY   (1ull << 40) /* a Content-Length beyond is refused */
+#define LINGER_S   2.0		/* reading what a refused client still sends */
 
 /* ---- the transport: libusmc or plain sockets, chosen at start ---------- */
 
@@ -37,14 +47,18 @@ static struct usmc_listener *ulst;
 static int plain_lfd = -1;
 
 struct conn {
-	ev_io w;
+	ev_io w; /* first: the watcher's pointer is the connection's */
+	ev_timer linger;
 	struct usmc_conn *uc; /* libusmc */
 	int fd;		      /* plain */
 	char rx[RX_SIZE];
 	size_t rx_len;
+	uint64_t body_left; /* bytes of the current request's body not yet read */
 	char *tx;
 	size_t tx_len, tx_off;
-	bool close_after;
+	bool close_after; /* close once the answer is out */
+	bool refused;	  /* ... after reading what the client still sends */
+	bool draining;	  /* our side is shut down; reading until EOF */
 };
 
 static ssize_t t_recv(struct conn *c, void *buf, size_t len)
@@ -80,6 +94,14 @@ static int t_accept(struct conn *c)
 	return rc ? -1 : usmc_conn_fd(c->uc);
 }
 
+static void t_shutdown_wr(struct conn *c)
+{
+	if (plain)
+		shutdown(c->fd, SHUT_WR);
+	else
+		usmc_shutdown(c->uc, SHUT_WR);
+}
+
 static void t_close(struct conn *c)
 {
 	if (plain)
@@ -90,8 +112,11 @@ static void t_close(struct conn *c)
 
 /* ---- HTTP ---------------------------------------------------------------- */
 
+/* The four answers to a good request: keep-alive or close, GET or HEAD
+ * (HEAD: the same head, no body). */
 static char *response_keep, *response_close;
 static size_t response_keep_len, response_close_len;
+static size_t response_keep_head, response_close_head; /* up to the body */
 
 static void build_responses(size_t body_len)
 {
@@ -113,34 +138,192 @@ static void build_responses(size_t body_len)
 					      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
 					      "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
 					      body_len, body);
+	response_keep_head = response_keep_len - body_len;
+	response_close_head = response_close_len - body_len;
 	free(body);
 }
 
-/* Does the request head ask to close? HTTP/1.0 closes unless keep-alive. */
-static bool wants_close(const char *head, size_t len)
+/* An error answer; the connection closes after it. */
+#define ERROR_RESPONSE(status, text)                                                       \
+	"HTTP/1.1 " status "\r\nContent-Type: text/plain\r\nContent-Length: " #text "\r\n" \
+	"Connection: close\r\n\r\n"
+
+static const char resp_400[] = ERROR_RESPONSE("400 Bad Request", 12) "bad request\n";
+static const char resp_431[] =
+	ERROR_RESPONSE("431 Request Header Fields Too Large", 24) "request head too large\n";
+static const char resp_501[] = ERROR_RESPONSE("501 Not Implemented", 16) "not implemented\n";
+
+/* ---- request parsing (RFC 9112) ---- */
+
+enum req_verdict {
+	REQ_INCOMPLETE = 0, /* no empty line yet */
+	REQ_OK,
+	REQ_BAD,     /* 400 */
+	REQ_NOTIMPL, /* 501: a transfer coding (chunked bodies are not read) */
+};
+
+struct request {
+	size_t head_len; /* bytes up to and including the empty line */
+	bool head;	 /* HEAD: no body in the answer */
+	bool close;	 /* the client asked to close (or HTTP/1.0 without keep-alive) */
+	uint64_t body_len;
+};
+
+static bool is_tchar(char ch)
 {
-	bool http10 = len > 8 && memmem(head, len, "HTTP/1.0", 8);
-	const char *p = head;
-
-	while ((p = memmem(p, len - (size_t)(p - head), "\r\n", 2))) {
-		p += 2;
-		if ((size_t)(head + len - p) > 11 && !strncasecmp(p, "Connection:", 11)) {
-			const char *v = p + 11,
-				   *end = memmem(v, len - (size_t)(v - head), "\r\n", 2);
-			size_t vlen = end ? (size_t)(end - v) : 0;
-
-			if (memmem(v, vlen, "close", 5) || memmem(v, vlen, "Close", 5))
-				return true;
-			if (memmem(v, vlen, "keep-alive", 10) || memmem(v, vlen, "Keep-Alive", 10))
-				return false;
-		}
-	}
-	return http10;
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
+
+/* Length of the token at @p (at most @len bytes). */
+static size_t token_len(const char *p, size_t len)
+{
+	size_t n = 0;
+
+	while (n < len && is_tchar(p[n]))
+		n++;
+	return n;
+}
+
+/* Does the comma-separated list @v (@len bytes) hold @tok (any case)? */
+static bool list_has(const char *v, size_t len, const char *tok)
+{
+	size_t tl = strlen(tok);
+
+	for (size_t i = 0; i < len;) {
+		size_t e = i;
+
+		while (e < len && v[e] != ',')
+			e++;
+		size_t a = i, b = e;
+
+		while (a < b && (v[a] == ' ' || v[a] == '\t'))
+			a++;
+		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+			b--;
+		if (b - a == tl && !strncasecmp(v + a, tok, tl))
+			return true;
+		i = e + 1;
+	}
+	return false;
+}
+
+/* "GET /path HTTP/1.1": method, one space, target, one space, version. */
+static enum req_verdict parse_request_line(const char *p, size_t len, struct request *r,
+					   bool *http10)
+{
+	size_t m = token_len(p, len), t = m + 1, v;
+
+	if (!m || t >= len || p[m] != ' ')
+		return REQ_BAD;
+	while (t < len && p[t] > ' ' && p[t] != 0x7f)
+		t++;
+	if (t == m + 1 || t >= len || p[t] != ' ')
+		return REQ_BAD;
+	v = t + 1;
+	if (len - v != 8 || strncmp(p + v, "HTTP/1.", 7) || p[v + 7] < '0' || p[v + 7] > '9')
+		return REQ_BAD;
+	r->head = m == 4 && !strncmp(p, "HEAD", 4);
+	*http10 = p[v + 7] == '0';
+	return REQ_OK;
+}
+
+/* One header line "Name: value"; notes what matters to us in @r. */
+static enum req_verdict parse_header(const char *p, size_t len, struct request *r, bool *seen_cl,
+				     bool *keep_alive, bool *host)
+{
+	size_t n = token_len(p, len);
+	const char *v;
+	size_t vlen;
+
+	if (!n || n >= len || p[n] != ':') /* also obs-fold and "Name :" */
+		return REQ_BAD;
+	v = p + n + 1;
+	vlen = len - n - 1;
+	for (size_t i = 0; i < vlen; i++)
+		if ((unsigned char)v[i] < ' ' && v[i] != '\t')
+			return REQ_BAD;
+	while (vlen && (*v == ' ' || *v == '\t'))
+		v++, vlen--;
+	while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+		vlen--;
+	if (n == 14 && !strncasecmp(p, "Content-Length", 14)) {
+		uint64_t cl = 0;
+
+		if (!vlen)
+			return REQ_BAD;
+		for (size_t i = 0; i < vlen; i++) {
+			if (v[i] < '0' || v[i] > '9' || cl > MAX_BODY)
+				return REQ_BAD;
+			cl = cl * 10 + (uint64_t)(v[i] - '0');
+		}
+		if (cl > MAX_BODY || (*seen_cl && cl != r->body_len))
+			return REQ_BAD;
+		*seen_cl = true;
+		r->body_len = cl;
+	} else if (n == 17 && !strncasecmp(p, "Transfer-Encoding", 17)) {
+		return REQ_NOTIMPL;
+	} else if (n == 10 && !strncasecmp(p, "Connection", 10)) {
+		if (list_has(v, vlen, "close"))
+			r->close = true;
+		if (list_has(v, vlen, "keep-alive"))
+			*keep_alive = true;
+	} else if (n == 4 && !strncasecmp(p, "Host", 4)) {
+		*host = true;
+	}
+	return REQ_OK;
+}
+
+/*
+ * The request head at the start of @buf (@len bytes): REQ_INCOMPLETE until
+ * its empty line arrived. Lines end in CRLF or a bare LF; empty lines
+ * before the request line are skipped (RFC 9112 section 2.2).
+ */
+static enum req_verdict parse_request(const char *buf, size_t len, struct request *r)
+{
+	bool first = true, http10 = false, seen_cl = false, keep_alive = false, host = false;
+	size_t pos = 0;
+
+	memset(r, 0, sizeof(*r));
+	for (;;) {
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t end, llen;
+		enum req_verdict v;
+
+		if (!nl)
+			return REQ_INCOMPLETE;
+		end = (size_t)(nl - buf);
+		llen = end - pos;
+		if (llen && buf[end - 1] == '\r')
+			llen--;
+		if (!llen && first) {
+			pos = end + 1;
+			continue;
+		}
+		if (!llen) {
+			r->head_len = end + 1;
+			break;
+		}
+		v = first ? parse_request_line(buf + pos, llen, r, &http10)
+			  : parse_header(buf + pos, llen, r, &seen_cl, &keep_alive, &host);
+		if (v != REQ_OK)
+			return v;
+		first = false;
+		pos = end + 1;
+	}
+	if (!http10 && !host) /* RFC 9112 section 3.2: an HTTP/1.1 request names its host */
+		return REQ_BAD;
+	if (http10 && !keep_alive)
+		r->close = true;
+	return REQ_OK;
+}
+
+/* ---- connections ---- */
 
 static void conn_free(struct ev_loop *loop, struct conn *c)
 {
 	ev_io_stop(loop, &c->w);
+	ev_timer_stop(loop, &c->linger);
 	t_close(c);
 	free(c->tx);
 	free(c);
@@ -153,6 +336,34 @@ static void queue_tx(struct conn *c, const char *buf, size_t len)
 		memcpy(c->tx + c->tx_len, buf, len);
 		c->tx_len += len;
 	}
+}
+
+/* A refused request: answer, then close (after draining: see flush_tx). */
+static void refuse(struct conn *c, const char *resp, size_t len)
+{
+	queue_tx(c, resp, len);
+	c->close_after = true;
+	c->refused = true;
+	c->rx_len = 0;
+}
+
+static void linger_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	conn_free(loop, (struct conn *)((char *)t - offsetof(struct conn, linger)));
+}
+
+/*
+ * Our answer to a refused request is out: shut down our side and read what
+ * the client still sends until it closes (or LINGER_S passed). Closing with
+ * unread bytes would send a reset, which may destroy the answer before the
+ * client read it.
+ */
+static void start_draining(struct ev_loop *loop, struct conn *c)
+{
+	t_shutdown_wr(c);
+	c->draining = true;
+	ev_timer_init(&c->linger, linger_cb, LINGER_S, 0.);
+	ev_timer_start(loop, &c->linger);
 }
 
 /* Send what is queued; returns false when the connection must go. */
@@ -172,36 +383,71 @@ static bool flush_tx(struct ev_loop *loop, struct conn *c)
 		c->tx_off += (size_t)n;
 	}
 	c->tx_len = c->tx_off = 0;
-	if (c->close_after)
+	if (c->close_after && !c->refused)
 		return false;
 	if (c->w.events & EV_WRITE) {
 		ev_io_stop(loop, &c->w);
 		ev_io_set(&c->w, c->w.fd, EV_READ);
 		ev_io_start(loop, &c->w);
 	}
+	if (c->refused && !c->draining)
+		start_draining(loop, c);
 	return true;
 }
 
-/* Answer every complete request in the receive buffer. */
-static bool handle_requests(struct conn *c)
+/* Answer every complete request in the receive buffer and skip bodies. */
+static void handle_requests(struct conn *c)
 {
-	char *end;
+	while (!c->close_after && c->rx_len) {
+		struct request r;
+		size_t skip;
 
-	while (!c->close_after && (end = memmem(c->rx, c->rx_len, "\r\n\r\n", 4))) {
-		size_t head_len = (size_t)(end - c->rx) + 4;
-
-		if (wants_close(c->rx, head_len)) {
-			c->close_after = true;
-			queue_tx(c, response_close, response_close_len);
+		if (c->body_left) { /* a request body: read, not parsed */
+			skip = c->body_left < c->rx_len ? (size_t)c->body_left : c->rx_len;
+			c->body_left -= skip;
 		} else {
-			queue_tx(c, response_keep, response_keep_len);
+			switch (parse_request(c->rx, c->rx_len, &r)) {
+			case REQ_INCOMPLETE:
+				if (c->rx_len >= MAX_HEADER)
+					refuse(c, resp_431, sizeof(resp_431) - 1);
+				return;
+			case REQ_BAD:
+				refuse(c, resp_400, sizeof(resp_400) - 1);
+				return;
+			case REQ_NOTIMPL:
+				refuse(c, resp_501, sizeof(resp_501) - 1);
+				return;
+			case REQ_OK:
+				break;
+			}
+			if (r.close) {
+				c->close_after = true;
+				queue_tx(c, response_close,
+					 r.head ? response_close_head : response_close_len);
+			} else {
+				queue_tx(c, response_keep,
+					 r.head ? response_keep_head : response_keep_len);
+			}
+			skip = r.head_len;
+			c->body_left = r.body_len;
 		}
-		memmove(c->rx, c->rx + head_len, c->rx_len - head_len);
-		c->rx_len -= head_len;
+		memmove(c->rx, c->rx + skip, c->rx_len - skip);
+		c->rx_len -= skip;
 	}
-	return c->rx_len < MAX_HEADER; /* a head larger than the buffer: refuse */
 }
 
+/* Refused: read and drop until EOF; false when the connection must go. */
+static bool drain(struct conn *c)
+{
+	for (;;) {
+		ssize_t n = t_recv(c, c->rx, sizeof(c->rx));
+
+		if (n == -EAGAIN)
+			return true;
+		if (n <= 0)
+			return false;
+	}
+}
 static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = (struct conn *)w;
@@ -211,7 +457,14 @@ static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
 			conn_free(loop, c);
 		return;
 	}
-	for (;;) {
+	if (c->draining) {
+		if (!drain(c))
+			conn_free(loop, c);
+		return;
+	}
+	/* after an answer that closes, nothing more is read (a refusal drains
+	 * once the answer is out) */
+	while (!c->close_after) {
 		size_t want = sizeof(c->rx) - c->rx_len;
 		ssize_t n = t_recv(c, c->rx + c->rx_len, want);
 
@@ -222,10 +475,7 @@ static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 		c->rx_len += (size_t)n;
-		if (!handle_requests(c)) {
-			conn_free(loop, c);
-			return;
-		}
+		handle_requests(c);
 		if ((size_t)n < want)
 			break; /* the socket had less than we asked: drained */
 	}
@@ -245,6 +495,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ev_init(&c->linger, linger_cb);
 		ev_io_init(&c->w, conn_cb, fd, EV_READ);
 		ev_io_start(loop, &c->w);
 	}

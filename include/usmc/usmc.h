@@ -282,6 +282,45 @@ struct usmc_ctx_stats {
  */
 int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid);
 
+/*
+ * Logging. A context reports what an operator wants to know and cannot see
+ * in the return values: link groups up and down, DECLINEs sent and
+ * received with their reasons, protocol violations by a peer, resource
+ * limits hit (listener backlog cap, handshake congestion fallback, buffer
+ * pools or connection tables full), kernel-compat attached. Each kind of
+ * line is logged once per event and rate-limited per level (10 lines at
+ * once, then 10 per second; how many were dropped is appended to the next
+ * line of that level). Logging costs nothing measurable while off.
+ */
+enum usmc_log_level {
+	USMC_LOG_ERR = 0,   /* the library lost something it should not have */
+	USMC_LOG_WARN = 1,  /* a peer misbehaved, or a limit was hit */
+	USMC_LOG_INFO = 2,  /* link groups up/down, DECLINEs, kernel-compat attach */
+	USMC_LOG_DEBUG = 3, /* details, e.g. a link group that died before it was up */
+};
+
+/*
+ * A log sink: @msg is one line without a newline, valid during the call.
+ * Called from any of the library's threads (application, accept, handshake
+ * worker, link group progress), one call at a time per context (a lock is
+ * held across it), possibly while library locks are held: it must return
+ * soon and must not call libusmc functions on the same context.
+ */
+typedef void (*usmc_log_fn)(void *arg, enum usmc_log_level level, const char *msg);
+
+/**
+ * usmc_ctx_set_log() - send the context's lines of level @max and more
+ * severe to @fn(@arg, ...), replacing the USMC_LOG default; @fn NULL turns
+ * logging off. Returns 0, or -EINVAL (no @ctx, @max not a level).
+ *
+ * Default: env USMC_LOG, read by usmc_ctx_create(), "level[,file]" with
+ * level one of off, err (error), warn (warning), info, debug: lines
+ * "usmc: <level>: <msg>" to stderr, or appended to file. Unset or "" is
+ * off. A malformed value makes usmc_ctx_create() fail with -EINVAL, a
+ * file that cannot be opened with its open error (e.g. -ENOENT).
+ */
+int usmc_ctx_set_log(struct usmc_ctx *ctx, enum usmc_log_level max, usmc_log_fn fn, void *arg);
+
 /**
  * usmc_ctx_stats_sized() - a snapshot of the context's counters into @st,
  * a struct of @size bytes (see "Sized structs" below). Returns 0 or -EINVAL.
@@ -318,6 +357,14 @@ uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason);
  * or root, and cgroup v2), else off; "1" = required: usmc_ctx_create()
  * fails with the load error; "0" = off. USMC_KERNEL_COMPAT_CGROUP names the
  * cgroup v2 directory to attach to (default: the process's own cgroup).
+ *
+ * Scope: the program runs for every TCP connection of every process in
+ * that cgroup and below (changing nothing for sockets that are not
+ * usmc's). As root outside a service manager the process's cgroup is
+ * usually the root cgroup: then it runs for every TCP connection of the
+ * host while the context lives. The attach is logged at USMC_LOG_INFO
+ * with the cgroup path. Run the application in its own cgroup, set
+ * USMC_KERNEL_COMPAT_CGROUP, or set USMC_KERNEL_COMPAT=0 to avoid it.
  */
 int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx);
 
