@@ -2,6 +2,7 @@
 /* A small netlink client (see smc_nl.h). */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,8 +19,13 @@ void nl_init(union nlbuf *b, uint16_t type, uint16_t flags)
 
 void *nl_put(union nlbuf *b, const void *data, size_t len)
 {
-	char *p = b->raw + NLMSG_ALIGN(b->h.nlmsg_len);
+	size_t off = NLMSG_ALIGN(b->h.nlmsg_len);
+	char *p;
 
+	/* requests are built by our own tools: one that does not fit is a bug */
+	if (off > sizeof(b->raw) || len > sizeof(b->raw) - off)
+		abort();
+	p = (char *)b + off; /* the union as bytes: raw[] is the whole buffer */
 	memcpy(p, data, len);
 	b->h.nlmsg_len = NLMSG_ALIGN(b->h.nlmsg_len) + len;
 	return p;
