@@ -278,6 +278,7 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 		pthread_cond_wait(&l->start_cond, &l->start_lock);
 	pthread_mutex_unlock(&l->start_lock);
 	atomic_fetch_add(&ctx->open_listeners, 1);
+	ctx_register_listener(ctx, l);
 	*out = l;
 	return 0;
 err:
@@ -436,6 +437,7 @@ int usmc_listener_close(struct usmc_listener *l)
 
 	if (!l)
 		return -EINVAL;
+	ctx_unregister_listener(l->ctx, l); /* first: the stat thread no longer reads it */
 	atomic_store(&l->stopping, true);
 	accept_thread_wake(l);
 	pthread_join(l->accept_thread, NULL);

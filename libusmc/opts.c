@@ -31,6 +31,7 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_ACCEPT_URING] = {"USMC_ACCEPT_URING", 1, 0, 1},
 	[USMC_OPT_DEFER_ACCEPT] = {"USMC_DEFER_ACCEPT", 0, 0, 3600},
 	[USMC_OPT_ACCEPT_BATCH] = {"USMC_ACCEPT_BATCH", 1, 0, 1},
+	[USMC_OPT_STAT] = {"USMC_STAT", 1, 0, 1},
 };
 
 static int parse_long(const char *s, long *out)

@@ -158,6 +158,12 @@ enum usmc_opt {
 	 * the CPU per connection (docs/listener.md). Read by usmc_listen().
 	 * Env USMC_ACCEPT_BATCH, default 1. */
 	USMC_OPT_ACCEPT_BATCH,
+	/* Context: publish the context's state to the usmc-stat tool (0/1)
+	 * through an abstract UNIX socket "@usmc-stat/<pid>/<n>" served by
+	 * one thread per context, readable only by the same uid or root
+	 * (docs/usmc-stat.md). Read by usmc_ctx_create(); usmc_ctx_setopt()
+	 * starts or stops it. Env USMC_STAT, default 1. */
+	USMC_OPT_STAT,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
