@@ -41,15 +41,17 @@ mkfifo "$RXE_TMP/in"
 client=$!
 pids+=("$client")
 exec 3>"$RXE_TMP/in"
-for _ in $(seq 300); do
+for i in $(seq 1200); do # SMC-R handshakes under TCG take a while
 	grep -q '^ready' "$RXE_TMP/client.log" && break
 	kill -0 "$client" 2>/dev/null || rxe_fail "client died: $(cat "$RXE_TMP/client.log")"
+	[ "$i" != 1200 ] || rxe_fail "client not ready after 120 s: $(cat "$RXE_TMP/client.log")"
 	sleep 0.1
 done
 cat "$RXE_TMP/client.log"
 # a plain TCP client (no SMC), held open by fd 4
 mkfifo "$RXE_TMP/in2"
-nc -s "$A" "$B" "$PORT" <"$RXE_TMP/in2" >/dev/null 2>&1 &
+# (3>&-: nc must not hold the client's stdin open)
+nc -s "$A" "$B" "$PORT" <"$RXE_TMP/in2" >/dev/null 2>&1 3>&- &
 pids+=($!)
 exec 4>"$RXE_TMP/in2"
 printf 'GET / HTTP/1.1\r\nHost: plain\r\n\r\n' >&4
@@ -94,5 +96,10 @@ n=$("$STAT" -p "$httpd" --mode smcr | grep -c " SMC-R " || true)
 
 # the clients close; the client context's thread and link group go away
 exec 3>&-
+for i in $(seq 600); do
+	kill -0 "$client" 2>/dev/null || break
+	[ "$i" != 600 ] || rxe_fail "client did not exit within 60 s of its stdin closing"
+	sleep 0.1
+done
 wait "$client" || rxe_fail "client exit $?"
 echo "PASS: usmc-stat shows httpd's SMC-R connections, link group and TCP fallback"
