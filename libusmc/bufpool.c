@@ -27,7 +27,8 @@ struct bufpool_class {
 	_Alignas(CACHELINE) struct treiber_stack free; /* own line: no false sharing */
 	struct bufpool_buf *slab;
 	_Atomic uint32_t *links;
-	uint32_t count; /* slots in use (free or claimed); under grow_lock */
+	uint32_t count;	    /* slots in use (free or claimed); under grow_lock */
+	atomic_uint in_use; /* claimed now (statistics only; no lock) */
 };
 
 struct bufpool {
@@ -84,6 +85,7 @@ static int bufpool_init_class(struct bufpool_class *cls, uint32_t capacity)
 		atomic_init(&cls->slab[i].owner, 0);
 	treiber_init(&cls->free, cls->links, capacity);
 	cls->count = 0;
+	atomic_init(&cls->in_use, 0);
 	return 0;
 }
 
@@ -201,11 +203,14 @@ int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf 
 
 		if (treiber_pop(&cls->free, &idx)) {
 			*out = &cls->slab[idx];
+			atomic_fetch_add_explicit(&cls->in_use, 1, memory_order_relaxed);
 			return 0;
 		}
 		rc = bufpool_grow(pool, (uint8_t)c, out);
-		if (!rc)
+		if (!rc) {
+			atomic_fetch_add_explicit(&cls->in_use, 1, memory_order_relaxed);
 			return 0;
+		}
 	}
 	return rc;
 }
@@ -222,7 +227,23 @@ void bufpool_release(struct bufpool *pool, struct bufpool_buf *buf)
 	assert(buf >= cls->slab && buf < cls->slab + pool->cfg.max_bufs);
 	/* No data leaks to the next holder; the push's release CAS publishes it. */
 	memset(buf->addr, 0, buf->len);
+	atomic_fetch_sub_explicit(&cls->in_use, 1, memory_order_relaxed);
 	treiber_push(&cls->free, buf->index);
+}
+
+void bufpool_usage(struct bufpool *pool, struct bufpool_class_usage out[SMC_BUF_CLASSES])
+{
+	pthread_mutex_lock(&pool->grow_lock);
+	for (int c = 0; c < SMC_BUF_CLASSES; c++)
+		out[c].total = pool->classes[c].count;
+	pthread_mutex_unlock(&pool->grow_lock);
+	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
+		uint32_t n = atomic_load_explicit(&pool->classes[c].in_use, memory_order_relaxed);
+
+		/* read apart from the totals: clamp a claim that grew meanwhile */
+		out[c].in_use = n > out[c].total ? out[c].total : n;
+		out[c].size = bufpool_buf_len(pool, (uint8_t)c);
+	}
 }
 
 uint32_t bufpool_class_count(struct bufpool *pool, uint8_t class)

@@ -126,6 +126,21 @@ int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf);
 /* Buffers that exist (free or claimed) in a class; for stats and tests. */
 uint32_t bufpool_class_count(struct bufpool *pool, uint8_t class);
 
+/* One class's buffers now, for statistics (usmc-stat). */
+struct bufpool_class_usage {
+	size_t size;	 /* bytes per buffer */
+	uint32_t total;	 /* buffers that exist (free or claimed) */
+	uint32_t in_use; /* of those, claimed */
+};
+
+/*
+ * bufpool_usage() - every class's usage. Read-only: the totals under the
+ * grow lock (a leaf), the claimed counts from per-class atomics that
+ * claim/release keep (one relaxed add each, no lock). May run concurrently
+ * with claims and releases, not with bufpool_destroy().
+ */
+void bufpool_usage(struct bufpool *pool, struct bufpool_class_usage out[SMC_BUF_CLASSES]);
+
 struct bufpool_teardown_report {
 	uint32_t busy;	      /* buffers still claimed at destroy (should be 0) */
 	uint32_t dereg_fails; /* dereg() errors (the memory is freed anyway) */

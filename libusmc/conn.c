@@ -32,8 +32,11 @@ struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opt
 	c->opts = *opts;
 	c->is_server = is_server;
 	c->mode = USMC_MODE_CONNECTING;
+	atomic_init(&c->st_fd, fd);
+	atomic_init(&c->st_mode, USMC_MODE_CONNECTING);
 	atomic_fetch_add(&ctx->open_conns, 1);
 	c->counted_open = true;
+	ctx_register_conn(ctx, c); /* last: the stat thread may read it now */
 	return c;
 }
 
@@ -42,6 +45,9 @@ void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bo
 	c->mode = mode;
 	c->reason = mode == USMC_MODE_SMCR ? USMC_REASON_NONE : reason;
 	c->peer_declined = peer_declined;
+	atomic_store_explicit(&c->st_reason, c->reason, memory_order_relaxed);
+	atomic_store_explicit(&c->st_peer_declined, peer_declined, memory_order_relaxed);
+	atomic_store_explicit(&c->st_mode, mode, memory_order_relaxed);
 	ctx_count_mode(c->ctx, mode, c->reason);
 }
 
@@ -56,6 +62,7 @@ int conn_make_blocking(struct usmc_conn *c)
 
 void conn_destroy(struct usmc_conn *c)
 {
+	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
 	if (c->smcr)
 		smcr_close(c->smcr, true, 0, c->opts.v[USMC_OPT_CLOSE_WAIT_MS]);
 	c->smcr = NULL;
@@ -78,6 +85,7 @@ int conn_apply_handshake(struct usmc_conn *c, int rc, const struct smcr_hs *hs)
 	switch (rc) {
 	case SMCR_HS_SMCR:
 		c->smcr = hs->sc;
+		atomic_store_explicit(&c->st_lgr_id, hs->sc->lgr->id, memory_order_relaxed);
 		conn_set_mode(c, USMC_MODE_SMCR, USMC_REASON_NONE, false);
 		return 0;
 	case SMCR_HS_TCP:
@@ -176,6 +184,7 @@ int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_
 	c->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->fd < 0)
 		return -errno;
+	atomic_store(&c->st_fd, c->fd);
 	c->nonblock = flags & USMC_NONBLOCK;
 	if (c->opts.v[USMC_OPT_SMC])
 		kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */

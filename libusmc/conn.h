@@ -37,6 +37,17 @@ struct usmc_conn {
 	atomic_uint_least64_t bytes_sent, bytes_received;
 	atomic_bool reset_reported; /* SMC-R: a peer reset was returned once */
 	struct usmc_conn *next;	    /* struct conn_fifo link (handshake pool, accept queue) */
+
+	/* The context's registry (usmc-stat, stat.h): linked from conn_alloc()
+	 * to conn_destroy(). The links are guarded by ctx->reg_lock; the st_*
+	 * copies are written by the owning thread and read by the stat thread
+	 * under reg_lock, so they are atomic. */
+	struct usmc_conn *reg_prev, *reg_next; /* guarded by ctx->reg_lock */
+	atomic_int st_fd;		       /* the TCP socket once it exists, else -1 */
+	atomic_int st_mode;		       /* enum usmc_mode */
+	atomic_uint st_reason;
+	atomic_bool st_peer_declined;
+	atomic_uint st_lgr_id; /* SMC-R: its link group's id, else 0 */
 };
 
 /* A FIFO of connections linked by ->next; its owner's lock guards it. */

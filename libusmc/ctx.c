@@ -4,7 +4,10 @@
 #include <string.h>
 
 #include "abi.h"
+#include "conn.h"
 #include "ctx.h"
+#include "listen.h"
+#include "stat.h"
 #include "kcompat.h"
 #include "log.h"
 #include "smcr_dev.h"
@@ -39,6 +42,11 @@ int usmc_ctx_create(struct usmc_ctx **out)
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
 	ctx->pid = getpid();
+	pthread_mutex_init(&ctx->reg_lock, NULL);
+	pthread_mutex_init(&ctx->stat_lock, NULL);
+	/* publication (usmc-stat): failing to publish never fails the context */
+	if (ctx->opts.v[USMC_OPT_STAT])
+		ctx->stat = stat_start(ctx);
 	*out = ctx;
 	return 0;
 err_log:
@@ -91,7 +99,11 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 		return USMC_EFORKED;
 	if (atomic_load(&ctx->open_conns) || atomic_load(&ctx->open_listeners))
 		return -EBUSY;
+	stat_stop(ctx->stat); /* first: its thread reads the rest */
+	ctx->stat = NULL;
 	smcr_ctx_fini(&ctx->rdma);
+	pthread_mutex_destroy(&ctx->stat_lock);
+	pthread_mutex_destroy(&ctx->reg_lock);
 	pthread_mutex_destroy(&ctx->lock);
 	kcompat_close(ctx->kc);
 	free(ctx->devs);
@@ -99,6 +111,8 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 	free(ctx);
 	return 0;
 }
+
+static void ctx_stat_apply(struct usmc_ctx *ctx, bool on);
 
 int usmc_ctx_set_log(struct usmc_ctx *ctx, enum usmc_log_level max, usmc_log_fn fn, void *arg)
 {
@@ -114,7 +128,25 @@ int usmc_ctx_setopt(struct usmc_ctx *ctx, enum usmc_opt opt, long value)
 	pthread_mutex_lock(&ctx->lock);
 	rc = opts_set(&ctx->opts, opt, value);
 	pthread_mutex_unlock(&ctx->lock);
+	if (!rc && opt == USMC_OPT_STAT)
+		ctx_stat_apply(ctx, value != 0);
 	return rc;
+}
+
+/* Start or stop the publication (USMC_OPT_STAT set at run time). */
+static void ctx_stat_apply(struct usmc_ctx *ctx, bool on)
+{
+	struct usmc_stat *old = NULL;
+
+	pthread_mutex_lock(&ctx->stat_lock);
+	if (on && !ctx->stat) {
+		ctx->stat = stat_start(ctx);
+	} else if (!on) {
+		old = ctx->stat;
+		ctx->stat = NULL;
+	}
+	pthread_mutex_unlock(&ctx->stat_lock);
+	stat_stop(old); /* joins the thread: outside stat_lock */
 }
 
 int usmc_ctx_getopt(const struct usmc_ctx *ctx, enum usmc_opt opt, long *value)
@@ -197,4 +229,54 @@ uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)
 int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)
 {
 	return ctx ? smcr_ctx_set_ueid(&ctx->rdma, ueid) : -EINVAL;
+}
+
+/* ---- registry (usmc-stat) ---------------------------------------------- */
+
+void ctx_register_conn(struct usmc_ctx *ctx, struct usmc_conn *c)
+{
+	pthread_mutex_lock(&ctx->reg_lock);
+	c->reg_prev = NULL;
+	c->reg_next = ctx->conns;
+	if (ctx->conns)
+		ctx->conns->reg_prev = c;
+	ctx->conns = c;
+	pthread_mutex_unlock(&ctx->reg_lock);
+}
+
+void ctx_unregister_conn(struct usmc_ctx *ctx, struct usmc_conn *c)
+{
+	pthread_mutex_lock(&ctx->reg_lock);
+	if (c->reg_prev)
+		c->reg_prev->reg_next = c->reg_next;
+	else if (ctx->conns == c)
+		ctx->conns = c->reg_next;
+	if (c->reg_next)
+		c->reg_next->reg_prev = c->reg_prev;
+	c->reg_prev = c->reg_next = NULL;
+	pthread_mutex_unlock(&ctx->reg_lock);
+}
+
+void ctx_register_listener(struct usmc_ctx *ctx, struct usmc_listener *l)
+{
+	pthread_mutex_lock(&ctx->reg_lock);
+	l->reg_prev = NULL;
+	l->reg_next = ctx->listeners;
+	if (ctx->listeners)
+		ctx->listeners->reg_prev = l;
+	ctx->listeners = l;
+	pthread_mutex_unlock(&ctx->reg_lock);
+}
+
+void ctx_unregister_listener(struct usmc_ctx *ctx, struct usmc_listener *l)
+{
+	pthread_mutex_lock(&ctx->reg_lock);
+	if (l->reg_prev)
+		l->reg_prev->reg_next = l->reg_next;
+	else if (ctx->listeners == l)
+		ctx->listeners = l->reg_next;
+	if (l->reg_next)
+		l->reg_next->reg_prev = l->reg_prev;
+	l->reg_prev = l->reg_next = NULL;
+	pthread_mutex_unlock(&ctx->reg_lock);
 }

@@ -32,6 +32,20 @@ struct usmc_ctx {
 	struct usmc_logger log; /* its own lock; the layers below get &log */
 
 	pid_t pid; /* fixed: the process that created it (fork, ctx_forked()) */
+
+	/*
+	 * Registry of open connections and listeners, for usmc-stat (stat.c):
+	 * touched only when one is created or destroyed, never on the data
+	 * path. While holding reg_lock the stat thread reads their atomics,
+	 * asks the kernel about their sockets and takes the handshake pool's
+	 * lock (usmc_listener_stats()); nothing else.
+	 */
+	pthread_mutex_t reg_lock;	 /* protects conns, listeners and their reg_* links */
+	struct usmc_conn *conns;	 /* guarded by reg_lock */
+	struct usmc_listener *listeners; /* guarded by reg_lock */
+
+	pthread_mutex_t stat_lock; /* protects stat: start/stop of the publication */
+	struct usmc_stat *stat;	   /* guarded by stat_lock; NULL when not published */
 };
 
 /* True in a child that inherited @ctx through fork(): its threads (accept
@@ -42,6 +56,13 @@ static inline bool ctx_forked(const struct usmc_ctx *ctx)
 {
 	return getpid() != ctx->pid;
 }
+
+
+/* Registry (usmc-stat): link at creation, unlink before freeing. */
+void ctx_register_conn(struct usmc_ctx *ctx, struct usmc_conn *c);
+void ctx_unregister_conn(struct usmc_ctx *ctx, struct usmc_conn *c);
+void ctx_register_listener(struct usmc_ctx *ctx, struct usmc_listener *l);
+void ctx_unregister_listener(struct usmc_ctx *ctx, struct usmc_listener *l);
 
 /* A copy of the context's options, for a new listener or connection. */
 void ctx_copy_opts(struct usmc_ctx *ctx, struct usmc_opts *out);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -756,4 +757,47 @@ void lgr_destroy_all(struct smcr_ctx *s)
 	       pthread_cond_timedwait(&s->lgrs_cond, &s->lock, &ts) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- statistics ------------------------------------------------------ */
+
+/* Requires sctx->lock (which keeps @l from being freed). */
+static void lgr_info_locked(struct lgr *l, struct lgr_info *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->id = l->id;
+	o->is_server = l->is_server;
+	o->state = atomic_load(&l->state);
+	/* published: the peer and link fields are read-only now */
+	memcpy(o->peer_id, l->peer_id, sizeof(o->peer_id));
+	memcpy(o->local_gid, l->dev.gid, sizeof(o->local_gid));
+	memcpy(o->peer_gid, l->peer_gid, sizeof(o->peer_gid));
+	snprintf(o->dev_name, sizeof(o->dev_name), "%s", l->dev.name);
+	o->port = l->dev.port;
+	o->qp_num = l->qp ? l->qp->qp_num : 0;
+	o->peer_qpn = l->peer_qpn;
+	o->max_conns = l->max_conns;
+	pthread_mutex_lock(&l->lock);
+	o->nconns = l->nconns;
+	pthread_mutex_unlock(&l->lock);
+	if (l->rmbs)
+		bufpool_usage(l->rmbs, o->rmbs);
+	if (l->sndbufs)
+		bufpool_usage(l->sndbufs, o->sndbufs);
+	o->test_link_sent = atomic_load(&l->llc.test_link_sent);
+	o->test_link_answered = atomic_load(&l->llc.test_link_answered);
+	o->rkey_confirmed = atomic_load(&l->llc.rkey_confirmed);
+	o->rkey_deleted = atomic_load(&l->llc.rkey_deleted);
+}
+
+int lgr_info_all(struct smcr_ctx *sctx, struct lgr_info *out, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&sctx->lock);
+	for (struct lgr *l = sctx->lgrs; l; l = l->next, n++)
+		if (n < max)
+			lgr_info_locked(l, &out[n]);
+	pthread_mutex_unlock(&sctx->lock);
+	return n;
 }

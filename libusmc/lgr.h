@@ -21,6 +21,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "bufpool.h"
 #include "smcr_ctx.h"
 #include "smcr_dev.h"
 #include "smcr_llc.h"
@@ -215,6 +216,31 @@ void lgr_conn_del(struct lgr *lgr, uint32_t token);
 struct smcr_conn *lgr_conn_get(struct lgr *lgr, uint32_t token);
 /* A snapshot of the connections, each with a reference the caller drops. */
 int lgr_conns_get(struct lgr *lgr, struct smcr_conn *list[SMCR_MAX_CONNS]);
+
+/* ---- statistics (read-only) ---- */
+
+/* What usmc-stat shows of one link group. */
+struct lgr_info {
+	uint32_t id;
+	bool is_server;
+	int state; /* enum lgr_state */
+	uint8_t peer_id[SMCR_SYSTEM_ID_LEN];
+	uint8_t local_gid[SMCR_GID_LEN], peer_gid[SMCR_GID_LEN];
+	char dev_name[64];
+	uint8_t port;
+	uint32_t qp_num, peer_qpn;
+	int nconns, max_conns;
+	struct bufpool_class_usage rmbs[SMC_BUF_CLASSES], sndbufs[SMC_BUF_CLASSES];
+	uint64_t test_link_sent, test_link_answered, rkey_confirmed, rkey_deleted;
+};
+
+/*
+ * lgr_info_all() - a copy of up to @max published link groups of @sctx
+ * (sctx->lgrs); returns how many there are (may exceed @max). Takes
+ * sctx->lock, then each lgr.lock and its pools' grow locks in turn (the
+ * documented order); changes nothing.
+ */
+int lgr_info_all(struct smcr_ctx *sctx, struct lgr_info *out, int max);
 
 /* ---- TCP sockets watched by the progress thread ---- */
 

@@ -271,6 +271,7 @@ static int listener_start(struct usmc_listener *l, struct usmc_listener **out)
 		pthread_cond_wait(&l->start_cond, &l->start_lock);
 	pthread_mutex_unlock(&l->start_lock);
 	atomic_fetch_add(&l->ctx->open_listeners, 1);
+	ctx_register_listener(l->ctx, l);
 	*out = l;
 	return 0;
 }
@@ -554,6 +555,7 @@ int usmc_listener_close(struct usmc_listener *l)
 		return -EINVAL;
 	if (ctx_forked(l->ctx))
 		return USMC_EFORKED; /* no thread to join here; the fds are CLOEXEC */
+	ctx_unregister_listener(l->ctx, l); /* first: the stat thread no longer reads it */
 	atomic_store(&l->stopping, true);
 	accept_thread_wake(l);
 	pthread_join(l->accept_thread, NULL);

@@ -82,6 +82,10 @@ struct usmc_listener {
 	atomic_uint_least64_t accepted, hs_failed, congestion_fallbacks, backlog_full;
 	struct mode_counts modes; /* connections handed to usmc_accept() */
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
+
+	/* the context's registry (usmc-stat): linked from usmc_listen() to
+	 * usmc_listener_close() */
+	struct usmc_listener *reg_prev, *reg_next; /* guarded by ctx->reg_lock */
 };
 
 /* ---- between the listener's files --------------------------------------- */

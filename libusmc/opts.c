@@ -37,6 +37,7 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_MAX_BUFS] = {"USMC_MAX_BUFS", 255, 1, 255},
 	[USMC_OPT_MAX_LGRS] = {"USMC_MAX_LGRS", 128, 1, 4096},
 	[USMC_OPT_MAX_LGRS_PER_PEER] = {"USMC_MAX_LGRS_PER_PEER", 8, 1, 4096},
+	[USMC_OPT_STAT] = {"USMC_STAT", 1, 0, 1},
 };
 
 static int parse_long(const char *s, long *out)

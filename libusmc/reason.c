@@ -89,6 +89,11 @@ const struct usmc_reason_desc *usmc_reason_lookup(uint32_t code)
 	return i < NREASONS ? &reasons[i] : NULL;
 }
 
+const struct usmc_reason_desc *usmc_reason_by_slot(unsigned int slot)
+{
+	return slot < NREASONS ? &reasons[slot] : NULL;
+}
+
 const char *usmc_reason_name(uint32_t reason)
 {
 	const struct usmc_reason_desc *d = usmc_reason_lookup(reason);

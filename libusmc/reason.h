@@ -70,4 +70,7 @@ const struct usmc_reason_desc *usmc_reason_lookup(uint32_t code);
 /* A dense index for per-reason counters; unknown codes share the last slot. */
 unsigned int usmc_reason_slot(uint32_t code);
 
+/* The code of slot @slot (statistics); NULL for the shared unknown slot. */
+const struct usmc_reason_desc *usmc_reason_by_slot(unsigned int slot);
+
 #endif

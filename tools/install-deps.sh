@@ -15,6 +15,8 @@ PACKAGES=(
 	clang libclang-rt-14-dev clang-format valgrind mandoc man-db
 	# plain TCP peers and load for the examples' tests
 	wrk curl netcat-openbsd
+	# usmc-stat tests: the JSON schema checker (tests/usmc_stat_check.py)
+	python3
 	# soft-RoCE harness (tests/rxe): guest kernel is fetched, not installed
 	qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 procps
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest

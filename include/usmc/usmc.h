@@ -213,6 +213,12 @@ enum usmc_opt {
 	 * address (a peer can claim any number of system IDs). Env
 	 * USMC_MAX_LGRS_PER_PEER, default 8, range 1..4096. */
 	USMC_OPT_MAX_LGRS_PER_PEER,
+	/* Context: publish the context's state to the usmc-stat tool (0/1)
+	 * through an abstract UNIX socket "@usmc-stat/<pid>/<n>" served by
+	 * one thread per context, readable only by the same uid or root
+	 * (docs/usmc-stat.md). Read by usmc_ctx_create(); usmc_ctx_setopt()
+	 * starts or stops it. Env USMC_STAT, default 1. */
+	USMC_OPT_STAT,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
