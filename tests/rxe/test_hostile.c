@@ -772,8 +772,6 @@ static void *silent_attacker(void *arg)
 		struct hp_conn c;
 		char b[256];
 
-		/* a new hp_conn per round on a private link: reset its table */
-		lk->nconns = 0;
 		hp_propose(lk, &c, &srv_addr, edit_random_id, NULL);
 		atomic_fetch_add(&silent_sent, 1);
 		while (!atomic_load(&silent_stop)) {
@@ -785,6 +783,7 @@ static void *silent_attacker(void *arg)
 		close(c.fd);
 		ibv_dereg_mr(c.rmb_mr);
 		free(c.rmb);
+		lk->nconns = 0; /* c lives on this stack: hp_link_close must not see it */
 	}
 	return NULL;
 }
