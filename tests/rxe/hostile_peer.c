@@ -443,6 +443,22 @@ static void send_all_fd(int fd, const uint8_t *buf, size_t len)
 	}
 }
 
+/* A connection's RMB and token; it joins the link's table. */
+static void conn_init(struct hp_link *lk, struct hp_conn *c)
+{
+	CHECK(lk->nconns < HP_MAX_CONNS, "too many hostile connections");
+	memset(c, 0, sizeof(*c));
+	c->lk = lk;
+	c->fd = -1;
+	c->rmb_len = 16384u << HP_RMB_CLASS;
+	c->rmb = HP_PTR(aligned_alloc(4096, c->rmb_len));
+	memset(c->rmb, 0, c->rmb_len);
+	c->rmb_mr = HP_PTR(ibv_reg_mr(lk->pd, c->rmb, c->rmb_len,
+				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+	c->token = 0x4800u + (uint32_t)lk->nconns + 1;
+	lk->conns[lk->nconns++] = c;
+}
+
 void hp_propose(struct hp_link *lk, struct hp_conn *c, const struct sockaddr_in *srv,
 		void (*edit)(struct clc_proposal *p, void *arg), void *arg)
 {
@@ -453,17 +469,7 @@ void hp_propose(struct hp_link *lk, struct hp_conn *c, const struct sockaddr_in 
 	struct timeval tv = {.tv_sec = 8};
 	int len;
 
-	CHECK(lk->nconns < HP_MAX_CONNS, "too many hostile connections");
-	memset(c, 0, sizeof(*c));
-	c->lk = lk;
-	c->rmb_len = 16384u << HP_RMB_CLASS;
-	c->rmb = HP_PTR(aligned_alloc(4096, c->rmb_len));
-	memset(c->rmb, 0, c->rmb_len);
-	c->rmb_mr = HP_PTR(ibv_reg_mr(lk->pd, c->rmb, c->rmb_len,
-				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-	c->token = 0x4800u + (uint32_t)lk->nconns + 1;
-	lk->conns[lk->nconns++] = c;
-
+	conn_init(lk, c);
 	c->fd = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(c->fd >= 0, "socket");
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -667,4 +673,116 @@ void hp_conn_drop(struct hp_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+}
+
+/* ---- server role ------------------------------------------------------ */
+
+int hp_listen(struct hp_link *lk, struct sockaddr_in *bound)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	socklen_t sl = sizeof(*bound);
+
+	CHECK(fd >= 0, "socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(!bind(fd, (const struct sockaddr *)&lk->bind, sizeof(lk->bind)) && !listen(fd, 8),
+	      "hostile server: bind/listen: %s", strerror(errno));
+	CHECK(!getsockname(fd, (struct sockaddr *)bound, &sl), "getsockname");
+	return fd;
+}
+
+/* Read one CLC message of at most @cap bytes; its type, or -EPROTO. */
+static int recv_clc(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+	if (poll(&pfd, 1, timeout_ms) <= 0)
+		return -ETIMEDOUT;
+	if (recv_full(fd, buf, CLC_HDR_LEN) || clc_hdr_decode(buf, CLC_HDR_LEN, hdr) ||
+	    hdr->length > cap || recv_full(fd, buf + CLC_HDR_LEN, hdr->length - CLC_HDR_LEN))
+		return -EPROTO;
+	return hdr->type;
+}
+
+int hp_serve(struct hp_link *lk, struct hp_conn *c, int lfd, bool confirm_link)
+{
+	struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+	struct clc_accept_confirm m = {0};
+	struct clc_proposal p;
+	struct clc_hdr hdr;
+	uint8_t buf[CLC_MAX_LEN];
+	struct timeval tv = {.tv_sec = 8};
+	struct llc_msg req = {.version = LLC_V2,
+			      .type = LLC_CONFIRM_LINK,
+			      .flags = LLC_FLAG_NO_RMBE_EYEC};
+	double deadline;
+	int len, rc;
+
+	conn_init(lk, c);
+	CHECK(poll(&pfd, 1, 8000) == 1, "hostile server: no client");
+	c->fd = accept(lfd, NULL, NULL);
+	CHECK(c->fd >= 0, "accept: %s", strerror(errno));
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	rc = recv_clc(c->fd, buf, sizeof(buf), 8000, &hdr);
+	if (rc != CLC_PROPOSAL || clc_proposal_decode(buf, hdr.length, &p) || !p.has_v2_ext)
+		return -EPROTO;
+	/* a first-contact ACCEPT with our link and RMB */
+	m.type = CLC_ACCEPT;
+	m.version = CLC_V2;
+	m.first_contact = true;
+	memcpy(m.peer_id, lk->peer_id, CLC_PEER_ID_LEN);
+	memcpy(m.gid, lk->gid, CLC_GID_LEN);
+	memcpy(m.mac, lk->mac, CLC_MAC_LEN);
+	m.qpn = lk->qp->qp_num;
+	m.rmb_rkey = c->rmb_mr->rkey;
+	m.rmbe_idx = 1;
+	m.rmbe_alert_token = c->token;
+	m.rmbe_size = HP_RMB_CLASS;
+	m.qp_mtu = (uint8_t)lk->mtu;
+	m.rmb_dma_addr = (uintptr_t)c->rmb;
+	m.psn = lk->psn;
+	memcpy(m.eid, p.eid[0], CLC_EID_LEN);
+	m.fce.v2_direct = true;
+	m.fce.os_type = CLC_OS_LINUX;
+	m.fce.release = CLC_RELEASE_1;
+	memset(m.fce.hostname, ' ', sizeof(m.fce.hostname));
+	memcpy(m.fce.hostname, "hostile", 7);
+	m.fce.max_conns = p.max_conns;
+	m.fce.max_links = 1;
+	m.fce.feature_mask = 1;
+	len = clc_accept_confirm_encode(&m, buf, sizeof(buf));
+	CHECK(len > 0, "encode ACCEPT: %d", len);
+	send_all_fd(c->fd, buf, (size_t)len);
+	/* the client's CONFIRM: its link and RMB */
+	rc = recv_clc(c->fd, buf, sizeof(buf), 8000, &hdr);
+	if (rc == CLC_DECLINE)
+		return 1;
+	if (rc != CLC_CONFIRM || clc_accept_confirm_decode(buf, hdr.length, &c->acc))
+		return -EPROTO;
+	c->srv_token = c->acc.rmbe_alert_token;
+	c->srv_rkey = c->acc.rmb_rkey;
+	c->srv_len = 16384u << c->acc.rmbe_size;
+	c->srv_addr = c->acc.rmb_dma_addr + (uint64_t)(c->acc.rmbe_idx - 1) * c->srv_len;
+	qp_rtr(lk, &c->acc);
+	qp_rts(lk);
+	if (!confirm_link)
+		return 0; /* the client waits for a CONFIRM_LINK that never comes */
+	memcpy(req.confirm_link.mac, lk->mac, LLC_MAC_LEN);
+	memcpy(req.confirm_link.gid, lk->gid, LLC_GID_LEN);
+	req.confirm_link.qpn = lk->qp->qp_num;
+	req.confirm_link.link_num = 1;
+	req.confirm_link.link_uid = 0x101;
+	req.confirm_link.max_links = 1;
+	req.confirm_link.max_conns = p.max_conns;
+	lk->link_num = 1;
+	if (hp_send_llc(lk, &req))
+		return -EIO;
+	deadline = mono_s() + HP_CL_WAIT_MS / 1e3;
+	while (!(lk->last_llc.type == LLC_CONFIRM_LINK && (lk->last_llc.flags & LLC_FLAG_RESP)) &&
+	       mono_s() < deadline && !lk->qp_err)
+		hp_poll(lk, 5);
+	if (!(lk->last_llc.type == LLC_CONFIRM_LINK && (lk->last_llc.flags & LLC_FLAG_RESP)))
+		return -ETIMEDOUT;
+	lk->up = true;
+	c->established = true;
+	return 0;
 }

@@ -15,7 +15,10 @@
  * the waits poll for it); LLC requests are answered while polling,
  * according to the link's policy flags.
  *
- * Client role only: it connects to a usmc server.
+ * Client role (hp_connect) against a usmc server, and a minimal server role
+ * (hp_listen, hp_serve: one first contact per link) against a usmc client.
+ * In the server role the srv_* fields of a connection describe the
+ * client's RMB: "srv" is always the usmc side.
  */
 #ifndef USMC_TEST_HOSTILE_PEER_H
 #define USMC_TEST_HOSTILE_PEER_H
@@ -155,5 +158,15 @@ int hp_send_data(struct hp_conn *c, const void *data, uint32_t len);
  * what we consumed; copy them out and consume them (a credit CDC follows).
  * Returns the bytes copied. */
 uint32_t hp_recv_data(struct hp_conn *c, void *buf, uint32_t len, int ms);
+
+/* Server role: a TCP listener on the link's address (port chosen by the
+ * kernel, returned in @bound). */
+int hp_listen(struct hp_link *lk, struct sockaddr_in *bound);
+/* Accept one usmc client on @lfd and run a first contact: PROPOSAL, ACCEPT
+ * with our QP and RMB, CONFIRM, QP to RTS, then (if @confirm_link) the LLC
+ * CONFIRM_LINK request and its response. 0 when established (or, without
+ * @confirm_link, when the CONFIRM arrived), 1 when the client declined,
+ * else a negative errno. */
+int hp_serve(struct hp_link *lk, struct hp_conn *c, int lfd, bool confirm_link);
 
 #endif

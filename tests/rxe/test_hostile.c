@@ -34,6 +34,14 @@
  *               DECLINE: it must neither join nor end the victim's link
  *               group
  *
+ *
+ * The hostile peer as a server, against a usmc client (the honest client's
+ * context):
+ *   srvcursor   after a real first contact and data both ways, a consumer
+ *               cursor below zero, or a producer two RMBs ahead: EPROTO
+ *   srvnolink   no CONFIRM_LINK after the CONFIRM: the client declines
+ *               (TIMEOUT_CL) within its 4 s and goes on over TCP
+ *
  * Each: the lying connection ends with an error or the liar's link group
  * ends; the honest connection keeps working; the server does not crash
  * and its context is destroyed cleanly at the end (ASan-clean).
@@ -299,7 +307,11 @@ static void teardown(void)
 	for (int i = 0; i < nrecs; i++)
 		pthread_join(recs[i].th, NULL);
 	CHECK(!usmc_listener_close(lst), "listener close");
-	rc = usmc_ctx_destroy(ch);
+	/* connections closed after a lie may wait for the liar's link group to
+	 * be found dead before their buffers are free */
+	t0 = mono_s();
+	while ((rc = usmc_ctx_destroy(ch)) == -EBUSY && mono_s() - t0 < 10)
+		usleep(100000);
 	CHECK(!rc, "honest ctx destroy: %s", usmc_strerror(rc));
 	t0 = mono_s();
 	while ((rc = usmc_ctx_destroy(cs)) == -EBUSY && mono_s() - t0 < 10)
@@ -947,6 +959,136 @@ static void run_spoof(void)
 
 }
 
+/* ---- server role: the hostile peer serves a usmc client ---- */
+
+struct victim {
+	struct sockaddr_in addr;
+	struct usmc_conn *c;
+	int rc;
+	double secs;
+};
+
+/* The usmc client of the hostile server: the honest client's context, so
+ * its honest connection to the usmc server shares the victim's stack. */
+static void *victim_connect(void *arg)
+{
+	struct victim *v = arg;
+	double t0 = mono_s();
+
+	v->rc = usmc_connect(ch, (struct sockaddr *)&v->addr, sizeof(v->addr), 0, &v->c);
+	v->secs = mono_s() - t0;
+	return NULL;
+}
+
+/* A usmc client connects to a hostile server that completes the first
+ * contact; the data path works both ways; then @lie ends it. */
+static void srv_lie_case(const char *what, struct cdc_msg (*lie)(struct hp_conn *c))
+{
+	struct hp_link lk;
+	struct hp_conn c;
+	struct victim v = {0};
+	pthread_t th;
+	char buf[8];
+	struct cdc_msg m;
+	double t0;
+	ssize_t n;
+	int lfd, rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	lfd = hp_listen(&lk, &v.addr);
+	pthread_create(&th, NULL, victim_connect, &v);
+	rc = hp_serve(&lk, &c, lfd, true);
+	pthread_join(th, NULL);
+	CHECK(!rc, "%s: hostile server's first contact failed: %d", what, rc);
+	CHECK(!v.rc, "%s: usmc client connect: %s", what, usmc_strerror(v.rc));
+	expect_smcr(v.c, "usmc client of the hostile server");
+	CHECK(!hp_send_data(&c, "hello", 5), "hostile server write");
+	n = usmc_recv(v.c, buf, 5, MSG_WAITALL);
+	CHECK(n == 5 && !memcmp(buf, "hello", 5), "%s: client recv %zd", what, n);
+	send_all(v.c, "world", 5);
+	CHECK(hp_recv_data(&c, buf, 5, ERR_WAIT_MS) == 5 && !memcmp(buf, "world", 5),
+	      "%s: hostile server recv", what);
+	m = lie(&c);
+	CHECK(!hp_send_cdc(&c, &m), "send");
+	t0 = mono_s();
+	do {
+		n = usmc_recv(v.c, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			usleep(10000);
+	} while (n == -EAGAIN && mono_s() - t0 < ERR_WAIT_MS / 1e3);
+	printf("  %s: usmc client's recv: %s after %.2f s\n", what,
+	       n < 0 ? usmc_strerror((int)n) : "data/EOF", mono_s() - t0);
+	CHECK(n == -EPROTO, "%s: EPROTO expected, got %zd", what, n);
+	CHECK(!usmc_close(v.c), "close");
+	close(lfd);
+	hp_link_close(&lk);
+}
+
+static struct cdc_msg lie_cons_below_zero(struct hp_conn *c)
+{
+	struct cdc_msg m = hp_cdc_now(c);
+
+	m.cons = curs(0xffff, c->rmb_len - 1);
+	return m;
+}
+
+static struct cdc_msg lie_prod_two_ahead(struct hp_conn *c)
+{
+	struct cdc_msg m = hp_cdc_now(c);
+
+	m.prod = curs(2, 5);
+	return m;
+}
+
+static void run_srvcursor(void)
+{
+	srv_lie_case("hostile server: cons below zero", lie_cons_below_zero);
+	srv_lie_case("hostile server: prod two RMBs ahead", lie_prod_two_ahead);
+}
+
+/* The hostile server never sends CONFIRM_LINK: the usmc client gives up
+ * after its 4 s, declines (TIMEOUT_CL) and goes on over TCP. */
+static void run_srvnolink(void)
+{
+	struct hp_link lk;
+	struct hp_conn c;
+	struct victim v = {0};
+	struct usmc_conn_info info;
+	struct usmc_ctx_stats st;
+	struct pollfd pfd;
+	uint8_t buf[64];
+	pthread_t th;
+	ssize_t n = 0;
+	int lfd, rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	lfd = hp_listen(&lk, &v.addr);
+	pthread_create(&th, NULL, victim_connect, &v);
+	rc = hp_serve(&lk, &c, lfd, false);
+	CHECK(!rc, "hostile server: no CONFIRM from the usmc client: %d", rc);
+	pfd = (struct pollfd){.fd = c.fd, .events = POLLIN};
+	if (poll(&pfd, 1, 8000) == 1)
+		n = recv(c.fd, buf, sizeof(buf), 0);
+	pthread_join(th, NULL);
+	CHECK(n >= 8 && buf[4] == CLC_DECLINE, "the usmc client sent no DECLINE (%zd bytes)", n);
+	CHECK(!v.rc, "usmc client connect: %s", usmc_strerror(v.rc));
+	CHECK(!usmc_conn_info(v.c, &info), "info");
+	printf("  no CONFIRM_LINK: usmc client on %s (%s) after %.2f s\n", usmc_mode_name(info.mode),
+	       usmc_reason_name(info.reason), v.secs);
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_TIMEOUT_CL,
+	      "TCP after TIMEOUT_CL expected");
+	CHECK(v.secs < 6.0, "the client waited %.2f s", v.secs);
+	send_all(v.c, "tcp!", 4);
+	n = recv(c.fd, buf, 4, MSG_WAITALL);
+	CHECK(n == 4 && !memcmp(buf, "tcp!", 4), "data over the fallback");
+	CHECK(!usmc_close(v.c), "close");
+	usmc_ctx_stats(ch, &st);
+	CHECK(st.lgrs_open == 1, "usmc client: %llu link groups open (its honest one expected)",
+	      (unsigned long long)st.lgrs_open);
+	close(lfd);
+	hp_link_close(&lk);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = argc > 1 ? argv[1] : "";
@@ -966,6 +1108,8 @@ int main(int argc, char **argv)
 		{"badconfirm", run_badconfirm},
 		{"silentfc", run_silentfc},
 		{"spoof", run_spoof},
+		{"srvcursor", run_srvcursor},
+		{"srvnolink", run_srvnolink},
 	};
 	void (*run)(void) = NULL;
 
