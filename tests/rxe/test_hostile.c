@@ -197,7 +197,7 @@ static int expect_server_error(const struct hp_conn *c, int ms, const char *what
 
 	CHECK(r, "%s: the server's connection did not end within %d ms", what, ms);
 	CHECK(r->rc < 0, "%s: the server's connection ended without an error (EOF)", what);
-	printf("  %s: server connection ended with '%s' after %.2f s\n", what,
+	printf("  %s: server connection ended with '%s' (waited %.2f s for it)\n", what,
 	       usmc_strerror(r->rc), mono_s() - t0);
 	return r->rc;
 }
@@ -1016,7 +1016,7 @@ static void srv_lie_case(const char *what, struct cdc_msg (*lie)(struct hp_conn 
 		if (n == -EAGAIN)
 			usleep(10000);
 	} while (n == -EAGAIN && mono_s() - t0 < ERR_WAIT_MS / 1e3);
-	printf("  %s: usmc client's recv: %s after %.2f s\n", what,
+	printf("  %s: usmc client's recv: %s (waited %.2f s for it)\n", what,
 	       n < 0 ? usmc_strerror((int)n) : "data/EOF", mono_s() - t0);
 	CHECK(n == -EPROTO, "%s: EPROTO expected, got %zd", what, n);
 	CHECK(!usmc_close(v.c), "close");
