@@ -897,7 +897,7 @@ static void run_spoof(void)
 	spoof_src.sin_addr.s_addr = htonl(ntohl(addr_a.sin_addr.s_addr) + 100);
 	inet_ntop(AF_INET, &spoof_src.sin_addr, ip, sizeof(ip));
 	CHECK(netdev, "USMC_TEST_NETDEV_A not set");
-	snprintf(cmd, sizeof(cmd), "ip addr add %s/24 dev %s 2>&1", ip, netdev);
+	snprintf(cmd, sizeof(cmd), "ip addr replace %s/24 dev %s 2>&1", ip, netdev);
 	CHECK(system(cmd) == 0, "%s failed", cmd);
 	for (int i = 0; i < 50; i++) { /* wait for the address's GID */
 		char path[128];
