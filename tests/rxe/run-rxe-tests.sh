@@ -19,7 +19,10 @@ shift
 	exit 2
 }
 BUILD=$(cd "$BUILD" && pwd)
-CTEST=(ctest --test-dir "$BUILD" -L rxe --output-on-failure "$@")
+# -L is a regular expression: anchored, so that rxe_known_bad (scenarios that
+# fail until a library defect is fixed) and rxe_vm alone do not match; the
+# rxe_vm tests also carry rxe.
+CTEST=(ctest --test-dir "$BUILD" -L "^rxe$" --output-on-failure "$@")
 
 host_has_rdma() {
 	local d

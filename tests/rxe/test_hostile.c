@@ -1,0 +1,1130 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A hostile peer on the real wire (issue 13): a usmc server listens on host
+ * B; the hostile peer (hostile_peer.c: its own TCP socket for CLC, its own
+ * RC QP for LLC and CDC, RDMA WRITEs into the server's RMB) connects from
+ * host A with a real SMC-Rv2 first contact and then lies. A well-behaved
+ * usmc client (its own context, so its own link group) echoes checksummed
+ * data before and after every attack, and connects afresh after it. One
+ * scenario per run:
+ *
+ *   cons        consumer cursor below zero (wrap 0xFFFF, count len-1) at
+ *               the start; consumer cursor ahead of what the server sent
+ *   prod        producer cursor one byte more than one RMB ahead, two RMBs
+ *               ahead; an old seqno carrying new cursors (ignored), a huge
+ *               seqno jump carrying a lie
+ *   closeflags  data after PEER_DONE_WRITING; data after PEER_CONN_ABORT
+ *   window      RDMA WRITEs past the end of the RMBE the ACCEPT announced,
+ *               straddling its end, and before its start: the verbs must
+ *               refuse them
+ *   writeimm    RDMA WRITE WITH IMM (consumes one of the server's receives)
+ *   longsend    a SEND longer than the server's 8 KiB receive buffers
+ *   unsolicited LLC responses nobody asked for (CONFIRM_RKEY, TEST_LINK)
+ *   deletelink  DELETE_LINK instead of the CONFIRM_RKEY response of a
+ *               second connection's handshake; DELETE_LINK between that
+ *               handshake's ACCEPT and CONFIRM
+ *   rkeysilent  a second connection's CONFIRM_RKEY never answered: that
+ *               handshake declines within ~2 s, everything else goes on
+ *   badconfirm  first-contact CONFIRM with a bad rkey, with rmbe_idx 0,
+ *               with size class 15 (512 MiB announced, 16 KiB registered)
+ *   silentfc    PROPOSAL, then silence, in a loop: an honest client's
+ *               handshake time must stay within 2x of its time without
+ *   spoof       a PROPOSAL from another address of host A claiming the
+ *               honest client's peer ID and GID, then an out-of-sync
+ *               DECLINE: it must neither join nor end the victim's link
+ *               group
+ *
+ *
+ * The hostile peer as a server, against a usmc client (the honest client's
+ * context):
+ *   srvcursor   after a real first contact and data both ways, a consumer
+ *               cursor below zero, or a producer two RMBs ahead: EPROTO
+ *   srvnolink   no CONFIRM_LINK after the CONFIRM: the client declines
+ *               (TIMEOUT_CL) within its 4 s and goes on over TCP
+ *
+ * Each: the lying connection ends with an error or the liar's link group
+ * ends; the honest connection keeps working; the server does not crash
+ * and its context is destroyed cleanly at the end (ASan-clean).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../common/pattern.h"
+#include "conn.h"
+#include "ctx.h"
+#include "hostile_peer.h"
+#include "lgr.h"
+#include "smcr_common.h"
+#include "smcr_conn.h"
+
+#define ERR_WAIT_MS 4000 /* a lie must have ended its connection by then */
+#define MAX_RECS    64
+
+/* ---- the usmc server: every accepted connection echoes ---- */
+
+struct rec {
+	uint16_t port; /* the peer's TCP port */
+	enum usmc_mode mode;
+	_Atomic uint64_t bytes;
+	uint64_t after_eof; /* bytes delivered after EOF: must stay 0 */
+	int rc;		    /* 0 for EOF, else the error that ended it */
+	bool done;
+	struct usmc_conn *c;
+	pthread_t th;
+};
+
+static struct usmc_ctx *cs, *ch;
+static struct usmc_listener *lst;
+static struct sockaddr_in srv_addr, addr_a;
+static pthread_t acc_th;
+static atomic_bool stop;
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rec_cond = PTHREAD_COND_INITIALIZER;
+static struct rec recs[MAX_RECS];
+static int nrecs;
+
+static void *echo_conn(void *arg)
+{
+	struct rec *r = arg;
+	static _Thread_local uint8_t buf[65536];
+	int rc = 0;
+
+	for (;;) {
+		ssize_t n = usmc_recv(r->c, buf, sizeof(buf), 0);
+
+		if (n < 0) {
+			rc = (int)n;
+			break;
+		}
+		if (n == 0) {
+			/* EOF: does anything come after it (an error, or data)? */
+			for (int i = 0; i < 15 && !rc; i++) {
+				usleep(100000);
+				n = usmc_recv(r->c, buf, sizeof(buf), MSG_DONTWAIT);
+				if (n > 0)
+					r->after_eof += (uint64_t)n;
+				else if (n < 0 && n != -EAGAIN)
+					rc = (int)n;
+			}
+			break;
+		}
+		atomic_fetch_add(&r->bytes, (uint64_t)n);
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = usmc_send(r->c, buf + off, (size_t)(n - off), 0);
+
+			if (w <= 0) {
+				rc = w < 0 ? (int)w : -EIO;
+				break;
+			}
+			off += w;
+		}
+		if (rc)
+			break;
+	}
+	usmc_close(r->c);
+	pthread_mutex_lock(&rec_lock);
+	r->rc = rc;
+	r->done = true;
+	pthread_cond_broadcast(&rec_cond);
+	pthread_mutex_unlock(&rec_lock);
+	return NULL;
+}
+
+static void *acceptor(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		struct pollfd pfd = {.fd = usmc_listener_fd(lst), .events = POLLIN};
+		struct usmc_conn_info info;
+		struct usmc_conn *c;
+		struct rec *r;
+
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		if (usmc_accept(lst, 0, &c))
+			continue;
+		CHECK(!usmc_conn_info(c, &info), "conn info");
+		pthread_mutex_lock(&rec_lock);
+		CHECK(nrecs < MAX_RECS, "too many connections");
+		r = &recs[nrecs++];
+		r->c = c;
+		r->mode = info.mode;
+		r->port = ntohs(((struct sockaddr_in *)&info.peer)->sin_port);
+		pthread_cond_broadcast(&rec_cond);
+		pthread_mutex_unlock(&rec_lock);
+		pthread_create(&r->th, NULL, echo_conn, r);
+	}
+	return NULL;
+}
+
+/* The server's connection from TCP port @port, once accepted (NULL after @ms). */
+static struct rec *rec_of(uint16_t port, int ms, bool want_done)
+{
+	struct timespec ts;
+	struct rec *found = NULL;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&rec_lock);
+	for (;;) {
+		for (int i = 0; i < nrecs; i++)
+			if (recs[i].port == port && (!want_done || recs[i].done))
+				found = &recs[i];
+		if (found || pthread_cond_timedwait(&rec_cond, &rec_lock, &ts))
+			break;
+	}
+	pthread_mutex_unlock(&rec_lock);
+	return found;
+}
+
+/* The server's side of hostile connection @c must end with an error within
+ * @ms; returns the error. */
+static int expect_server_error(const struct hp_conn *c, int ms, const char *what)
+{
+	double t0 = mono_s();
+	struct rec *r = rec_of(c->port, ms, true);
+
+	CHECK(r, "%s: the server's connection did not end within %d ms", what, ms);
+	CHECK(r->rc < 0, "%s: the server's connection ended without an error (EOF)", what);
+	printf("  %s: server connection ended with '%s' (waited %.2f s for it)\n", what,
+	       usmc_strerror(r->rc), mono_s() - t0);
+	return r->rc;
+}
+
+/* ---- the honest client ---- */
+
+static struct usmc_conn *hc;
+
+static struct usmc_conn *honest_connect(double *secs)
+{
+	struct usmc_conn *c;
+	double t0 = mono_s();
+	int rc = usmc_connect(ch, (struct sockaddr *)&srv_addr, sizeof(srv_addr), 0, &c);
+
+	CHECK(!rc, "honest connect: %s", usmc_strerror(rc));
+	if (secs)
+		*secs = mono_s() - t0;
+	expect_smcr(c, "honest client");
+	return c;
+}
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (n--)
+		h = (h ^ *p++) * 0x100000001b3ull;
+	return h;
+}
+
+/* 8 KiB of pattern there and back, checked byte for byte and by checksum. */
+static void honest_echo(struct usmc_conn *c, uint64_t seed, const char *when)
+{
+	static uint8_t out[8192], in[8192];
+	ssize_t n;
+	long long bad;
+
+	pattern_fill(seed, 0, out, sizeof(out));
+	send_all(c, out, sizeof(out));
+	n = usmc_recv(c, in, sizeof(in), MSG_WAITALL);
+	CHECK(n == (ssize_t)sizeof(in), "honest echo %s: recv %zd (%s)", when, n,
+	      n < 0 ? usmc_strerror((int)n) : "short");
+	bad = pattern_check(seed, 0, in, sizeof(in));
+	CHECK(bad < 0 && fnv(in, sizeof(in)) == fnv(out, sizeof(out)),
+	      "honest echo %s differs at %lld", when, bad);
+	printf("  honest echo %s: 8192 bytes, checksum %016llx ok\n", when,
+	       (unsigned long long)fnv(in, sizeof(in)));
+}
+
+/* ---- set-up, checks, tear-down ---- */
+
+static void setup(void)
+{
+	struct sockaddr_in sa = host_addr("USMC_TEST_HOST_B", 0);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	addr_a = host_addr("USMC_TEST_HOST_A", 0);
+	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&ch), "ctx");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_PROBE_MS, 2000), "probe option");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_HS_THREADS, 8), "hs threads option");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_CLOSE_WAIT_MS, 2000), "close wait option");
+	CHECK(!usmc_listen(cs, (struct sockaddr *)&sa, sizeof(sa), 64, USMC_LISTEN_NONBLOCK, &lst),
+	      "listen");
+	CHECK(!usmc_listener_addr(lst, &ss, &len), "listener addr");
+	memcpy(&srv_addr, &ss, sizeof(srv_addr));
+	pthread_create(&acc_th, NULL, acceptor, NULL);
+	hc = honest_connect(NULL);
+	honest_echo(hc, 1, "before the attack");
+}
+
+/* After the attack: the honest connection and a new one still work. */
+static void honest_after(void)
+{
+	struct usmc_conn *c2;
+	double t;
+
+	honest_echo(hc, 2, "after the attack");
+	c2 = honest_connect(&t);
+	honest_echo(c2, 3, "on a new connection");
+	printf("  new honest connection: handshake %.1f ms\n", t * 1e3);
+	CHECK(!usmc_close(c2), "close");
+}
+
+static void teardown(void)
+{
+	double t0 = mono_s();
+	int rc;
+
+	CHECK(!usmc_close(hc), "honest close");
+	/* every server connection ends: EOF, or the liar's socket is gone */
+	for (;;) {
+		int open = 0;
+
+		pthread_mutex_lock(&rec_lock);
+		for (int i = 0; i < nrecs; i++)
+			open += !recs[i].done;
+		pthread_mutex_unlock(&rec_lock);
+		if (!open)
+			break;
+		CHECK(mono_s() - t0 < 20, "%d server connections still open 20 s after the end",
+		      open);
+		usleep(100000);
+	}
+	atomic_store(&stop, true);
+	pthread_join(acc_th, NULL);
+	for (int i = 0; i < nrecs; i++)
+		pthread_join(recs[i].th, NULL);
+	CHECK(!usmc_listener_close(lst), "listener close");
+	/* connections closed after a lie may wait for the liar's link group to
+	 * be found dead before their buffers are free */
+	t0 = mono_s();
+	while ((rc = usmc_ctx_destroy(ch)) == -EBUSY && mono_s() - t0 < 10)
+		usleep(100000);
+	CHECK(!rc, "honest ctx destroy: %s", usmc_strerror(rc));
+	t0 = mono_s();
+	while ((rc = usmc_ctx_destroy(cs)) == -EBUSY && mono_s() - t0 < 10)
+		usleep(100000);
+	CHECK(!rc, "server ctx destroy: %s", usmc_strerror(rc));
+}
+
+/* The honest-peer part of a hostile connection works (data echoed back). */
+static void liar_echo(struct hp_conn *c, uint32_t len, const char *what)
+{
+	uint8_t out[2048], in[2048];
+	uint32_t n;
+
+	CHECK(len <= sizeof(out), "echo size");
+	for (uint32_t i = 0; i < len; i++)
+		out[i] = (uint8_t)(c->tx_prod + i * 7);
+	CHECK(!hp_send_data(c, out, len), "%s: hostile data write failed", what);
+	n = hp_recv_data(c, in, len, ERR_WAIT_MS);
+	CHECK(n == len && !memcmp(in, out, len), "%s: echo of %u bytes: got %u", what, len, n);
+}
+
+static struct cdc_cursor curs(uint16_t wrap, uint32_t count)
+{
+	return (struct cdc_cursor){wrap, count};
+}
+
+/* ---- 1: consumer cursor lies ---- */
+
+static void run_cons(void)
+{
+	struct hp_link lk;
+	struct hp_conn x, y;
+	struct cdc_msg m;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	hp_connect(&lk, &y, &srv_addr);
+	/* below zero: the server sent nothing, the liar "consumed" -1 */
+	m = hp_cdc_now(&x);
+	m.cons = curs(0xffff, x.rmb_len - 1);
+	CHECK(!hp_send_cdc(&x, &m), "send");
+	expect_server_error(&x, ERR_WAIT_MS, "cons below zero");
+	/* ahead of what the server sent: 100 echoed, 150 "consumed" */
+	liar_echo(&y, 100, "cons ahead, before");
+	m = hp_cdc_now(&y);
+	m.cons = curs(0, 150);
+	CHECK(!hp_send_cdc(&y, &m), "send");
+	expect_server_error(&y, ERR_WAIT_MS, "cons ahead of the server's data");
+	hp_link_close(&lk);
+}
+
+/* ---- 2: producer cursor and sequence number games ---- */
+
+static void run_prod(void)
+{
+	struct hp_link lk;
+	struct hp_conn x, y, z;
+	struct cdc_msg m;
+	uint8_t data[100];
+	struct rec *r;
+
+	memset(data, 0x42, sizeof(data));
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	hp_connect(&lk, &y, &srv_addr);
+	hp_connect(&lk, &z, &srv_addr);
+	m = hp_cdc_now(&x);
+	m.prod = curs(1, 1); /* one byte more than one RMB */
+	CHECK(!hp_send_cdc(&x, &m), "send");
+	expect_server_error(&x, ERR_WAIT_MS, "prod one RMB + 1 ahead");
+	m = hp_cdc_now(&y);
+	m.prod = curs(2, 0);
+	CHECK(!hp_send_cdc(&y, &m), "send");
+	expect_server_error(&y, ERR_WAIT_MS, "prod two RMBs ahead");
+
+	/* z: 100 honest bytes, then 100 more announced under an old seqno */
+	liar_echo(&z, 100, "seqno games, honest start");
+	CHECK(!hp_write_raw(&z, 100, data, 100, false, 5000), "write");
+	m = hp_cdc_now(&z);
+	m.seqno = (uint16_t)(m.seqno - 10);
+	m.prod = curs(0, 200);
+	CHECK(!hp_send_cdc(&z, &m), "send");
+	usleep(500000);
+	r = rec_of(z.port, 1000, false);
+	CHECK(r && atomic_load(&r->bytes) == 100 && !r->done,
+	      "old seqno with new cursors: the server took it (%llu bytes, done %d)",
+	      r ? (unsigned long long)atomic_load(&r->bytes) : 0ull, r ? r->done : -1);
+	printf("  old seqno carrying new cursors: ignored\n");
+	/* a huge jump carrying a lie */
+	m = hp_cdc_now(&z);
+	m.seqno = (uint16_t)(m.seqno + 0x7ff0);
+	z.seqno = m.seqno;
+	m.prod = curs(3, 5);
+	CHECK(!hp_send_cdc(&z, &m), "send");
+	expect_server_error(&z, ERR_WAIT_MS, "seqno jump + prod three RMBs ahead");
+	hp_link_close(&lk);
+}
+
+/* ---- 3: close and abort flags out of order ---- */
+
+static void run_closeflags(void)
+{
+	struct hp_link lk;
+	struct hp_conn x, y;
+	struct cdc_msg m;
+	uint8_t data[10] = "0123456789", in[10];
+	double t0;
+	struct rec *r;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	hp_connect(&lk, &y, &srv_addr);
+	/* x: 10 bytes and PEER_DONE_WRITING, the echo, then 10 more bytes */
+	CHECK(!hp_write_raw(&x, 0, data, 10, false, 5000), "write");
+	x.tx_prod = 10;
+	m = hp_cdc_now(&x);
+	m.conn_state_flags = CDC_CS_PEER_DONE_WRITING;
+	CHECK(!hp_send_cdc(&x, &m), "send");
+	CHECK(hp_recv_data(&x, in, 10, ERR_WAIT_MS) == 10 && !memcmp(in, data, 10), "echo");
+	CHECK(!hp_write_raw(&x, 10, data, 10, false, 5000), "write");
+	x.tx_prod = 20;
+	m = hp_cdc_now(&x);
+	m.conn_state_flags = CDC_CS_PEER_DONE_WRITING;
+	CHECK(!hp_send_cdc(&x, &m), "send");
+	t0 = mono_s();
+	while (!x.srv_abort && mono_s() - t0 < ERR_WAIT_MS / 1e3)
+		hp_poll(&lk, 10);
+	r = rec_of(x.port, ERR_WAIT_MS, true);
+	CHECK(r, "data after DONE_WRITING: the server's connection did not end");
+	CHECK(r->bytes == 10 && !r->after_eof,
+	      "data after DONE_WRITING delivered: %llu bytes, %llu after EOF",
+	      (unsigned long long)r->bytes, (unsigned long long)r->after_eof);
+	CHECK(x.srv_abort || r->rc < 0,
+	      "data after DONE_WRITING: neither an abort to the liar nor an error at the server "
+	      "(server: %s)",
+	      r->rc ? usmc_strerror(r->rc) : "EOF");
+	printf("  data after DONE_WRITING: not delivered; liar got %s, server saw %s\n",
+	       x.srv_abort ? "an abort" : "no abort", r->rc ? usmc_strerror(r->rc) : "EOF");
+
+	/* y: abort, then data */
+	m = hp_cdc_now(&y);
+	m.conn_state_flags = CDC_CS_PEER_CONN_ABORT;
+	CHECK(!hp_send_cdc(&y, &m), "send");
+	CHECK(!hp_write_raw(&y, 0, data, 10, false, 5000), "write");
+	y.tx_prod = 10;
+	m = hp_cdc_now(&y);
+	CHECK(!hp_send_cdc(&y, &m), "send");
+	r = rec_of(y.port, ERR_WAIT_MS, true);
+	CHECK(r, "data after ABORT: the server's connection did not end");
+	CHECK(r->rc == -ECONNRESET && r->bytes == 0,
+	      "data after ABORT: server got %llu bytes, ended with %s (ECONNRESET expected)",
+	      (unsigned long long)r->bytes, r->rc ? usmc_strerror(r->rc) : "EOF");
+	printf("  data after ABORT: not delivered, server saw %s\n", usmc_strerror(r->rc));
+	hp_link_close(&lk);
+}
+
+/* ---- 4: RDMA WRITEs past the advertised window ---- */
+
+#define BEFORE_START INT64_MIN /* @rel: 4 KiB before the RMBE's start */
+
+/* A WRITE of @len bytes at @rel bytes from the end of the server's RMBE. */
+static void window_case(const char *what, int64_t rel, uint32_t len)
+{
+	static uint8_t junk[8192];
+	struct hp_link lk;
+	struct hp_conn x;
+	int64_t off;
+	int st;
+
+	memset(junk, 0xee, sizeof(junk));
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 64, what);
+	off = rel == BEFORE_START ? -4096 : (int64_t)x.srv_len + rel;
+	st = hp_write_raw(&x, (uint64_t)off, junk, len, false, 5000);
+	printf("  %s (RMBE %u bytes, write of %u at %lld): %s\n", what, x.srv_len, len,
+	       (long long)off, st > 0 ? ibv_wc_status_str((enum ibv_wc_status)st)
+				      : st ? strerror(-st) : "SUCCESS");
+	CHECK(st != 0, "%s: the RDMA WRITE succeeded", what);
+	hp_link_close(&lk);
+}
+
+static void run_window(void)
+{
+	/* each case kills the liar's QP: a new link group each */
+	window_case("write just past the RMBE", 0, 64);
+	window_case("write straddling the RMBE's end", -32, 64);
+	window_case("write 1 MiB past the RMBE", 1 << 20, 4096);
+	window_case("write before the RMBE", BEFORE_START, 64);
+}
+
+/* ---- 5: RDMA WRITE WITH IMM ---- */
+
+static void run_writeimm(void)
+{
+	struct hp_link lk;
+	struct hp_conn x;
+	uint8_t data[44] = {0};
+	int st;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 100, "before WRITE WITH IMM");
+	st = hp_write_raw(&x, x.tx_prod % x.srv_len, data, sizeof(data), true, 5000);
+	printf("  WRITE WITH IMM of 44 bytes: %s\n",
+	       st ? ibv_wc_status_str((enum ibv_wc_status)st) : "SUCCESS");
+	st = hp_write_raw(&x, x.tx_prod % x.srv_len, data, 0, true, 5000);
+	printf("  WRITE WITH IMM of 0 bytes: %s\n",
+	       st ? ibv_wc_status_str((enum ibv_wc_status)st) : "SUCCESS");
+	expect_server_error(&x, ERR_WAIT_MS, "WRITE WITH IMM");
+	hp_link_close(&lk);
+}
+
+/* ---- 6: a SEND longer than the receive buffers ---- */
+
+static void run_longsend(void)
+{
+	static uint8_t big[8192 + 512];
+	struct hp_link lk;
+	struct hp_conn x;
+	int st;
+
+	memset(big, 0x21, sizeof(big)); /* looks like a v2 LLC */
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 100, "before the long SEND");
+	st = hp_send_raw(&lk, big, sizeof(big), 5000);
+	printf("  SEND of %zu bytes: %s\n", sizeof(big),
+	       st > 0 ? ibv_wc_status_str((enum ibv_wc_status)st)
+		      : st ? strerror(-st) : "SUCCESS");
+	expect_server_error(&x, ERR_WAIT_MS, "SEND > 8 KiB");
+	hp_link_close(&lk);
+}
+
+/* ---- 7: unsolicited LLC responses ---- */
+
+static void run_unsolicited(void)
+{
+	struct hp_link lk;
+	struct hp_conn x;
+	struct llc_msg m = {.version = LLC_V2, .type = LLC_CONFIRM_RKEY, .flags = LLC_FLAG_RESP};
+	struct rec *r;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 100, "before");
+	m.confirm_rkey.rkey = 0xdeadbeef;
+	m.confirm_rkey.vaddr = 0x1000;
+	CHECK(!hp_send_llc(&lk, &m), "send CONFIRM_RKEY response");
+	m.flags |= LLC_FLAG_RKEY_NEG;
+	CHECK(!hp_send_llc(&lk, &m), "send CONFIRM_RKEY negative response");
+	memset(&m, 0, sizeof(m));
+	m.version = LLC_V2;
+	m.type = LLC_TEST_LINK;
+	m.flags = LLC_FLAG_RESP;
+	memcpy(m.test_link.user_data, "unasked-for!!!!!", 16);
+	for (int i = 0; i < 5; i++)
+		CHECK(!hp_send_llc(&lk, &m), "send TEST_LINK response");
+	m.type = LLC_DELETE_RKEY;
+	m.delete_rkey.num_rkeys = 1;
+	m.delete_rkey.rkeys[0] = x.srv_rkey;
+	CHECK(!hp_send_llc(&lk, &m), "send DELETE_RKEY response");
+	usleep(300000);
+	/* ignored (as Linux) or the link group ended: either is fine, but
+	 * not a half state */
+	r = rec_of(x.port, 10, true);
+	if (r) {
+		CHECK(r->rc < 0, "unsolicited responses: the connection ended without an error");
+		printf("  unsolicited LLC responses ended the liar's link group (%s)\n",
+		       usmc_strerror(r->rc));
+	} else {
+		liar_echo(&x, 200, "after unsolicited responses");
+		printf("  unsolicited LLC responses ignored; the liar's connection still echoes\n");
+	}
+	hp_link_close(&lk);
+}
+
+/* ---- 8: DELETE_LINK during another connection's handshake ---- */
+
+static struct llc_msg delete_link_msg(const struct hp_link *lk)
+{
+	struct llc_msg m = {.version = LLC_V2,
+			    .type = LLC_DELETE_LINK,
+			    .flags = LLC_FLAG_DEL_LINK_ALL | LLC_FLAG_DEL_LINK_ORDERLY};
+
+	m.delete_link.link_num = lk->link_num;
+	m.delete_link.reason = LLC_DEL_PROG_INIT_TERM;
+	return m;
+}
+
+static void run_deletelink(void)
+{
+	struct hp_link lk;
+	struct hp_conn x, y;
+	struct llc_msg m;
+	double t0;
+	int rc;
+	struct rec *r;
+
+	/* a: DELETE_LINK instead of the CONFIRM_RKEY response */
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 100, "first connection");
+	lk.answer_rkey = false;
+	hp_propose(&lk, &y, &srv_addr, NULL, NULL);
+	t0 = mono_s();
+	while (!lk.rkey_reqs && mono_s() - t0 < 4)
+		hp_poll(&lk, 5);
+	CHECK(lk.rkey_reqs, "no CONFIRM_RKEY for the second connection");
+	m = delete_link_msg(&lk);
+	CHECK(!hp_send_llc(&lk, &m), "send DELETE_LINK");
+	rc = hp_await_accept(&y, 6000);
+	printf("  a: DELETE_LINK in place of the CONFIRM_RKEY response: second handshake %s "
+	       "after %.2f s\n",
+	       rc == 1 ? "declined" : rc == 0 ? "ACCEPTED" : rc == -ETIMEDOUT ? "silent" : "EOF",
+	       mono_s() - t0);
+	CHECK(rc == 1 || rc == -EPROTO, "the handshake on a deleted link group must fail (%d)",
+	      rc);
+	expect_server_error(&x, ERR_WAIT_MS, "a: first connection after DELETE_LINK");
+	hp_link_close(&lk);
+
+	/* b: DELETE_LINK between ACCEPT and CONFIRM */
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 100, "first connection");
+	hp_propose(&lk, &y, &srv_addr, NULL, NULL);
+	rc = hp_await_accept(&y, 6000);
+	CHECK(rc == 0 && !y.acc.first_contact, "second connection: reuse ACCEPT expected (%d)",
+	      rc);
+	m = delete_link_msg(&lk);
+	CHECK(!hp_send_llc(&lk, &m), "send DELETE_LINK");
+	usleep(100000);
+	CHECK(!hp_confirm(&y, NULL, NULL), "CONFIRM");
+	expect_server_error(&x, ERR_WAIT_MS, "b: first connection after DELETE_LINK");
+	r = rec_of(y.port, 1000, false);
+	if (r && r->mode == USMC_MODE_SMCR)
+		expect_server_error(&y, ERR_WAIT_MS, "b: second connection (CONFIRM after DELETE_LINK)");
+	else
+		printf("  b: second connection (CONFIRM after DELETE_LINK): %s\n",
+		       r ? "fell back to TCP" : "not accepted");
+	hp_link_close(&lk);
+}
+
+/* ---- 9: CONFIRM_RKEY never answered ---- */
+
+static double rkeysilent_honest_s;
+
+static void *honest_during(void *arg)
+{
+	struct usmc_conn *c;
+
+	(void)arg;
+	usleep(200000); /* while the server waits for the CONFIRM_RKEY answer */
+	c = honest_connect(&rkeysilent_honest_s);
+	honest_echo(c, 9, "during the unanswered CONFIRM_RKEY");
+	CHECK(!usmc_close(c), "close");
+	return NULL;
+}
+
+static void run_rkeysilent(void)
+{
+	struct hp_link lk;
+	struct hp_conn x, y;
+	pthread_t th;
+	double t0, dt;
+	int rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 100, "first connection");
+	lk.answer_rkey = false;
+	hp_propose(&lk, &y, &srv_addr, NULL, NULL);
+	t0 = mono_s();
+	pthread_create(&th, NULL, honest_during, NULL);
+	rc = hp_await_accept(&y, 8000);
+	dt = mono_s() - t0;
+	pthread_join(th, NULL);
+	printf("  unanswered CONFIRM_RKEY: %u request(s) seen, handshake %s after %.2f s%s\n",
+	       lk.rkey_reqs, rc == 1 ? "declined" : rc == 0 ? "ACCEPTED" : "failed", dt,
+	       rc == 1 ? "" : "");
+	if (rc == 1)
+		printf("  decline diagnosis 0x%08x (%s)\n", y.decline_diag,
+		       usmc_reason_name(y.decline_diag));
+	printf("  honest handshake meanwhile: %.1f ms\n", rkeysilent_honest_s * 1e3);
+	CHECK(lk.rkey_reqs >= 1, "the server sent no CONFIRM_RKEY");
+	CHECK(rc == 1 || rc == -EPROTO, "the handshake must fail (%d)", rc);
+	CHECK(dt < 3.0, "the handshake took %.2f s to fail (~2 s expected)", dt);
+	CHECK(rkeysilent_honest_s < 2.0, "the honest handshake took %.2f s meanwhile",
+	      rkeysilent_honest_s);
+	/* the liar's first connection still works */
+	lk.answer_rkey = true;
+	liar_echo(&x, 200, "first connection after the unanswered CONFIRM_RKEY");
+	hp_link_close(&lk);
+}
+
+/* ---- 10: lies in the first-contact CONFIRM ---- */
+
+enum conf_lie { LIE_RKEY, LIE_IDX0, LIE_SIZE };
+
+static void edit_confirm(struct clc_accept_confirm *m, void *arg)
+{
+	switch (*(enum conf_lie *)arg) {
+	case LIE_RKEY:
+		m->rmb_rkey ^= 0x00a5a500;
+		break;
+	case LIE_IDX0:
+		m->rmbe_idx = 0;
+		break;
+	case LIE_SIZE:
+		m->rmbe_size = 15; /* 512 MiB announced, 16 KiB registered */
+		break;
+	}
+}
+
+static void badconfirm_case(enum conf_lie lie, const char *what)
+{
+	static uint8_t data[2048];
+	struct hp_link lk;
+	struct hp_conn x;
+	int rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_propose(&lk, &x, &srv_addr, NULL, NULL);
+	rc = hp_await_accept(&x, 8000);
+	CHECK(rc == 0 && x.acc.first_contact, "%s: first-contact ACCEPT expected (%d)", what, rc);
+	rc = hp_confirm(&x, edit_confirm, &lie);
+	if (rc) {
+		printf("  %s: the server refused the CONFIRM (no CONFIRM_LINK: %d)\n", what, rc);
+		hp_link_close(&lk);
+		return;
+	}
+	memset(data, 0x33, sizeof(data));
+	/* make the server write to the RMB we lied about: 18 KiB, never
+	 * read, so the echo passes the 16 KiB we registered */
+	for (int i = 0; i < 9 && !lk.qp_err; i++) {
+		if (hp_send_data(&x, data, sizeof(data)))
+			break;
+		hp_poll(&lk, 20);
+	}
+	expect_server_error(&x, ERR_WAIT_MS, what);
+	hp_link_close(&lk);
+}
+
+static void run_badconfirm(void)
+{
+	badconfirm_case(LIE_RKEY, "CONFIRM with a bad rkey");
+	badconfirm_case(LIE_IDX0, "CONFIRM with rmbe_idx 0");
+	badconfirm_case(LIE_SIZE, "CONFIRM with size class 15");
+}
+
+/* ---- 11: PROPOSAL then silence ---- */
+
+static uint8_t silent_gid[16];
+static atomic_int silent_sent;
+static atomic_bool silent_stop;
+
+static void edit_random_id(struct clc_proposal *p, void *arg)
+{
+	(void)arg;
+	CHECK(getrandom(p->peer_id, sizeof(p->peer_id), 0) == sizeof(p->peer_id), "getrandom");
+}
+
+/* Attackers: PROPOSAL (a new system ID each time: a first contact), read
+ * the ACCEPT, then say nothing until the server gives up; again. */
+static void *silent_attacker(void *arg)
+{
+	struct hp_link *lk = arg;
+
+	while (!atomic_load(&silent_stop)) {
+		struct hp_conn c;
+		char b[256];
+
+		hp_propose(lk, &c, &srv_addr, edit_random_id, NULL);
+		atomic_fetch_add(&silent_sent, 1);
+		while (!atomic_load(&silent_stop)) {
+			struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
+
+			if (poll(&pfd, 1, 100) > 0 && recv(c.fd, b, sizeof(b), 0) <= 0)
+				break;
+		}
+		close(c.fd);
+		ibv_dereg_mr(c.rmb_mr);
+		free(c.rmb);
+		lk->nconns = 0; /* c lives on this stack: hp_link_close must not see it */
+	}
+	return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* @n honest handshakes (reuse of the honest link group), one at a time;
+ * a failed one counts with the time it took to fail. Returns the median. */
+static double median_connect(int n, double *all, int *failed)
+{
+	*failed = 0;
+	for (int i = 0; i < n; i++) {
+		struct usmc_conn *c;
+		double t0 = mono_s();
+		int rc = usmc_connect(ch, (struct sockaddr *)&srv_addr, sizeof(srv_addr), 0, &c);
+
+		all[i] = mono_s() - t0;
+		if (rc) {
+			printf("  honest handshake %d failed after %.2f s: %s\n", i, all[i],
+			       usmc_strerror(rc));
+			(*failed)++;
+			continue;
+		}
+		expect_smcr(c, "honest client");
+		CHECK(!usmc_close(c), "close");
+		usleep(100000);
+	}
+	qsort(all, (size_t)n, sizeof(*all), cmp_d);
+	return all[n / 2];
+}
+
+static void run_silentfc(void)
+{
+	enum { N = 7, ATTACKERS = 2 };
+	struct hp_link lks[ATTACKERS];
+	pthread_t th[ATTACKERS];
+	double base[N], att[N], mb, ma;
+	int fb, fa;
+
+	mb = median_connect(N, base, &fb);
+	CHECK(!fb, "%d honest handshakes failed without an attacker", fb);
+	for (int i = 0; i < ATTACKERS; i++) {
+		hp_link_open(&lks[i], NULL, &addr_a);
+		memcpy(silent_gid, lks[i].gid, 16);
+		pthread_create(&th[i], NULL, silent_attacker, &lks[i]);
+		usleep(300000);
+	}
+	usleep(500000);
+	ma = median_connect(N, att, &fa);
+	atomic_store(&silent_stop, true);
+	for (int i = 0; i < ATTACKERS; i++) {
+		pthread_join(th[i], NULL);
+		hp_link_close(&lks[i]);
+	}
+	printf("  honest handshake (reuse), median of %d: %.1f ms without attackers "
+	       "(min %.1f max %.1f), %.1f ms with %d silent first contacts in a loop "
+	       "(min %.1f max %.1f, %d failed), %d PROPOSALs sent: %.1fx\n",
+	       N, mb * 1e3, base[0] * 1e3, base[N - 1] * 1e3, ma * 1e3, ATTACKERS, att[0] * 1e3,
+	       att[N - 1] * 1e3, fa, atomic_load(&silent_sent), ma / mb);
+	CHECK(!fa, "%d of %d honest handshakes failed during the attack", fa, N);
+	CHECK(ma <= 2 * mb, "silent first contacts slow an honest handshake %.1fx (limit 2x)",
+	      ma / mb);
+}
+
+/* ---- 12: spoofed peer ID ---- */
+
+struct spoof {
+	const uint8_t *peer_id, *gid;
+};
+
+static void edit_spoof(struct clc_proposal *p, void *arg)
+{
+	const struct spoof *s = arg;
+
+	memcpy(p->peer_id, s->peer_id, CLC_PEER_ID_LEN);
+	memcpy(p->gid, s->gid, CLC_GID_LEN);
+	memcpy(p->roce_gid, s->gid, CLC_GID_LEN);
+}
+
+static void run_spoof(void)
+{
+	struct sockaddr_in spoof_src = addr_a;
+	struct usmc_ctx_stats st0, st1;
+	struct hp_link lk;
+	struct hp_conn x;
+	struct spoof sp;
+	char cmd[256], ip[INET_ADDRSTRLEN];
+	const char *netdev = getenv("USMC_TEST_NETDEV_A");
+	uint8_t buf[CLC_DECLINE_V2_LEN];
+	bool joined;
+	int rc, len, victim_rc;
+
+	/* a second address on host A's netdev (rxe adds its GID by itself) */
+	spoof_src.sin_addr.s_addr = htonl(ntohl(addr_a.sin_addr.s_addr) + 100);
+	inet_ntop(AF_INET, &spoof_src.sin_addr, ip, sizeof(ip));
+	CHECK(netdev, "USMC_TEST_NETDEV_A not set");
+	snprintf(cmd, sizeof(cmd), "ip addr replace %s/24 dev %s 2>&1", ip, netdev);
+	CHECK(system(cmd) == 0, "%s failed", cmd);
+	for (int i = 0; i < 50; i++) { /* wait for the address's GID */
+		char path[128];
+		snprintf(cmd, sizeof(cmd),
+			 "grep -qs '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "
+			 "/sys/class/infiniband/*/ports/1/gids/*",
+			 ((uint8_t *)&spoof_src.sin_addr)[0], ((uint8_t *)&spoof_src.sin_addr)[1],
+			 ((uint8_t *)&spoof_src.sin_addr)[2], ((uint8_t *)&spoof_src.sin_addr)[3]);
+		(void)path;
+		if (!system(cmd))
+			break;
+		usleep(100000);
+	}
+	printf("  attacker address %s on %s (victim: %s)\n", ip, netdev,
+	       getenv("USMC_TEST_HOST_A"));
+
+	sp.peer_id = ch->rdma.system_id;
+	sp.gid = hc->smcr->lgr->dev.gid;
+	usmc_ctx_stats(cs, &st0);
+	hp_link_open(&lk, NULL, &spoof_src);
+	hp_propose(&lk, &x, &srv_addr, edit_spoof, &sp);
+	rc = hp_await_accept(&x, 8000);
+	joined = rc == 0 && !x.acc.first_contact;
+	printf("  spoofed PROPOSAL answered with %s\n",
+	       rc == 1	 ? "a DECLINE"
+	       : rc != 0 ? "nothing (EOF/timeout)"
+	       : joined	 ? "a reuse ACCEPT: the attacker JOINED the victim's link group"
+			 : "a first-contact ACCEPT (a new link group)");
+	/* then claim to have lost the link group */
+	len = clc_decline_build(buf, sizeof(buf), CLC_V2, sp.peer_id, USMC_REASON_SYNCERR, true);
+	CHECK(len > 0, "decline build");
+	if (rc == 0)
+		(void)!write(x.fd, buf, (size_t)len);
+	usleep(500000);
+	{ /* the victim's connection, without dying on the first error */
+		static uint8_t out[4096], in[4096];
+		ssize_t n;
+
+		pattern_fill(12, 0, out, sizeof(out));
+		n = usmc_send(hc, out, sizeof(out), 0);
+		if (n == (ssize_t)sizeof(out))
+			n = usmc_recv(hc, in, sizeof(in), MSG_WAITALL);
+		victim_rc = n == (ssize_t)sizeof(in) ? 0 : n < 0 ? (int)n : -EIO;
+		if (!victim_rc && pattern_check(12, 0, in, sizeof(in)) >= 0)
+			victim_rc = -EIO;
+	}
+	usmc_ctx_stats(cs, &st1);
+	printf("  victim's connection after the out-of-sync DECLINE: %s; server link groups "
+	       "open %llu -> %llu\n",
+	       victim_rc ? usmc_strerror(victim_rc) : "still echoes",
+	       (unsigned long long)st0.lgrs_open, (unsigned long long)st1.lgrs_open);
+	hp_link_close(&lk);
+	snprintf(cmd, sizeof(cmd), "ip addr del %s/24 dev %s", ip, netdev);
+	(void)!system(cmd);
+	CHECK(!joined && !victim_rc,
+	      "a spoofed PROPOSAL from %s %s the victim's link group%s%s", ip,
+	      joined ? "joined" : "did not join", victim_rc ? ", and its DECLINE ended it: " : "",
+	      victim_rc ? usmc_strerror(victim_rc) : "");
+
+}
+
+/* ---- server role: the hostile peer serves a usmc client ---- */
+
+struct victim {
+	struct sockaddr_in addr;
+	struct usmc_conn *c;
+	int rc;
+	double secs;
+};
+
+/* The usmc client of the hostile server: the honest client's context, so
+ * its honest connection to the usmc server shares the victim's stack. */
+static void *victim_connect(void *arg)
+{
+	struct victim *v = arg;
+	double t0 = mono_s();
+
+	v->rc = usmc_connect(ch, (struct sockaddr *)&v->addr, sizeof(v->addr), 0, &v->c);
+	v->secs = mono_s() - t0;
+	return NULL;
+}
+
+/* A usmc client connects to a hostile server that completes the first
+ * contact; the data path works both ways; then @lie ends it. */
+static void srv_lie_case(const char *what, struct cdc_msg (*lie)(struct hp_conn *c))
+{
+	struct hp_link lk;
+	struct hp_conn c;
+	struct victim v = {0};
+	pthread_t th;
+	char buf[8];
+	struct cdc_msg m;
+	double t0;
+	ssize_t n;
+	int lfd, rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	lfd = hp_listen(&lk, &v.addr);
+	pthread_create(&th, NULL, victim_connect, &v);
+	rc = hp_serve(&lk, &c, lfd, true);
+	pthread_join(th, NULL);
+	CHECK(!rc, "%s: hostile server's first contact failed: %d", what, rc);
+	CHECK(!v.rc, "%s: usmc client connect: %s", what, usmc_strerror(v.rc));
+	expect_smcr(v.c, "usmc client of the hostile server");
+	CHECK(!hp_send_data(&c, "hello", 5), "hostile server write");
+	n = usmc_recv(v.c, buf, 5, MSG_WAITALL);
+	CHECK(n == 5 && !memcmp(buf, "hello", 5), "%s: client recv %zd", what, n);
+	send_all(v.c, "world", 5);
+	CHECK(hp_recv_data(&c, buf, 5, ERR_WAIT_MS) == 5 && !memcmp(buf, "world", 5),
+	      "%s: hostile server recv", what);
+	m = lie(&c);
+	CHECK(!hp_send_cdc(&c, &m), "send");
+	t0 = mono_s();
+	do {
+		n = usmc_recv(v.c, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			usleep(10000);
+	} while (n == -EAGAIN && mono_s() - t0 < ERR_WAIT_MS / 1e3);
+	printf("  %s: usmc client's recv: %s (waited %.2f s for it)\n", what,
+	       n < 0 ? usmc_strerror((int)n) : "data/EOF", mono_s() - t0);
+	CHECK(n == -EPROTO, "%s: EPROTO expected, got %zd", what, n);
+	CHECK(!usmc_close(v.c), "close");
+	close(lfd);
+	hp_link_close(&lk);
+}
+
+static struct cdc_msg lie_cons_below_zero(struct hp_conn *c)
+{
+	struct cdc_msg m = hp_cdc_now(c);
+
+	m.cons = curs(0xffff, c->rmb_len - 1);
+	return m;
+}
+
+static struct cdc_msg lie_prod_two_ahead(struct hp_conn *c)
+{
+	struct cdc_msg m = hp_cdc_now(c);
+
+	m.prod = curs(2, 5);
+	return m;
+}
+
+static void run_srvcursor(void)
+{
+	srv_lie_case("hostile server: cons below zero", lie_cons_below_zero);
+	srv_lie_case("hostile server: prod two RMBs ahead", lie_prod_two_ahead);
+}
+
+/* The hostile server never sends CONFIRM_LINK: the usmc client gives up
+ * after its 4 s, declines (TIMEOUT_CL) and goes on over TCP. */
+static void run_srvnolink(void)
+{
+	struct hp_link lk;
+	struct hp_conn c;
+	struct victim v = {0};
+	struct usmc_conn_info info;
+	struct usmc_ctx_stats st;
+	struct pollfd pfd;
+	uint8_t buf[64];
+	pthread_t th;
+	ssize_t n = 0;
+	int lfd, rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	lfd = hp_listen(&lk, &v.addr);
+	pthread_create(&th, NULL, victim_connect, &v);
+	rc = hp_serve(&lk, &c, lfd, false);
+	CHECK(!rc, "hostile server: no CONFIRM from the usmc client: %d", rc);
+	pfd = (struct pollfd){.fd = c.fd, .events = POLLIN};
+	if (poll(&pfd, 1, 8000) == 1)
+		n = recv(c.fd, buf, sizeof(buf), 0);
+	pthread_join(th, NULL);
+	CHECK(n >= 8 && buf[4] == CLC_DECLINE, "the usmc client sent no DECLINE (%zd bytes)", n);
+	CHECK(!v.rc, "usmc client connect: %s", usmc_strerror(v.rc));
+	CHECK(!usmc_conn_info(v.c, &info), "info");
+	printf("  no CONFIRM_LINK: usmc client on %s (%s) after %.2f s\n", usmc_mode_name(info.mode),
+	       usmc_reason_name(info.reason), v.secs);
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_TIMEOUT_CL,
+	      "TCP after TIMEOUT_CL expected");
+	CHECK(v.secs < 6.0, "the client waited %.2f s", v.secs);
+	send_all(v.c, "tcp!", 4);
+	n = recv(c.fd, buf, 4, MSG_WAITALL);
+	CHECK(n == 4 && !memcmp(buf, "tcp!", 4), "data over the fallback");
+	CHECK(!usmc_close(v.c), "close");
+	usmc_ctx_stats(ch, &st);
+	CHECK(st.lgrs_open == 1, "usmc client: %llu link groups open (its honest one expected)",
+	      (unsigned long long)st.lgrs_open);
+	close(lfd);
+	hp_link_close(&lk);
+}
+
+int main(int argc, char **argv)
+{
+	const char *sc = argc > 1 ? argv[1] : "";
+	static const struct {
+		const char *name;
+		void (*run)(void);
+	} scen[] = {
+		{"cons", run_cons},
+		{"prod", run_prod},
+		{"closeflags", run_closeflags},
+		{"window", run_window},
+		{"writeimm", run_writeimm},
+		{"longsend", run_longsend},
+		{"unsolicited", run_unsolicited},
+		{"deletelink", run_deletelink},
+		{"rkeysilent", run_rkeysilent},
+		{"badconfirm", run_badconfirm},
+		{"silentfc", run_silentfc},
+		{"spoof", run_spoof},
+		{"srvcursor", run_srvcursor},
+		{"srvnolink", run_srvnolink},
+	};
+	void (*run)(void) = NULL;
+
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; i < sizeof(scen) / sizeof(scen[0]); i++)
+		if (!strcmp(sc, scen[i].name))
+			run = scen[i].run;
+	if (!run)
+		die("unknown scenario '%s'", sc);
+	setup();
+	printf("scenario %s\n", sc);
+	run();
+	honest_after();
+	teardown();
+	printf("PASS %s\n", sc);
+	return 0;
+}
