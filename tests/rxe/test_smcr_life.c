@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -487,9 +488,14 @@ static void orphan_client(long n, int done_fd)
 {
 	struct usmc_conn **c = calloc((size_t)n, sizeof(*c));
 
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* the server failed: do not outlive it */
+
 	CHECK(c && !usmc_ctx_create(&cc), "client ctx");
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < n; i++) {
 		c[i] = connect_b(cc);
+		if (i % 100 == 99)
+			printf("client: %ld connections open\n", i + 1), fflush(stdout);
+	}
 	CHECK(write(done_fd, "d", 1) == 1, "pipe write");
 	pause();
 	_exit(0);
@@ -528,6 +534,7 @@ static void run_orphans(void)
 		close(pfd[0]);
 		orphan_client(n, pfd[1]);
 	}
+	alarm(240); /* a client that died leaves usmc_accept() waiting: fail instead */
 	close(pfd[1]);
 	for (long i = 0; i < n; i++) {
 		struct usmc_conn *s = accept_one();
@@ -541,6 +548,7 @@ static void run_orphans(void)
 	 * closes) has no room left in its link group and declines (MEM) */
 	CHECK(smcr >= SMCR_MAX_CONNS, "only %ld of %ld connections ran SMC-R", smcr, n);
 	CHECK(read(pfd[0], &b, 1) == 1, "the client holds all its connections");
+	close(pfd[0]); /* the baseline was counted before the pipe */
 	rss_peak = rss_kib();
 	t0 = mono_s();
 	do {
