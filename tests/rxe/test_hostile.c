@@ -488,8 +488,10 @@ static void window_case(const char *what, int64_t rel, uint32_t len)
 	off = rel == BEFORE_START ? -4096 : (int64_t)x.srv_len + rel;
 	st = hp_write_raw(&x, (uint64_t)off, junk, len, false, 5000);
 	printf("  %s (RMBE %u bytes, write of %u at %lld): %s\n", what, x.srv_len, len,
-	       (long long)off, st > 0 ? ibv_wc_status_str((enum ibv_wc_status)st)
-				      : st ? strerror(-st) : "SUCCESS");
+	       (long long)off,
+	       st > 0 ? ibv_wc_status_str((enum ibv_wc_status)st)
+	       : st   ? strerror(-st)
+		      : "SUCCESS");
 	CHECK(st != 0, "%s: the RDMA WRITE succeeded", what);
 	hp_link_close(&lk);
 }
@@ -541,7 +543,8 @@ static void run_longsend(void)
 	st = hp_send_raw(&lk, big, sizeof(big), 5000);
 	printf("  SEND of %zu bytes: %s\n", sizeof(big),
 	       st > 0 ? ibv_wc_status_str((enum ibv_wc_status)st)
-		      : st ? strerror(-st) : "SUCCESS");
+	       : st   ? strerror(-st)
+		      : "SUCCESS");
 	expect_server_error(&x, ERR_WAIT_MS, "SEND > 8 KiB");
 	hp_link_close(&lk);
 }
@@ -626,10 +629,12 @@ static void run_deletelink(void)
 	rc = hp_await_accept(&y, 6000);
 	printf("  a: DELETE_LINK in place of the CONFIRM_RKEY response: second handshake %s "
 	       "after %.2f s\n",
-	       rc == 1 ? "declined" : rc == 0 ? "ACCEPTED" : rc == -ETIMEDOUT ? "silent" : "EOF",
+	       rc == 1		  ? "declined"
+	       : rc == 0	  ? "ACCEPTED"
+	       : rc == -ETIMEDOUT ? "silent"
+				  : "EOF",
 	       mono_s() - t0);
-	CHECK(rc == 1 || rc == -EPROTO, "the handshake on a deleted link group must fail (%d)",
-	      rc);
+	CHECK(rc == 1 || rc == -EPROTO, "the handshake on a deleted link group must fail (%d)", rc);
 	expect_server_error(&x, ERR_WAIT_MS, "a: first connection after DELETE_LINK");
 	hp_link_close(&lk);
 
@@ -639,8 +644,7 @@ static void run_deletelink(void)
 	liar_echo(&x, 100, "first connection");
 	hp_propose(&lk, &y, &srv_addr, NULL, NULL);
 	rc = hp_await_accept(&y, 6000);
-	CHECK(rc == 0 && !y.acc.first_contact, "second connection: reuse ACCEPT expected (%d)",
-	      rc);
+	CHECK(rc == 0 && !y.acc.first_contact, "second connection: reuse ACCEPT expected (%d)", rc);
 	m = delete_link_msg(&lk);
 	CHECK(!hp_send_llc(&lk, &m), "send DELETE_LINK");
 	usleep(100000);
@@ -648,7 +652,8 @@ static void run_deletelink(void)
 	expect_server_error(&x, ERR_WAIT_MS, "b: first connection after DELETE_LINK");
 	r = rec_of(y.port, 1000, false);
 	if (r && r->mode == USMC_MODE_SMCR)
-		expect_server_error(&y, ERR_WAIT_MS, "b: second connection (CONFIRM after DELETE_LINK)");
+		expect_server_error(&y, ERR_WAIT_MS,
+				    "b: second connection (CONFIRM after DELETE_LINK)");
 	else
 		printf("  b: second connection (CONFIRM after DELETE_LINK): %s\n",
 		       r ? "fell back to TCP" : "not accepted");
@@ -690,8 +695,11 @@ static void run_rkeysilent(void)
 	dt = mono_s() - t0;
 	pthread_join(th, NULL);
 	printf("  unanswered CONFIRM_RKEY: %u request(s) seen, handshake %s after %.2f s%s\n",
-	       lk.rkey_reqs, rc == 1 ? "declined" : rc == 0 ? "ACCEPTED" : "failed", dt,
-	       rc == 1 ? "" : "");
+	       lk.rkey_reqs,
+	       rc == 1	 ? "declined"
+	       : rc == 0 ? "ACCEPTED"
+			 : "failed",
+	       dt, rc == 1 ? "" : "");
 	if (rc == 1)
 		printf("  decline diagnosis 0x%08x (%s)\n", y.decline_diag,
 		       usmc_reason_name(y.decline_diag));
@@ -865,6 +873,53 @@ static void run_silentfc(void)
 	      ma / mb);
 }
 
+/* ---- 13: link groups per peer address are capped ---- */
+
+/*
+ * One address claims many system IDs, each a first contact left silent
+ * after the server's ACCEPT: with USMC_OPT_MAX_LGRS_PER_PEER 4 (the
+ * honest client already holds one link group from the same address) at
+ * most 3 more are accepted, the rest are declined at once and fall back;
+ * the honest client still connects.
+ */
+static void run_caps(void)
+{
+	enum { N = 12, CAP = 4 };
+	struct hp_conn *c = calloc(N, sizeof(*c));
+	struct hp_link lk;
+	int accepted = 0, declined = 0;
+	double t;
+
+	CHECK(c, "calloc");
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_MAX_LGRS_PER_PEER, CAP), "cap option");
+	usmc_close(honest_connect(&t)); /* the honest client's link group from host A */
+	hp_link_open(&lk, NULL, &addr_a);
+	for (int i = 0; i < N; i++) {
+		int rc;
+
+		hp_propose(&lk, &c[i], &srv_addr, edit_random_id, NULL);
+		rc = hp_await_accept(&c[i], 4000);
+		CHECK(rc == 0 || rc == 1, "PROPOSAL %d: no ACCEPT or DECLINE (%d)", i, rc);
+		accepted += rc == 0;
+		declined += rc == 1;
+		lk.nconns = 0; /* c[i] is ours to free: hp_link_close must not see it */
+	}
+	printf("  %d first contacts from one address, cap %d: %d accepted, %d declined\n", N, CAP,
+	       accepted, declined);
+	CHECK(accepted <= CAP - 1,
+	      "%d first contacts accepted beside the honest link group, cap %d", accepted, CAP);
+	CHECK(accepted + declined == N, "every PROPOSAL answered");
+	usmc_close(honest_connect(&t));
+	printf("  honest handshake meanwhile: %.1f ms\n", t * 1e3);
+	for (int i = 0; i < N; i++) {
+		close(c[i].fd);
+		ibv_dereg_mr(c[i].rmb_mr);
+		free(c[i].rmb);
+	}
+	free(c);
+	hp_link_close(&lk);
+}
+
 /* ---- 12: spoofed peer ID ---- */
 
 struct spoof {
@@ -952,11 +1007,10 @@ static void run_spoof(void)
 	hp_link_close(&lk);
 	snprintf(cmd, sizeof(cmd), "ip addr del %s/24 dev %s", ip, netdev);
 	(void)!system(cmd);
-	CHECK(!joined && !victim_rc,
-	      "a spoofed PROPOSAL from %s %s the victim's link group%s%s", ip,
-	      joined ? "joined" : "did not join", victim_rc ? ", and its DECLINE ended it: " : "",
+	CHECK(!joined && !victim_rc, "a spoofed PROPOSAL from %s %s the victim's link group%s%s",
+	      ip, joined ? "joined" : "did not join",
+	      victim_rc ? ", and its DECLINE ended it: " : "",
 	      victim_rc ? usmc_strerror(victim_rc) : "");
-
 }
 
 /* ---- server role: the hostile peer serves a usmc client ---- */
@@ -1073,8 +1127,8 @@ static void run_srvnolink(void)
 	CHECK(n >= 8 && buf[4] == CLC_DECLINE, "the usmc client sent no DECLINE (%zd bytes)", n);
 	CHECK(!v.rc, "usmc client connect: %s", usmc_strerror(v.rc));
 	CHECK(!usmc_conn_info(v.c, &info), "info");
-	printf("  no CONFIRM_LINK: usmc client on %s (%s) after %.2f s\n", usmc_mode_name(info.mode),
-	       usmc_reason_name(info.reason), v.secs);
+	printf("  no CONFIRM_LINK: usmc client on %s (%s) after %.2f s\n",
+	       usmc_mode_name(info.mode), usmc_reason_name(info.reason), v.secs);
 	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_TIMEOUT_CL,
 	      "TCP after TIMEOUT_CL expected");
 	CHECK(v.secs < 6.0, "the client waited %.2f s", v.secs);
@@ -1110,6 +1164,7 @@ int main(int argc, char **argv)
 		{"spoof", run_spoof},
 		{"srvcursor", run_srvcursor},
 		{"srvnolink", run_srvnolink},
+		{"caps", run_caps},
 	};
 	void (*run)(void) = NULL;
 
