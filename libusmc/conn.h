@@ -9,6 +9,7 @@
 #include <usmc/usmc.h>
 
 #include "opts.h"
+#include "registry.h"
 
 struct usmc_ctx;
 struct smcr_conn;
@@ -42,9 +43,9 @@ struct usmc_conn {
 	 * to conn_destroy(). The links are guarded by ctx->reg_lock; the st_*
 	 * copies are written by the owning thread and read by the stat thread
 	 * under reg_lock, so they are atomic. */
-	struct usmc_conn *reg_prev, *reg_next; /* guarded by ctx->reg_lock */
-	atomic_int st_fd;		       /* the TCP socket once it exists, else -1 */
-	atomic_int st_mode;		       /* enum usmc_mode */
+	struct reg_node reg; /* guarded by ctx->reg_lock */
+	atomic_int st_fd;    /* the TCP socket once it exists, else -1 */
+	atomic_int st_mode;  /* enum usmc_mode */
 	atomic_uint st_reason;
 	atomic_bool st_peer_declined;
 	atomic_uint st_lgr_id; /* SMC-R: its link group's id, else 0 */

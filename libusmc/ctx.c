@@ -236,47 +236,27 @@ int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)
 void ctx_register_conn(struct usmc_ctx *ctx, struct usmc_conn *c)
 {
 	pthread_mutex_lock(&ctx->reg_lock);
-	c->reg_prev = NULL;
-	c->reg_next = ctx->conns;
-	if (ctx->conns)
-		ctx->conns->reg_prev = c;
-	ctx->conns = c;
+	reg_link(&ctx->conns, &c->reg, c);
 	pthread_mutex_unlock(&ctx->reg_lock);
 }
 
 void ctx_unregister_conn(struct usmc_ctx *ctx, struct usmc_conn *c)
 {
 	pthread_mutex_lock(&ctx->reg_lock);
-	if (c->reg_prev)
-		c->reg_prev->reg_next = c->reg_next;
-	else if (ctx->conns == c)
-		ctx->conns = c->reg_next;
-	if (c->reg_next)
-		c->reg_next->reg_prev = c->reg_prev;
-	c->reg_prev = c->reg_next = NULL;
+	reg_unlink(&ctx->conns, &c->reg);
 	pthread_mutex_unlock(&ctx->reg_lock);
 }
 
 void ctx_register_listener(struct usmc_ctx *ctx, struct usmc_listener *l)
 {
 	pthread_mutex_lock(&ctx->reg_lock);
-	l->reg_prev = NULL;
-	l->reg_next = ctx->listeners;
-	if (ctx->listeners)
-		ctx->listeners->reg_prev = l;
-	ctx->listeners = l;
+	reg_link(&ctx->listeners, &l->reg, l);
 	pthread_mutex_unlock(&ctx->reg_lock);
 }
 
 void ctx_unregister_listener(struct usmc_ctx *ctx, struct usmc_listener *l)
 {
 	pthread_mutex_lock(&ctx->reg_lock);
-	if (l->reg_prev)
-		l->reg_prev->reg_next = l->reg_next;
-	else if (ctx->listeners == l)
-		ctx->listeners = l->reg_next;
-	if (l->reg_next)
-		l->reg_next->reg_prev = l->reg_prev;
-	l->reg_prev = l->reg_next = NULL;
+	reg_unlink(&ctx->listeners, &l->reg);
 	pthread_mutex_unlock(&ctx->reg_lock);
 }

@@ -14,6 +14,7 @@
 #include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
+#include "registry.h"
 #include "smcr_ctx.h"
 
 struct usmc_ctx {
@@ -40,9 +41,9 @@ struct usmc_ctx {
 	 * asks the kernel about their sockets and takes the handshake pool's
 	 * lock (usmc_listener_stats()); nothing else.
 	 */
-	pthread_mutex_t reg_lock;	 /* protects conns, listeners and their reg_* links */
-	struct usmc_conn *conns;	 /* guarded by reg_lock */
-	struct usmc_listener *listeners; /* guarded by reg_lock */
+	pthread_mutex_t reg_lock;   /* protects conns, listeners and their reg_* links */
+	struct reg_node *conns;	    /* guarded by reg_lock: of struct usmc_conn */
+	struct reg_node *listeners; /* guarded by reg_lock: of struct usmc_listener */
 
 	pthread_mutex_t stat_lock; /* protects stat: start/stop of the publication */
 	struct usmc_stat *stat;	   /* guarded by stat_lock; NULL when not published */
@@ -56,7 +57,6 @@ static inline bool ctx_forked(const struct usmc_ctx *ctx)
 {
 	return getpid() != ctx->pid;
 }
-
 
 /* Registry (usmc-stat): link at creation, unlink before freeing. */
 void ctx_register_conn(struct usmc_ctx *ctx, struct usmc_conn *c);

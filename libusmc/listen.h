@@ -19,6 +19,7 @@
 #include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
+#include "registry.h"
 
 struct usmc_ctx;
 struct usmc_conn;
@@ -85,7 +86,7 @@ struct usmc_listener {
 
 	/* the context's registry (usmc-stat): linked from usmc_listen() to
 	 * usmc_listener_close() */
-	struct usmc_listener *reg_prev, *reg_next; /* guarded by ctx->reg_lock */
+	struct reg_node reg; /* guarded by ctx->reg_lock */
 };
 
 /* ---- between the listener's files --------------------------------------- */

@@ -470,12 +470,12 @@ char *stat_snapshot(struct usmc_ctx *ctx, unsigned int index, size_t *len)
 	jw_process(&j, ctx, index);
 	pthread_mutex_lock(&ctx->reg_lock);
 	jw_karr(&j, "listeners");
-	for (struct usmc_listener *l = ctx->listeners; l; l = l->reg_next)
-		jw_listener_locked(&j, l);
+	for (struct reg_node *n = ctx->listeners; n; n = n->next)
+		jw_listener_locked(&j, n->obj);
 	jw_close(&j, ']');
 	jw_karr(&j, "connections");
-	for (struct usmc_conn *c = ctx->conns; c; c = c->reg_next)
-		jw_conn_locked(&j, c);
+	for (struct reg_node *n = ctx->conns; n; n = n->next)
+		jw_conn_locked(&j, n->obj);
 	jw_close(&j, ']');
 	pthread_mutex_unlock(&ctx->reg_lock);
 	jw_lgrs(&j, ctx);
