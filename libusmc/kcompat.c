@@ -111,8 +111,9 @@ int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason)
 struct kcompat {
 	struct bpf_object *obj;
 	struct bpf_link *link;
-	int socks_fd;	  /* usmc_socks: per-socket flags, keyed by fd */
-	int listeners_fd; /* usmc_listeners: per-port congestion + counters */
+	int socks_fd;	       /* usmc_socks: per-socket flags, keyed by fd */
+	int listeners_fd;      /* usmc_listeners: per-port congestion + counters */
+	char cgroup[PATH_MAX]; /* where the program is attached (set once) */
 };
 
 /* ---- loading ----------------------------------------------------------- */
@@ -220,11 +221,18 @@ static int attach(struct kcompat *kc, struct usmc_logger *log)
 	kc->link = bpf_program__attach_cgroup(prog, cg);
 	rc = kc->link ? 0 : -errno;
 	close(cg);
-	if (rc)
+	if (rc) {
 		kc->link = NULL;
-	else
-		log_attached(log, path);
-	return rc;
+		return rc;
+	}
+	snprintf(kc->cgroup, sizeof(kc->cgroup), "%s", path);
+	log_attached(log, path);
+	return 0;
+}
+
+const char *kcompat_cgroup(const struct kcompat *kc)
+{
+	return kc && kc->link ? kc->cgroup : NULL;
 }
 
 static int load(struct kcompat *kc, struct usmc_logger *log)
@@ -393,6 +401,11 @@ enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *l
 struct kcompat {
 	int unused;
 };
+
+const char *kcompat_cgroup(const struct kcompat *kc)
+{
+	return NULL;
+}
 
 int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 {

@@ -53,6 +53,10 @@ int kcompat_mode_parse(const char *s, enum kc_mode *out);
  * mode at DEBUG).
  */
 int kcompat_open(struct kcompat **out, struct usmc_logger *log);
+
+/* The cgroup v2 directory the program is attached to (its reach: every TCP
+ * socket of every process in it), or NULL when kernel-compat is off. */
+const char *kcompat_cgroup(const struct kcompat *kc);
 void kcompat_close(struct kcompat *kc);
 
 /* ---- client --------------------------------------------------------- */

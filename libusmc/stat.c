@@ -28,6 +28,7 @@
 
 #include "conn.h"
 #include "ctx.h"
+#include "kcompat.h"
 #include "lgr.h"
 #include "listen.h"
 #include "stat.h"
@@ -177,6 +178,16 @@ static void jw_kstr(struct jw *j, const char *k, const char *v)
 	jw_string(j, v);
 }
 
+/* @v, or null when it is NULL */
+static void jw_kstr_or_null(struct jw *j, const char *k, const char *v)
+{
+	jw_key(j, k);
+	if (v)
+		jw_string(j, v);
+	else
+		jw_raw(j, "null", 4);
+}
+
 static void jw_kbool(struct jw *j, const char *k, bool v)
 {
 	jw_key(j, k);
@@ -263,6 +274,7 @@ static void jw_process(struct jw *j, struct usmc_ctx *ctx, unsigned int index)
 	jw_kstr(j, "version", usmc_version());
 	jw_kint(j, "context", index);
 	jw_kbool(j, "kernel_compat", ctx->kc != NULL);
+	jw_kstr_or_null(j, "kernel_compat_cgroup", kcompat_cgroup(ctx->kc));
 	jw_karr(j, "devices");
 	for (int i = 0; i < ctx->ndevs; i++) {
 		jw_aobj(j);

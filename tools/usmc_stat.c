@@ -526,6 +526,9 @@ static void print_human(const struct jv *s)
 	printf("PID %" PRIu64 " %s  libusmc %s  context %" PRIu64 "%s\n", jv_u64(s, "pid"),
 	       jv_str(s, "comm"), jv_str(s, "version"), jv_u64(s, "context"),
 	       jv_bool(s, "kernel_compat") ? "  kernel-compat" : "");
+	if (jv_bool(s, "kernel_compat") && *jv_str(s, "kernel_compat_cgroup"))
+		printf("  kernel-compat BPF program in cgroup %s (all its TCP connections)\n",
+		       jv_str(s, "kernel_compat_cgroup"));
 	printf("  connects=%" PRIu64 " accepts=%" PRIu64 " smcr=%" PRIu64 " fallbacks=%" PRIu64
 	       " hs_errors=%" PRIu64 " open_conns=%" PRIu64 " lgrs_created=%" PRIu64
 	       " lgrs_open=%" PRIu64 "\n",
