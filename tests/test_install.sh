@@ -59,7 +59,11 @@ fi
 step "man pages"
 man -l "$prefix/share/man/man3/usmc_listen.3" 2>/dev/null | grep -q 'usmc_listen, usmc_listener_close' ||
 	{ echo "FAIL: man -l usmc_listen.3"; exit 1; }
-for page in usmc usmc_listener_close usmc_version usmc_bench; do
+man -l "$prefix/share/man/man1/usmc-stat.1" 2>/dev/null | grep -q 'what the processes using libusmc are doing' ||
+	{ echo "FAIL: man -l usmc-stat.1"; exit 1; }
+[ -x "$prefix/bin/usmc-stat" ] || { echo "FAIL: bin/usmc-stat not installed"; exit 1; }
+for page in usmc usmc_listener_close usmc_version usmc_bench usmc-stat usmc_listen_fd \
+	usmc_conn_getsockopt usmc_ctx_stats_sized; do
 	MANPATH=$prefix/share/man man -w "$page" >/dev/null ||
 		{ echo "FAIL: man $page not found under the prefix"; exit 1; }
 done
