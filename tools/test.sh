@@ -57,7 +57,7 @@ stage_valgrind() {
 	log "valgrind: leaks and invalid accesses"
 	[ -d build ] || configure_build build
 	local vg=(env USMC_KERNEL_COMPAT=0 USMC_ACCEPT_URING=0 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible
-		--error-exitcode=99 --track-fds=no)
+		--error-exitcode=99 --track-fds=no --child-silent-after-fork=yes)
 	for t in test_api test_api_conn test_clc test_llc test_cdc test_cdc_cursor test_wire_err \
 		test_bufpool test_tcp_interop; do
 		echo "valgrind $t"
