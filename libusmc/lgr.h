@@ -85,8 +85,8 @@ struct lgr {
 	struct lgr *next; /* sctx->lgrs; sctx->lock protects it */
 	/*
 	 * References: each connection from smcr_conn_new() to its last put,
-	 * each finder from lgr_find() to lgr_put(). Taken from 0 only under
-	 * sctx->lock (lgr_find) or before publication; a published link group
+	 * each finder from lgr_claim()/lgr_find_wait() to lgr_put(). Taken
+	 * from 0 only under sctx->lock or before publication; a published link group
 	 * is freed by its progress thread only at 0, after unlinking it under
 	 * sctx->lock, so no connection outlives its link group.
 	 */
