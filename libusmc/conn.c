@@ -331,7 +331,7 @@ static ssize_t smcr_send_error(struct usmc_conn *c, ssize_t n)
 
 	if (n == -EPIPE) {
 		pthread_mutex_lock(&c->smcr->lock);
-		abort = c->smcr->peer_abort && !c->smcr->shut_wr;
+		abort = c->smcr->rx.peer_abort && !c->smcr->shut_wr;
 		pthread_mutex_unlock(&c->smcr->lock);
 		if (abort && !atomic_exchange(&c->reset_reported, true))
 			return -ECONNRESET;
@@ -537,7 +537,7 @@ int usmc_conn_getsockopt(const struct usmc_conn *c, int level, int optname, void
 		return -ENOTCONN;
 	if (c->smcr && is_smcr_bufopt(level, optname))
 		return put_int_opt(
-			(int)(optname == SO_RCVBUF ? c->smcr->rmb_len : c->smcr->snd_len), val,
+			(int)(optname == SO_RCVBUF ? c->smcr->rx.rmb_len : c->smcr->snd_len), val,
 			len);
 	if (c->smcr && level == SOL_SOCKET && optname == SO_ERROR) {
 		int err;

@@ -35,14 +35,14 @@
 
 static bool sc_readable(const struct smcr_conn *sc)
 {
-	return sc->rx_prod > sc->rx_cons || sc->peer_done_writing || sc->peer_closed ||
-	       sc->peer_abort || sc->err || sc->shut_rd;
+	return sc->rx.rx_prod > sc->rx.rx_cons || sc->rx.peer_done_writing || sc->rx.peer_closed ||
+	       sc->rx.peer_abort || sc->err || sc->shut_rd;
 }
 
 static bool sc_writable(const struct smcr_conn *sc)
 {
-	return sc->tx_prep - sc->tx_fin < sc->snd_len || sc->err || sc->peer_abort || sc->shut_wr ||
-	       sc->closed;
+	return sc->tx_prep - sc->tx_fin < sc->snd_len || sc->err || sc->rx.peer_abort ||
+	       sc->shut_wr || sc->closed;
 }
 
 /* Publish readiness on the user's descriptor; requires sc->lock, after
@@ -105,7 +105,7 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	if (!rc)
 		rc = bufpool_claim(lgr->sndbufs, snd_size, &sc->sndbuf);
 	if (!rc) {
-		sc->rmb_len = (uint32_t)sc->rmb->len;
+		sc->rx.rmb_len = (uint32_t)sc->rmb->len;
 		sc->snd_len = (uint32_t)sc->sndbuf->len;
 		rc = lgr_conn_add(lgr, sc, &sc->token);
 	}
@@ -141,7 +141,8 @@ static void sc_delete_rkey(struct smcr_conn *sc)
  */
 static bool sc_rmb_may_be_written(const struct smcr_conn *sc)
 {
-	return !sc->peer_closed && !sc->peer_abort && atomic_load(&sc->lgr->state) != LGR_DEAD;
+	return !sc->rx.peer_closed && !sc->rx.peer_abort &&
+	       atomic_load(&sc->lgr->state) != LGR_DEAD;
 }
 
 void smcr_conn_put(struct smcr_conn *sc)
@@ -151,7 +152,7 @@ void smcr_conn_put(struct smcr_conn *sc)
 	if (atomic_fetch_sub(&sc->refs, 1) != 1)
 		return;
 	/* no reference left: no table entry, no pending send, no user */
-	if (sc->rmb && sc->peer_len)
+	if (sc->rmb && sc->rx.peer_len)
 		sc_delete_rkey(sc);
 	/* no late write of this peer may land in another connection's stream:
 	 * a buffer it may still write gets a new rkey first, or stays claimed
@@ -197,9 +198,9 @@ void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
 	pthread_mutex_lock(&sc->lock);
 	sc->peer_token = peer->token;
 	sc->peer_rkey = peer->rkey;
-	sc->peer_len = (uint32_t)smc_uncompress_bufsize(peer->size_class);
+	sc->rx.peer_len = (uint32_t)smc_uncompress_bufsize(peer->size_class);
 	/* RMBE index counts from 1 (Linux: always 1) */
-	sc->peer_rmb_addr = peer->dma_addr + (uint64_t)(peer->rmbe_idx - 1) * sc->peer_len;
+	sc->peer_rmb_addr = peer->dma_addr + (uint64_t)(peer->rmbe_idx - 1) * sc->rx.peer_len;
 	/* on a reused link group the peer's first CDC may beat its CLC CONFIRM */
 	if (sc->early_valid) {
 		sc->early_valid = false;
@@ -225,7 +226,7 @@ static void sc_fail_locked(struct smcr_conn *sc, int err)
 		sc->err = err;
 		/* The peer's stream was complete: a link group that ends later
 		 * (the peer process exits, say) takes nothing from it. */
-		sc->err_after_eof = sc->peer_done_writing || sc->peer_closed;
+		sc->err_after_eof = sc->rx.peer_done_writing || sc->rx.peer_closed;
 	}
 	pthread_cond_broadcast(&sc->cond);
 	sc_update_ready_locked(sc);
@@ -276,7 +277,7 @@ static void sc_tcp_hup(struct lgr *lgr, uint32_t token)
  */
 static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 {
-	if (!sc->tcp_eof_ms || sc->peer_closed || sc->peer_abort || sc->err)
+	if (!sc->tcp_eof_ms || sc->rx.peer_closed || sc->rx.peer_abort || sc->err)
 		return false;
 	if (now - sc->tcp_eof_ms <= SMCR_TCP_EOF_GRACE_MS)
 		return true;
@@ -354,18 +355,18 @@ static bool sc_flags_due(const struct smcr_conn *sc, bool all_sent)
 static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr *wr,
 			   struct ibv_sge *sge)
 {
-	uint64_t off = sc->tx_sent;
+	uint64_t off = sc->rx.tx_sent;
 	int k = 0;
 
 	while (n) {
 		uint32_t soff = (uint32_t)(off % sc->snd_len),
-			 roff = (uint32_t)(off % sc->peer_len);
+			 roff = (uint32_t)(off % sc->rx.peer_len);
 		uint64_t chunk = n;
 
 		if (chunk > sc->snd_len - soff)
 			chunk = sc->snd_len - soff;
-		if (chunk > sc->peer_len - roff)
-			chunk = sc->peer_len - roff;
+		if (chunk > sc->rx.peer_len - roff)
+			chunk = sc->rx.peer_len - roff;
 		sge[k] = (struct ibv_sge){.addr = (uintptr_t)sc->sndbuf->addr + soff,
 					  .length = (uint32_t)chunk,
 					  .lkey = sc->sndbuf->lkey};
@@ -392,26 +393,26 @@ static void sc_tx_push_locked(struct smcr_conn *sc)
 	struct ibv_send_wr wr[SMCR_TX_WRS_PER_CDC];
 	struct ibv_sge sge[SMCR_TX_WRS_PER_CDC];
 	uint8_t buf[CDC_MSG_LEN];
-	uint64_t pending = sc->tx_prep - sc->tx_sent;
-	uint64_t space = sc->peer_len - (sc->tx_sent - sc->peer_cons);
+	uint64_t pending = sc->tx_prep - sc->rx.tx_sent;
+	uint64_t space = sc->rx.peer_len - (sc->rx.tx_sent - sc->rx.peer_cons);
 	uint64_t n = pending < space ? pending : space;
-	bool all_sent = sc->tx_sent + n == sc->tx_prep;
-	struct smcr_tx_pend p = {.conn = sc, .mark = sc->tx_sent + n};
+	bool all_sent = sc->rx.tx_sent + n == sc->tx_prep;
+	struct smcr_tx_pend p = {.conn = sc, .mark = sc->rx.tx_sent + n};
 	struct cdc_msg m;
 	int k, rc;
 
-	if (sc->err || !sc->peer_len || (sc->abort_sent))
+	if (sc->err || !sc->rx.peer_len || (sc->abort_sent))
 		return;
 	if (sc->aborting)
 		n = 0, all_sent = true;
-	if (!n && !sc->cons_update_due && !sc_flags_due(sc, all_sent))
+	if (!n && !sc->rx.cons_update_due && !sc_flags_due(sc, all_sent))
 		return;
 	k = n ? sc_build_writes(sc, n, wr, sge) : 0;
 	m = (struct cdc_msg){
 		.seqno = (uint16_t)(sc->tx_seq + 1),
 		.token = sc->peer_token,
-		.prod = cdc_rx_curs_of(sc->tx_sent + n, sc->peer_len),
-		.cons = cdc_rx_curs_of(sc->rx_cons, sc->rmb_len),
+		.prod = cdc_rx_curs_of(sc->rx.tx_sent + n, sc->rx.peer_len),
+		.cons = cdc_rx_curs_of(sc->rx.rx_cons, sc->rx.rmb_len),
 		.prod_flags = pending > n ? CDC_PF_WRITE_BLOCKED : 0,
 		.conn_state_flags = sc_state_flags(sc, all_sent),
 	};
@@ -435,9 +436,9 @@ static void sc_tx_push_locked(struct smcr_conn *sc)
 		return;
 	}
 	sc->tx_seq = m.seqno;
-	sc->tx_sent += n;
-	sc->rx_cons_sent = sc->rx_cons;
-	sc->cons_update_due = false;
+	sc->rx.tx_sent += n;
+	sc->rx.rx_cons_sent = sc->rx.rx_cons;
+	sc->rx.cons_update_due = false;
 	if (m.conn_state_flags & CDC_CS_PEER_DONE_WRITING)
 		sc->shut_wr_sent = true;
 	if (m.conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
@@ -484,39 +485,11 @@ static void sc_kick_pending(struct lgr *lgr)
 
 /* ---- receive --------------------------------------------------------- */
 
-/* The connection's cursors as cdc_rx.h sees them; requires sc->lock. */
-static struct cdc_rx_state sc_rx_state_locked(const struct smcr_conn *sc)
-{
-	return (struct cdc_rx_state){.rmb_len = sc->rmb_len,
-				     .peer_len = sc->peer_len,
-				     .rx_prod = sc->rx_prod,
-				     .rx_cons = sc->rx_cons,
-				     .rx_cons_sent = sc->rx_cons_sent,
-				     .tx_sent = sc->tx_sent,
-				     .peer_cons = sc->peer_cons,
-				     .peer_write_blocked = sc->peer_write_blocked,
-				     .peer_done_writing = sc->peer_done_writing,
-				     .peer_closed = sc->peer_closed,
-				     .peer_abort = sc->peer_abort,
-				     .cons_update_due = sc->cons_update_due};
-}
-
 /* Apply a CDC to sc; requires sc->lock. Returns false for a protocol
- * violation (sc unchanged). */
+ * violation (sc unchanged: cdc_rx_apply() refuses before it moves anything). */
 static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m)
 {
-	struct cdc_rx_state st = sc_rx_state_locked(sc);
-
-	if (cdc_rx_apply(&st, m) != CDC_RX_OK)
-		return false;
-	sc->rx_prod = st.rx_prod;
-	sc->peer_cons = st.peer_cons;
-	sc->peer_write_blocked = st.peer_write_blocked;
-	sc->peer_done_writing = st.peer_done_writing;
-	sc->peer_closed = st.peer_closed;
-	sc->peer_abort = st.peer_abort;
-	sc->cons_update_due = st.cons_update_due;
-	return true;
+	return cdc_rx_apply(&sc->rx, m) == CDC_RX_OK;
 }
 
 static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
@@ -534,7 +507,7 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	if (!sc)
 		return;
 	pthread_mutex_lock(&sc->lock);
-	if (!sc->peer_len) {
+	if (!sc->rx.peer_len) {
 		/* keep the newest; its cursors supersede older ones, flags add up */
 		uint8_t fl = sc->early_valid ? sc->early.conn_state_flags : 0;
 
@@ -547,7 +520,7 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		sc->rx_seq = m.seqno;
 		sc->rx_seq_seen = true;
 		if (sc_cdc_apply_locked(sc, &m)) {
-			if (!sc->peer_abort)
+			if (!sc->rx.peer_abort)
 				sc_tx_push_locked(sc);
 		} else {
 			/* a lying peer costs only this connection */
@@ -562,7 +535,7 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		pthread_cond_broadcast(&sc->cond);
 		sc_update_ready_locked(sc);
 	}
-	drop_conn = sc->orphan && (sc->peer_closed || sc->peer_abort || sc->err);
+	drop_conn = sc->orphan && (sc->rx.peer_closed || sc->rx.peer_abort || sc->err);
 	pthread_mutex_unlock(&sc->lock);
 	if (drop_conn)
 		lgr_conn_del(lgr, sc->token);
@@ -630,7 +603,7 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 		uint64_t room = sc->snd_len - (sc->tx_prep - sc->tx_fin);
 		size_t n = total - done;
 
-		if (sc->shut_wr || sc->closed || sc->peer_abort) {
+		if (sc->shut_wr || sc->closed || sc->rx.peer_abort) {
 			rc = -EPIPE;
 			break;
 		}
@@ -666,13 +639,13 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
  * smc_tx_consumer_update(), with smc_rx.c smc_rx_update_consumer()'s limit). */
 static void sc_consumer_update_locked(struct smcr_conn *sc)
 {
-	uint64_t unconf = sc->rx_cons - sc->rx_cons_sent;
-	uint64_t limit =
-		sc->rmb_len / 10 > SMCR_CONS_UPDATE_MIN ? sc->rmb_len / 10 : SMCR_CONS_UPDATE_MIN;
-	uint64_t sender_free = sc->rmb_len - (sc->rx_prod - sc->rx_cons_sent);
+	uint64_t unconf = sc->rx.rx_cons - sc->rx.rx_cons_sent;
+	uint64_t limit = sc->rx.rmb_len / 10 > SMCR_CONS_UPDATE_MIN ? sc->rx.rmb_len / 10
+								    : SMCR_CONS_UPDATE_MIN;
+	uint64_t sender_free = sc->rx.rmb_len - (sc->rx.rx_prod - sc->rx.rx_cons_sent);
 
-	if (unconf > limit && (sender_free <= sc->rmb_len / 2 || sc->peer_write_blocked)) {
-		sc->cons_update_due = true;
+	if (unconf > limit && (sender_free <= sc->rx.rmb_len / 2 || sc->rx.peer_write_blocked)) {
+		sc->rx.cons_update_due = true;
 		sc_tx_push_locked(sc);
 	}
 }
@@ -685,25 +658,25 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 
 	pthread_mutex_lock(&sc->lock);
 	while (done < total) {
-		uint64_t avail = sc->rx_prod - sc->rx_cons - ((flags & MSG_PEEK) ? done : 0);
+		uint64_t avail = sc->rx.rx_prod - sc->rx.rx_cons - ((flags & MSG_PEEK) ? done : 0);
 		size_t n = total - done;
 
 		if (avail) {
 			if (n > avail)
 				n = avail;
-			ring_copy(sc->rmb->addr, sc->rmb_len,
-				  sc->rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt, done,
-				  n, false);
+			ring_copy(sc->rmb->addr, sc->rx.rmb_len,
+				  sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt,
+				  done, n, false);
 			done += n;
 			if (!(flags & MSG_PEEK)) {
-				sc->rx_cons += n;
+				sc->rx.rx_cons += n;
 				sc_consumer_update_locked(sc);
 			}
 			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))
 				break;
 			continue;
 		}
-		if (sc->peer_abort) {
+		if (sc->rx.peer_abort) {
 			rc = -ECONNRESET;
 			break;
 		}
@@ -711,7 +684,7 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 			rc = sc->err;
 			break;
 		}
-		if (sc->peer_done_writing || sc->peer_closed || sc->shut_rd)
+		if (sc->rx.peer_done_writing || sc->rx.peer_closed || sc->shut_rd)
 			break; /* end of stream */
 		if (nonblock || done) {
 			rc = -EAGAIN;
@@ -753,16 +726,16 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 
 	pthread_mutex_lock(&sc->lock);
 	/* linger: give unsent data time to leave (and be completed) */
-	while (!abort && !sc->err && !sc->peer_abort && sc->tx_fin < sc->tx_prep &&
+	while (!abort && !sc->err && !sc->rx.peer_abort && sc->tx_fin < sc->tx_prep &&
 	       clock_now_ms() < deadline)
 		sc_wait_locked(sc, 50);
 	/* unread data, leftovers or an explicit abort: abort, as Linux */
-	if (abort || sc->rx_prod > sc->rx_cons || sc->tx_sent < sc->tx_prep)
+	if (abort || sc->rx.rx_prod > sc->rx.rx_cons || sc->rx.tx_sent < sc->tx_prep)
 		sc->aborting = true;
 	sc->closed = true;
 	sc_tx_push_locked(sc);
 	/* the RMB goes back to the pool only once the peer can no longer write */
-	peer_gone = sc->peer_closed || sc->peer_abort || sc->err;
+	peer_gone = sc->rx.peer_closed || sc->rx.peer_abort || sc->err;
 	sc->orphan = !peer_gone;
 	sc->orphan_deadline_ms = clock_now_ms() + close_wait_ms;
 	if (sc->orphan)

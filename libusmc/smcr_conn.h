@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 
 #include "cdc.h"
+#include "cdc_rx.h"
 #include "lgr.h"
 
 /* SOCK_MIN_SNDBUF / 2 on x86-64 Linux: floor of the consumer update limit */
@@ -40,29 +41,28 @@ struct smcr_conn {
 	atomic_int refs;
 	uint32_t token; /* ours: the peer writes it into its CDCs */
 	struct bufpool_buf *rmb, *sndbuf;
-	uint32_t rmb_len, snd_len;
+	uint32_t snd_len;
 
-	pthread_mutex_t lock; /* protects every field below */
+	pthread_mutex_t lock; /* protects every field below (rx.rmb_len: set at creation) */
 	pthread_cond_t cond;  /* with lock: cursors or state changed */
-	/* the peer's RMB (smcr_conn_set_peer); peer_len 0 until then */
+	/*
+	 * The cursors and flags a received CDC moves, as wire/cdc_rx.h applies
+	 * them: the RMB sizes (rx.peer_len 0 until smcr_conn_set_peer()), the
+	 * receive side's and the peer's consumer cursor as stream totals, the
+	 * peer's flags. The send side's tx_sent is here too.
+	 */
+	struct cdc_rx_state rx;
+	/* the peer's RMB (smcr_conn_set_peer) */
 	uint32_t peer_token;
 	uint64_t peer_rmb_addr;
-	uint32_t peer_rkey, peer_len;
-	/* receive side, byte totals of the stream */
-	uint64_t rx_prod;      /* the peer has written up to here */
-	uint64_t rx_cons;      /* the application consumed up to here */
-	uint64_t rx_cons_sent; /* consumer cursor last told to the peer */
+	uint32_t peer_rkey;
 	uint16_t rx_seq;
 	bool rx_seq_seen;
-	bool peer_write_blocked, peer_done_writing, peer_closed, peer_abort;
-	bool cons_update_due;
 	bool early_valid; /* a CDC came before the CLC told us the peer's RMB */
 	struct cdc_msg early;
 	/* send side */
-	uint64_t tx_prep; /* copied into the send buffer */
-	uint64_t tx_sent; /* RDMA-written to the peer */
+	uint64_t tx_prep; /* copied into the send buffer; RDMA-written: rx.tx_sent */
 	uint64_t tx_fin;  /* CDC completed: send buffer space free again */
-	uint64_t peer_cons;
 	uint16_t tx_seq;
 	bool tx_pending; /* something to send once send queue space frees */
 	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;

@@ -808,7 +808,7 @@ static void run_liar(void)
 	struct usmc_conn *c1 = connect_b(cc), *s1 = accept_one();
 	struct usmc_conn *c2 = connect_b(cc), *s2 = accept_one();
 	struct usmc_conn *c3 = connect_b(cc), *s3 = accept_one();
-	uint32_t rmb = c1->smcr->rmb_len;
+	uint32_t rmb = c1->smcr->rx.rmb_len;
 	char buf[8];
 	ssize_t n;
 
