@@ -590,6 +590,27 @@ static void qp_rts(struct hp_link *lk)
 				    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
 }
 
+/* Our half of an ACCEPT or CONFIRM: the link and @c's RMB. */
+static void fill_ac(struct clc_accept_confirm *m, uint8_t type, const struct hp_conn *c, bool fc)
+{
+	const struct hp_link *lk = c->lk;
+
+	m->type = type;
+	m->version = CLC_V2;
+	m->first_contact = fc;
+	memcpy(m->peer_id, lk->peer_id, CLC_PEER_ID_LEN);
+	memcpy(m->gid, lk->gid, CLC_GID_LEN);
+	memcpy(m->mac, lk->mac, CLC_MAC_LEN);
+	m->qpn = lk->qp->qp_num;
+	m->rmb_rkey = c->rmb_mr->rkey;
+	m->rmbe_idx = 1;
+	m->rmbe_alert_token = c->token;
+	m->rmbe_size = HP_RMB_CLASS;
+	m->qp_mtu = (uint8_t)lk->mtu;
+	m->rmb_dma_addr = (uintptr_t)c->rmb;
+	m->psn = lk->psn;
+}
+
 int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, void *arg),
 	       void *arg)
 {
@@ -601,20 +622,7 @@ int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, voi
 	struct llc_msg r;
 	int len, rc;
 
-	m.type = CLC_CONFIRM;
-	m.version = CLC_V2;
-	m.first_contact = a->first_contact;
-	memcpy(m.peer_id, lk->peer_id, CLC_PEER_ID_LEN);
-	memcpy(m.gid, lk->gid, CLC_GID_LEN);
-	memcpy(m.mac, lk->mac, CLC_MAC_LEN);
-	m.qpn = lk->qp->qp_num;
-	m.rmb_rkey = c->rmb_mr->rkey;
-	m.rmbe_idx = 1;
-	m.rmbe_alert_token = c->token;
-	m.rmbe_size = HP_RMB_CLASS;
-	m.qp_mtu = (uint8_t)lk->mtu;
-	m.rmb_dma_addr = (uintptr_t)c->rmb;
-	m.psn = lk->psn;
+	fill_ac(&m, CLC_CONFIRM, c, a->first_contact);
 	memcpy(m.eid, a->eid, CLC_EID_LEN);
 	if (a->first_contact) {
 		m.fce.v2_direct = true;
@@ -726,20 +734,7 @@ int hp_serve(struct hp_link *lk, struct hp_conn *c, int lfd, bool confirm_link)
 	if (rc != CLC_PROPOSAL || clc_proposal_decode(buf, hdr.length, &p) || !p.has_v2_ext)
 		return -EPROTO;
 	/* a first-contact ACCEPT with our link and RMB */
-	m.type = CLC_ACCEPT;
-	m.version = CLC_V2;
-	m.first_contact = true;
-	memcpy(m.peer_id, lk->peer_id, CLC_PEER_ID_LEN);
-	memcpy(m.gid, lk->gid, CLC_GID_LEN);
-	memcpy(m.mac, lk->mac, CLC_MAC_LEN);
-	m.qpn = lk->qp->qp_num;
-	m.rmb_rkey = c->rmb_mr->rkey;
-	m.rmbe_idx = 1;
-	m.rmbe_alert_token = c->token;
-	m.rmbe_size = HP_RMB_CLASS;
-	m.qp_mtu = (uint8_t)lk->mtu;
-	m.rmb_dma_addr = (uintptr_t)c->rmb;
-	m.psn = lk->psn;
+	fill_ac(&m, CLC_ACCEPT, c, true);
 	memcpy(m.eid, p.eid[0], CLC_EID_LEN);
 	m.fce.v2_direct = true;
 	m.fce.os_type = CLC_OS_LINUX;
