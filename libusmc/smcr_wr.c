@@ -115,8 +115,6 @@ void smcr_sq_push_locked(struct smcr_sq *sq, const struct smcr_tx_pend *p, int n
 
 	*slot = *p;
 	slot->nwr = (uint16_t)n;
-	if (!sq->used)
-		sq->progress_ms = clock_now_ms();
 	sq->used += n;
 }
 
@@ -126,7 +124,6 @@ bool smcr_sq_pop_locked(struct smcr_sq *sq, struct smcr_tx_pend *p)
 		return false;
 	*p = sq->pend[sq->tail++ % SMCR_MAX_SEND_WR];
 	sq->used -= p->nwr;
-	sq->progress_ms = clock_now_ms();
 	return true;
 }
 
@@ -135,8 +132,14 @@ bool smcr_wr_stalled(struct lgr *lgr, long now_ms)
 	struct smcr_sq *sq = &lgr->sq;
 	bool stalled;
 
+	/* the timer's own watch: no clock read on the send path */
 	pthread_mutex_lock(&sq->lock);
-	stalled = sq->used && now_ms - sq->progress_ms > SMCR_SQ_STALL_MS;
+	if (!sq->used || !sq->watching || sq->tail != sq->watch_tail) {
+		sq->watching = sq->used;
+		sq->watch_tail = sq->tail;
+		sq->watch_since_ms = now_ms;
+	}
+	stalled = sq->watching && now_ms - sq->watch_since_ms > SMCR_SQ_STALL_MS;
 	pthread_mutex_unlock(&sq->lock);
 	return stalled;
 }

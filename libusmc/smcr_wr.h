@@ -47,7 +47,11 @@ struct smcr_sq {
 	/* The pend ring's positions: 64-bit, so they never wrap (with 32-bit
 	 * ones, 2^32 mod SMCR_MAX_SEND_WR != 0 mixed up slots at the wrap). */
 	uint64_t head, tail;
-	long progress_ms; /* the last completion, or the first post into an empty queue */
+	/* smcr_wr_stalled() only: the completion count (tail) it last saw
+	 * change, and when, since the queue was last seen idle */
+	bool watching; /* work was posted when it last looked */
+	uint64_t watch_tail;
+	long watch_since_ms;
 };
 
 /* Record a posted send of @n entries / take the oldest one back; requires
@@ -78,7 +82,8 @@ bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p);
  */
 #define SMCR_SQ_STALL_MS 10000
 
-/* True if the send queue has made no progress for SMCR_SQ_STALL_MS. */
+/* True if the send queue, seen with work posted at each call, has
+ * completed nothing for SMCR_SQ_STALL_MS (the progress thread's tick). */
 bool smcr_wr_stalled(struct lgr *lgr, long now_ms);
 
 /*

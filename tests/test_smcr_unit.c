@@ -121,7 +121,8 @@ static void test_sq_stall(void **state)
 	assert_non_null(lgr);
 	pthread_mutex_init(&lgr->sq.lock, NULL);
 	smcr_sq_push_locked(&lgr->sq, &p, 1);
-	t0 = lgr->sq.progress_ms;
+	t0 = 1000;
+	assert_false(smcr_wr_stalled(lgr, t0)); /* the tick sees the work */
 	assert_false(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS));
 	assert_true(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS + 1));
 	assert_true(smcr_sq_pop_locked(&lgr->sq, &p));
