@@ -554,7 +554,7 @@ int usmc_listener_close(struct usmc_listener *l)
 	if (!l)
 		return -EINVAL;
 	if (ctx_forked(l->ctx))
-		return USMC_EFORKED; /* no thread to join here; the fds are CLOEXEC */
+		return USMC_EFORKED;	    /* no thread to join here; the fds are CLOEXEC */
 	ctx_unregister_listener(l->ctx, l); /* first: the stat thread no longer reads it */
 	atomic_store(&l->stopping, true);
 	accept_thread_wake(l);

@@ -9,8 +9,8 @@
 	{                                     \
 		SMC_CLC_DECL_##sym, #sym, txt \
 	}
-#define OWN(sym, txt)                      \
-	{                                  \
+#define OWN(sym, txt)                        \
+	{                                    \
 		USMC_REASON_##sym, #sym, txt \
 	}
 

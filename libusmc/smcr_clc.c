@@ -29,8 +29,9 @@
 #define SMCR_FEATURE_MASK 0x0001
 #define SMCR_RMBE_IDX	  1    /* one RMBE per RMB, as Linux */
 #define SMCR_CL_WAIT_MS	  4000 /* client: 2 x SMC_LLC_WAIT_TIME for CONFIRM_LINK */
-#define CLC_WAIT_SHORT_MS 1000 /* CLC_WAIT_TIME_SHORT: the peer's DECLINE after a failed LLC step \
-				*/
+/* CLC_WAIT_TIME_SHORT: how long to look for the peer's DECLINE after a
+ * failed LLC step */
+#define CLC_WAIT_SHORT_MS 1000
 /* A non-first-contact ACCEPT names a link group that a concurrent connect
  * of ours may still be confirming: wait for it, boundedly. */
 #define CLIENT_REUSE_WAIT_MS 2000

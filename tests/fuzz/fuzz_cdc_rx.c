@@ -64,8 +64,7 @@ static void peer_cdc(struct cdc_rx_state *st, struct script *s, bool raw)
 	} else {
 		m.prod = cdc_rx_curs_of(near(st->rx_cons_sent, st->rmb_len, take(s, 4)),
 					st->rmb_len);
-		m.cons = cdc_rx_curs_of(near(st->tx_sent, st->peer_len, take(s, 4)),
-					st->peer_len);
+		m.cons = cdc_rx_curs_of(near(st->tx_sent, st->peer_len, take(s, 4)), st->peer_len);
 	}
 	if (cdc_rx_apply(st, &m) != CDC_RX_OK)
 		FUZZ_ASSERT(!memcmp(&before, st, sizeof(before))); /* refused: untouched */

@@ -20,22 +20,22 @@
 #include "hostile_peer.h"
 #include "mono_clock.h"
 
-#define HP_CQE	       128
-#define HP_SEND_WRS    64
-#define HP_WAIT_MS     5000
-#define HP_CL_WAIT_MS  4000 /* CONFIRM_LINK, as libusmc's client */
-#define HP_RX_TAG      (1ull << 62)
+#define HP_CQE	      128
+#define HP_SEND_WRS   64
+#define HP_WAIT_MS    5000
+#define HP_CL_WAIT_MS 4000 /* CONFIRM_LINK, as libusmc's client */
+#define HP_RX_TAG     (1ull << 62)
 
-#define HP_PTR(expr)                                                                    \
-	({                                                                              \
-		__typeof__(expr) _p = (expr);                                           \
-		CHECK(_p, "%s: %s", #expr, strerror(errno));                            \
-		_p;                                                                     \
+#define HP_PTR(expr)                                         \
+	({                                                   \
+		__typeof__(expr) _p = (expr);                \
+		CHECK(_p, "%s: %s", #expr, strerror(errno)); \
+		_p;                                          \
 	})
-#define HP_RC(expr)                                                                     \
-	do {                                                                            \
-		int _rc = (expr);                                                       \
-		CHECK(!_rc, "%s: %s", #expr, strerror(_rc < 0 ? errno : _rc));          \
+#define HP_RC(expr)                                                            \
+	do {                                                                   \
+		int _rc = (expr);                                              \
+		CHECK(!_rc, "%s: %s", #expr, strerror(_rc < 0 ? errno : _rc)); \
 	} while (0)
 
 /* ---- device ---------------------------------------------------------- */
@@ -233,7 +233,8 @@ int hp_send_llc(struct hp_link *lk, const struct llc_msg *m)
 
 int hp_send_raw(struct hp_link *lk, const void *data, uint32_t len, int ms)
 {
-	struct ibv_sge sge = {.addr = (uintptr_t)lk->tx_buf, .length = len, .lkey = lk->tx_mr->lkey};
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)lk->tx_buf, .length = len, .lkey = lk->tx_mr->lkey};
 	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
 
 	CHECK(len <= HP_TX_BUF_LEN, "send of %u bytes", len);
@@ -241,16 +242,17 @@ int hp_send_raw(struct hp_link *lk, const void *data, uint32_t len, int ms)
 	return hp_post_wait(lk, &wr, ms);
 }
 
-int hp_write_raw(struct hp_conn *c, uint64_t off, const void *data, uint32_t len, bool imm,
-		 int ms)
+int hp_write_raw(struct hp_conn *c, uint64_t off, const void *data, uint32_t len, bool imm, int ms)
 {
 	struct hp_link *lk = c->lk;
-	struct ibv_sge sge = {.addr = (uintptr_t)lk->tx_buf, .length = len, .lkey = lk->tx_mr->lkey};
-	struct ibv_send_wr wr = {.sg_list = len ? &sge : NULL,
-				 .num_sge = len ? 1 : 0,
-				 .opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-				 .imm_data = htonl(0x5ca1ab1e),
-				 .wr.rdma = {.remote_addr = c->srv_addr + off, .rkey = c->srv_rkey}};
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)lk->tx_buf, .length = len, .lkey = lk->tx_mr->lkey};
+	struct ibv_send_wr wr = {
+		.sg_list = len ? &sge : NULL,
+		.num_sge = len ? 1 : 0,
+		.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+		.imm_data = htonl(0x5ca1ab1e),
+		.wr.rdma = {.remote_addr = c->srv_addr + off, .rkey = c->srv_rkey}};
 
 	CHECK(len <= HP_TX_BUF_LEN, "write of %u bytes", len);
 	if (len)
@@ -268,10 +270,11 @@ int hp_send_cdc(struct hp_conn *c, const struct cdc_msg *m)
 
 struct cdc_msg hp_cdc_now(struct hp_conn *c)
 {
-	return (struct cdc_msg){.seqno = ++c->seqno,
-				.token = c->srv_token,
-				.prod = cdc_curs_add((struct cdc_cursor){0, 0}, c->tx_prod, c->srv_len),
-				.cons = cdc_curs_add((struct cdc_cursor){0, 0}, c->rx_cons, c->rmb_len)};
+	return (struct cdc_msg){
+		.seqno = ++c->seqno,
+		.token = c->srv_token,
+		.prod = cdc_curs_add((struct cdc_cursor){0, 0}, c->tx_prod, c->srv_len),
+		.cons = cdc_curs_add((struct cdc_cursor){0, 0}, c->rx_cons, c->rmb_len)};
 }
 
 int hp_send_data(struct hp_conn *c, const void *data, uint32_t len)
@@ -329,8 +332,9 @@ static void rx_cdc(struct hp_link *lk, const uint8_t *buf, uint32_t len)
 		c->cdcs_rx++;
 		c->last_rx = m;
 		/* the server's producer cursor, as a stream total near ours */
-		ahead = cdc_curs_diff(cdc_curs_add((struct cdc_cursor){0, 0}, c->rx_prod, c->rmb_len),
-				      m.prod, c->rmb_len);
+		ahead = cdc_curs_diff(
+			cdc_curs_add((struct cdc_cursor){0, 0}, c->rx_prod, c->rmb_len), m.prod,
+			c->rmb_len);
 		c->rx_prod += ahead;
 		if (m.conn_state_flags & CDC_CS_PEER_CONN_ABORT)
 			c->srv_abort = true;
@@ -557,8 +561,8 @@ static void qp_rtr(struct hp_link *lk, const struct clc_accept_confirm *a)
 	struct ibv_qp_attr q = {0};
 
 	q.qp_state = IBV_QPS_RTR;
-	q.path_mtu = a->qp_mtu && (enum ibv_mtu)a->qp_mtu < lk->mtu ? (enum ibv_mtu)a->qp_mtu
-								   : lk->mtu;
+	q.path_mtu =
+		a->qp_mtu && (enum ibv_mtu)a->qp_mtu < lk->mtu ? (enum ibv_mtu)a->qp_mtu : lk->mtu;
 	q.dest_qp_num = a->qpn;
 	q.rq_psn = a->psn;
 	q.max_dest_rd_atomic = 1;
@@ -611,8 +615,7 @@ static void fill_ac(struct clc_accept_confirm *m, uint8_t type, const struct hp_
 	m->psn = lk->psn;
 }
 
-int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, void *arg),
-	       void *arg)
+int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, void *arg), void *arg)
 {
 	struct hp_link *lk = c->lk;
 	const struct clc_accept_confirm *a = &c->acc;
@@ -719,9 +722,8 @@ int hp_serve(struct hp_link *lk, struct hp_conn *c, int lfd, bool confirm_link)
 	struct clc_hdr hdr;
 	uint8_t buf[CLC_MAX_LEN];
 	struct timeval tv = {.tv_sec = 8};
-	struct llc_msg req = {.version = LLC_V2,
-			      .type = LLC_CONFIRM_LINK,
-			      .flags = LLC_FLAG_NO_RMBE_EYEC};
+	struct llc_msg req = {
+		.version = LLC_V2, .type = LLC_CONFIRM_LINK, .flags = LLC_FLAG_NO_RMBE_EYEC};
 	double deadline;
 	int len, rc;
 

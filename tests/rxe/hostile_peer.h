@@ -58,10 +58,10 @@ struct hp_conn {
 	struct ibv_mr *rmb_mr;
 	uint32_t token, rmb_len;
 	/* stream state as far as an honest peer would keep it */
-	uint16_t seqno;	 /* last CDC seqno sent */
-	uint64_t tx_prod; /* bytes written into the server's RMB */
-	uint64_t rx_prod; /* bytes the server wrote into ours (its CDCs) */
-	uint64_t rx_cons; /* bytes we consumed of them */
+	uint16_t seqno;		/* last CDC seqno sent */
+	uint64_t tx_prod;	/* bytes written into the server's RMB */
+	uint64_t rx_prod;	/* bytes the server wrote into ours (its CDCs) */
+	uint64_t rx_cons;	/* bytes we consumed of them */
 	struct cdc_msg last_rx; /* the server's last CDC */
 	unsigned cdcs_rx;
 	bool srv_abort, srv_closed, srv_done;
@@ -122,8 +122,7 @@ int hp_await_accept(struct hp_conn *c, int timeout_ms);
 /* Send the CONFIRM for the ACCEPT (first contact: QP to RTR first, then
  * wait for CONFIRM_LINK, go to RTS and answer it). @edit may lie. Returns 0
  * or a negative errno. */
-int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, void *arg),
-	       void *arg);
+int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, void *arg), void *arg);
 /* hp_propose + hp_await_accept + hp_confirm, all must succeed. */
 void hp_connect(struct hp_link *lk, struct hp_conn *c, const struct sockaddr_in *srv);
 /* Close the TCP socket (no close CDC: a rude peer). */
@@ -140,8 +139,7 @@ int hp_post_wait(struct hp_link *lk, struct ibv_send_wr *wr, int ms);
 
 /* RDMA WRITE of @len bytes of @data at byte @off of the server's RMB
  * (no bounds check: callers lie on purpose). @imm: WRITE WITH IMM. */
-int hp_write_raw(struct hp_conn *c, uint64_t off, const void *data, uint32_t len, bool imm,
-		 int ms);
+int hp_write_raw(struct hp_conn *c, uint64_t off, const void *data, uint32_t len, bool imm, int ms);
 /* A SEND of @len bytes (from the send buffer) on the link. */
 int hp_send_raw(struct hp_link *lk, const void *data, uint32_t len, int ms);
 /* A CDC: @m's token/seqno are taken as given. */
