@@ -221,6 +221,7 @@ void *accept_thread_main(void *arg)
 	accept_thread_start(l);
 	while (!atomic_load(&l->stopping)) {
 		l->ab->wait(l, probe_next_timeout(l));
+		listener_take_parked(l);
 		probes_expire(l);
 		accept_flow_control(l);
 	}

@@ -222,11 +222,16 @@ int bufpool_claim(struct bufpool *pool, size_t size, struct bufpool_buf **out)
 
 void bufpool_release(struct bufpool *pool, struct bufpool_buf *buf)
 {
+	bufpool_release_dirty(pool, buf, buf->len);
+}
+
+void bufpool_release_dirty(struct bufpool *pool, struct bufpool_buf *buf, size_t dirty)
+{
 	struct bufpool_class *cls = &pool->classes[buf->class];
 
 	assert(buf >= cls->slab && buf < cls->slab + pool->cfg.max_bufs);
 	/* No data leaks to the next holder; the push's release CAS publishes it. */
-	memset(buf->addr, 0, buf->len);
+	memset(buf->addr, 0, dirty < buf->len ? dirty : buf->len);
 	atomic_fetch_sub_explicit(&cls->in_use, 1, memory_order_relaxed);
 	treiber_push(&cls->free, buf->index);
 }
@@ -310,6 +315,7 @@ int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf)
 	buf->mr = fresh;
 	buf->lkey = fresh.lkey;
 	buf->rkey = pool->cfg.kind == BUFPOOL_RMB ? fresh.rkey : 0;
+	buf->rkey_confirmed = false;
 	/* a dereg failure leaves a registration behind, not a reachable buffer */
 	pool->cfg.ops->dereg(pool->cfg.ops_ctx, &old);
 	return 0;

@@ -17,6 +17,7 @@
 #define USMC_BUFPOOL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +75,11 @@ struct bufpool_buf {
 	uint32_t rkey;		 /* RMB: what the peer RDMA-WRITEs with (CONFIRM_RKEY) */
 	_Atomic uintptr_t owner; /* free for the holder's use (connection, test tag);
 				  * the pool only zeroes it at creation */
+	/* RMB: the peer holds this rkey (its CONFIRM_RKEY answered, or sent in
+	 * a first contact's CLC). The holder sets it; it stays as it is across
+	 * release and claim (a pooled RMB stays known to the peer), and
+	 * bufpool_rekey() clears it (a new rkey is unknown to the peer). */
+	bool rkey_confirmed;
 	/* private */
 	uint32_t index; /* slot in its class's slab */
 	struct bufpool_mr mr;
@@ -114,11 +120,16 @@ int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf 
  * DELETE_RKEY or when the link is down). The registration stays.
  */
 void bufpool_release(struct bufpool *pool, struct bufpool_buf *buf);
+/* The same, zeroing only the first @dirty bytes (at most the buffer): the
+ * holder knows nothing was written past them since its claim. A short
+ * connection writes a few bytes of a 64 KiB buffer. */
+void bufpool_release_dirty(struct bufpool *pool, struct bufpool_buf *buf, size_t dirty);
 
 /*
  * Registers a claimed buffer anew and drops its old registration, so that
  * its old rkey no longer reaches it: a peer that still writes with it fails
  * at its own end. The holder may then release it to be reused at once.
+ * Clears rkey_confirmed.
  * 0, or the hook's error (the old registration then stays).
  */
 int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf);

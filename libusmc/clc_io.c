@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "clc_io.h"
@@ -72,6 +73,40 @@ int clc_io_take(int fd, uint8_t *buf, size_t cap, struct clc_hdr *hdr)
 	ssize_t n = peek(fd, buf, cap);
 
 	return n < 0 ? (int)n : clc_io_take_peeked(fd, buf, (size_t)n, cap, hdr);
+}
+
+int clc_io_ready(int fd, size_t cap, size_t *need)
+{
+	uint8_t hb[CLC_HDR_LEN];
+	struct clc_hdr hdr;
+	ssize_t n = peek(fd, hb, sizeof(hb));
+	int avail;
+
+	if (n == -EAGAIN || (n >= 0 && n < CLC_HDR_LEN)) {
+		*need = CLC_HDR_LEN;
+		return -EAGAIN;
+	}
+	if (n < 0 || clc_hdr_decode(hb, (size_t)n, &hdr) || hdr.length > cap)
+		return 0;
+	if (ioctl(fd, FIONREAD, &avail) || (size_t)avail >= hdr.length)
+		return 0;
+	*need = hdr.length;
+	return -EAGAIN;
+}
+
+int clc_io_wait(int fd, size_t cap, int timeout_ms)
+{
+	long deadline = clock_now_ms() + timeout_ms;
+	bool closed = false;
+	size_t need;
+	int rc;
+
+	while ((rc = clc_io_ready(fd, cap, &need)) == -EAGAIN && !closed) {
+		rc = wait_bytes(fd, need, deadline, &closed);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /*

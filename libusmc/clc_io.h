@@ -34,6 +34,22 @@ int clc_io_take(int fd, uint8_t *buf, size_t cap, struct clc_hdr *hdr);
  */
 int clc_io_take_peeked(int fd, uint8_t *buf, size_t n, size_t cap, struct clc_hdr *hdr);
 
+/*
+ * clc_io_ready() - without blocking or consuming anything: does @fd hold a
+ * whole CLC message (at most @cap bytes)? 0 when the reader has something
+ * to act on: the whole message, or EOF, an error or a malformed header,
+ * which its clc_io_recv() will report. -EAGAIN while it is incomplete;
+ * *@need is then the byte count that completes what is known of it (the
+ * header first, then the message), for SO_RCVLOWAT.
+ */
+int clc_io_ready(int fd, size_t cap, size_t *need);
+
+/*
+ * clc_io_wait() - wait up to @timeout_ms until clc_io_ready() says 0.
+ * Returns 0, -ETIMEDOUT, or another -errno of poll().
+ */
+int clc_io_wait(int fd, size_t cap, int timeout_ms);
+
 /* clc_io_send() - send @len bytes of one message, all or an error. */
 int clc_io_send(int fd, const uint8_t *buf, size_t len);
 

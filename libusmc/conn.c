@@ -17,6 +17,10 @@
 #include "smcr_conn.h"
 #include "wire_err.h"
 
+/* Client link groups to one server held during a handshake (its caps
+ * allow USMC_OPT_MAX_LGRS_PER_PEER, default 8). */
+#define LGR_HOLD_MAX 16
+
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
 #define CONN_IOV_MAX 1024
 
@@ -53,16 +57,17 @@ void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bo
 
 int conn_make_blocking(struct usmc_conn *c)
 {
-	int fl = fcntl(c->fd, F_GETFL);
-
-	if (fl < 0)
-		return -errno;
-	return fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK) ? -errno : 0;
+	/* our own socket (usmc_conn_connect()): its only file status flag is
+	 * O_NONBLOCK, so one F_SETFL clears it without an F_GETFL first */
+	return fcntl(c->fd, F_SETFL, 0) ? -errno : 0;
 }
 
 void conn_destroy(struct usmc_conn *c)
 {
 	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
+	if (c->serve)
+		smcr_clc_serve_abort(c->serve); /* listener closed while it waited */
+	free(c->serve);
 	if (c->smcr)
 		smcr_close(c->smcr, true, 0, c->opts.v[USMC_OPT_CLOSE_WAIT_MS]);
 	c->smcr = NULL;
@@ -110,6 +115,30 @@ static int check_sockaddr(const struct sockaddr *addr, socklen_t len)
 	return -EAFNOSUPPORT;
 }
 
+/* The client handshake, with our link groups to that server answering its
+ * LLC at once meanwhile (lgr_hold_peer()). */
+static int connect_held(struct usmc_conn *c, struct smcr_hs *hs)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct lgr *held[LGR_HOLD_MAX];
+	struct in_addr peer = {0};
+	int n = 0, rc;
+
+	if (!getpeername(c->fd, (struct sockaddr *)&ss, &len)) {
+		if (ss.ss_family == AF_INET)
+			peer = ((struct sockaddr_in *)&ss)->sin_addr;
+		else if (ss.ss_family == AF_INET6 &&
+			 IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&ss)->sin6_addr))
+			memcpy(&peer, &((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr[12], 4);
+	}
+	if (peer.s_addr)
+		n = lgr_hold_peer(&c->ctx->rdma, peer, held, LGR_HOLD_MAX);
+	rc = smcr_clc_connect(hs);
+	lgr_unhold_peer(held, n);
+	return rc;
+}
+
 /*
  * Decide the mode of an established client connection. Without an SMC-R
  * device (or with SMC-R disabled) no CLC byte is ever sent, so the server
@@ -131,7 +160,7 @@ static int connect_decide_mode(struct usmc_conn *c)
 		return 0;
 	}
 	conn_hs_init(c, &hs);
-	rc = smcr_clc_connect(&hs);
+	rc = connect_held(c, &hs);
 	if (rc != SMCR_HS_NODEV)
 		return conn_apply_handshake(c, rc, &hs);
 	/* no device: a kernel-compat server that expects CLC gets a DECLINE */
@@ -171,6 +200,24 @@ static int wait_connected(int fd)
 	}
 }
 
+/* Connect c->fd, a non-blocking TCP socket the connection owns. */
+static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr, socklen_t addrlen,
+			       unsigned int flags)
+{
+	int rc;
+
+	atomic_store(&c->st_fd, c->fd);
+	c->nonblock = flags & USMC_NONBLOCK;
+	if (c->opts.v[USMC_OPT_SMC])
+		kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
+	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
+		return -errno;
+	if (c->nonblock)
+		return 0;
+	rc = wait_connected(c->fd);
+	return rc ? rc : usmc_connect_finish(c);
+}
+
 int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_t addrlen,
 		      unsigned int flags)
 {
@@ -184,16 +231,53 @@ int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_
 	c->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->fd < 0)
 		return -errno;
-	atomic_store(&c->st_fd, c->fd);
-	c->nonblock = flags & USMC_NONBLOCK;
-	if (c->opts.v[USMC_OPT_SMC])
-		kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
-	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
+	return conn_connect_socket(c, addr, addrlen, flags);
+}
+
+/* @fd is an unconnected TCP socket of @family: -EBADF, -ENOTSOCK,
+ * -EAFNOSUPPORT (another family) or -EINVAL (not TCP, or connected). */
+static int check_connect_fd(int fd, int family)
+{
+	struct sockaddr_storage ss;
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len))
 		return -errno;
-	if (c->nonblock)
-		return 0;
-	rc = wait_connected(c->fd);
-	return rc ? rc : usmc_connect_finish(c);
+	if (v != family)
+		return -EAFNOSUPPORT;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) || v != SOCK_STREAM)
+		return -EINVAL;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) || v != IPPROTO_TCP)
+		return -EINVAL;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) || v)
+		return -EINVAL;
+	len = sizeof(ss);
+	if (!getpeername(fd, (struct sockaddr *)&ss, &len) || errno != ENOTCONN)
+		return -EINVAL; /* connected already */
+	return 0;
+}
+
+int usmc_conn_connect_fd(struct usmc_conn *c, int fd, const struct sockaddr *addr,
+			 socklen_t addrlen, unsigned int flags)
+{
+	int rc, fl;
+
+	if (!c || c->is_server || c->fd >= 0 || (flags & ~USMC_NONBLOCK))
+		return -EINVAL;
+	rc = check_sockaddr(addr, addrlen);
+	if (!rc)
+		rc = check_connect_fd(fd, addr->sa_family);
+	if (rc)
+		return rc;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) || fcntl(fd, F_SETFD, FD_CLOEXEC))
+		return -errno;
+	c->fd = fd; /* the connection's from here on, whatever happens */
+	return conn_connect_socket(c, addr, addrlen, flags);
 }
 
 int usmc_connect(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t addrlen,
@@ -474,6 +558,7 @@ static void conn_info_fill(const struct usmc_conn *c, struct usmc_conn_info *inf
 	if (c->smcr) {
 		info->lgr_id = c->smcr->lgr->id;
 		info->smc_version = CLC_V2;
+		lgr_engine_stats(c->smcr->lgr, &info->lgr_engine);
 	}
 	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
 	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);

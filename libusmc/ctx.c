@@ -209,6 +209,9 @@ int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *out,
 	st->open_conns = (uint64_t)atomic_load(&ctx->open_conns);
 	st->lgrs_created = atomic_load(&ctx->rdma.lgrs_created);
 	st->lgrs_open = (uint64_t)atomic_load(&ctx->rdma.lgrs_open);
+	st->llc_sent = atomic_load(&ctx->rdma.llc_sent);
+	st->llc_received = atomic_load(&ctx->rdma.llc_received);
+	smcr_ctx_engine_stats((struct smcr_ctx *)&ctx->rdma, &st->engine);
 	abi_fill(out, size, &full, sizeof(full));
 	return 0;
 }

@@ -370,6 +370,24 @@ void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, 
 	(void)bpf_map_update_elem(kc->listeners_fd, &ls->key, &v, BPF_EXIST);
 }
 
+void kcompat_listener_set_storm(struct kcompat *kc, struct kcompat_lsn *ls, int64_t until_ns)
+{
+	struct kc_listen_val v;
+	int64_t last;
+
+	if (!kc || !ls->active)
+		return;
+	last = atomic_load(&ls->storm_until_ns);
+	/* one writer per step: the one that moves the cached value on */
+	if (until_ns < last + KC_STORM_STEP_NS ||
+	    !atomic_compare_exchange_strong(&ls->storm_until_ns, &last, until_ns))
+		return;
+	if (bpf_map_lookup_elem(kc->listeners_fd, &ls->key, &v))
+		return;
+	v.storm_until_ns = (__u64)until_ns;
+	(void)bpf_map_update_elem(kc->listeners_fd, &ls->key, &v, BPF_EXIST);
+}
+
 int kcompat_listener_counters(struct kcompat *kc, const struct kcompat_lsn *ls,
 			      struct kc_listen_val *out)
 {
@@ -441,6 +459,10 @@ void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 }
 
 void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, bool congested)
+{
+}
+
+void kcompat_listener_set_storm(struct kcompat *kc, struct kcompat_lsn *ls, int64_t until_ns)
 {
 }
 

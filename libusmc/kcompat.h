@@ -90,9 +90,10 @@ int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason);
 /* A listener's registration; written before its threads start, then only
  * congested changes (atomically, from the accept thread and workers). */
 struct kcompat_lsn {
-	bool active;		  /* fixed: the program runs for this listener */
-	atomic_bool congested;	  /* last value written to the map */
-	struct kc_listen_key key; /* fixed */
+	bool active;			/* fixed: the program runs for this listener */
+	atomic_bool congested;		/* last value written to the map */
+	_Atomic int64_t storm_until_ns; /* last value written to the map */
+	struct kc_listen_key key;	/* fixed */
 };
 
 /* Between bind() and listen(): mark @fd and register its port. */
@@ -103,6 +104,12 @@ void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 
 /* Congested listeners answer SMC SYNs without the option (SMC_LIMIT_HS). */
 void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, bool congested);
+
+/* ... and so do listeners in a storm, until @until_ns (CLOCK_MONOTONIC):
+ * the map is written only when that moves on by KC_STORM_STEP_NS or more,
+ * so a storm costs a few bpf() calls a second, and ends on time by itself. */
+#define KC_STORM_STEP_NS (250 * 1000 * 1000LL)
+void kcompat_listener_set_storm(struct kcompat *kc, struct kcompat_lsn *ls, int64_t until_ns);
 
 /* The program's counters for this listener; -ENOENT if not registered. */
 int kcompat_listener_counters(struct kcompat *kc, const struct kcompat_lsn *ls,

@@ -58,6 +58,10 @@ struct kc_listen_val {
 	__u64 echoed;	  /* SYN-ACKs that carried the option */
 	__u64 suppressed; /* SYNs with the option answered without it (congested) */
 	__u64 plain;	  /* SYNs without the option */
+	/* written by libusmc: SYN-ACKs go out without the option until this
+	 * CLOCK_MONOTONIC time (bpf_ktime_get_ns()): a storm (listen.c
+	 * listen_admit_smcr()), which so ends without another write */
+	__u64 storm_until_ns;
 };
 
 /*

@@ -21,11 +21,16 @@
 #include "log.h"
 #include "thread_name.h"
 
-#define LGR_CQE	    (SMCR_MAX_SEND_WR + SMCR_RX_WRS + 16)
-#define LGR_TICK_MS 250 /* timer resolution of the progress thread */
-#define LGR_EP_CH   1ull
-#define LGR_EP_STOP 2ull
-#define LGR_EP_TCP  (1ull << 40) /* | connection token */
+#define LGR_SCQE (SMCR_MAX_SEND_WR + 16)
+#define LGR_RCQE (SMCR_RX_WRS + 16)
+/* Asked of the QP: a 64 B message's WRITE goes inline with its CDC (rxe
+ * allows 512); a device that refuses gets SMCR_MAX_INLINE. */
+#define LGR_INLINE_WANT 256
+#define LGR_TICK_MS	250 /* timer resolution of the progress thread */
+#define LGR_EP_CH	1ull
+#define LGR_EP_STOP	2ull
+#define LGR_EP_ASYNC	3ull	     /* the verbs context's async events */
+#define LGR_EP_TCP	(1ull << 40) /* | connection token */
 /* Link group ids step by SMC_LGR_NUM_INCR (net/smc/smc_core.h): the low
  * byte numbers the links, link_uid = id + link number. */
 #define LGR_ID_STEP 256
@@ -61,14 +66,14 @@ static uint32_t random_u32(void)
 static int lgr_qp_create(struct lgr *lgr)
 {
 	struct ibv_qp_init_attr ia = {
-		.send_cq = lgr->cq,
-		.recv_cq = lgr->cq,
+		.send_cq = lgr->scq,
+		.recv_cq = lgr->rcq,
 		.qp_type = IBV_QPT_RC,
 		.cap = {.max_send_wr = SMCR_MAX_SEND_WR,
 			.max_recv_wr = SMCR_RX_WRS,
 			.max_send_sge = 1,
 			.max_recv_sge = 1,
-			.max_inline_data = SMCR_MAX_INLINE},
+			.max_inline_data = LGR_INLINE_WANT},
 	};
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
@@ -78,8 +83,14 @@ static int lgr_qp_create(struct lgr *lgr)
 	};
 
 	lgr->qp = ibv_create_qp(lgr->pd, &ia);
+	if (!lgr->qp) {
+		ia.cap.max_inline_data = SMCR_MAX_INLINE;
+		lgr->qp = ibv_create_qp(lgr->pd, &ia);
+	}
 	if (!lgr->qp)
 		return errno ? -errno : -ENOMEM;
+	/* what the device granted (at least what was asked) */
+	lgr->max_inline = ia.cap.max_inline_data;
 	return -ibv_modify_qp(lgr->qp, &a,
 			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
@@ -112,8 +123,9 @@ static int lgr_verbs(struct lgr *lgr)
 	if (!lgr->pd || !lgr->ch)
 		return -ENOMEM;
 	fcntl(lgr->ch->fd, F_SETFL, fcntl(lgr->ch->fd, F_GETFL) | O_NONBLOCK);
-	lgr->cq = ibv_create_cq(lgr->ib, LGR_CQE, lgr, lgr->ch, 0);
-	if (!lgr->cq)
+	lgr->rcq = ibv_create_cq(lgr->ib, LGR_RCQE, lgr, lgr->ch, 0);
+	lgr->scq = ibv_create_cq(lgr->ib, LGR_SCQE, lgr, lgr->ch, 0);
+	if (!lgr->rcq || !lgr->scq)
 		return -ENOMEM;
 	rc = lgr_qp_create(lgr);
 	if (!rc)
@@ -146,9 +158,15 @@ int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const stru
 	pthread_mutex_init(&lgr->lock, NULL);
 	pthread_mutex_init(&lgr->sq.lock, NULL);
 	smcr_llc_init(&lgr->llc);
+	rc = smcr_eng_init(&lgr->eng);
 	lgr->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	lgr->ep = epoll_create1(EPOLL_CLOEXEC);
-	rc = lgr->stop_fd < 0 || lgr->ep < 0 ? -errno : lgr_verbs(lgr);
+	pthread_mutex_lock(&sctx->lock);
+	lgr->all_next = sctx->all;
+	sctx->all = lgr;
+	pthread_mutex_unlock(&sctx->lock);
+	if (!rc)
+		rc = lgr->stop_fd < 0 || lgr->ep < 0 ? -errno : lgr_verbs(lgr);
 	if (rc) {
 		lgr_free(lgr);
 		return rc;
@@ -208,21 +226,91 @@ int lgr_qp_rts(struct lgr *lgr)
 
 /* ---- progress thread -------------------------------------------------- */
 
-static void lgr_wait_event(struct lgr *lgr)
+/* Is async event @e about this link group: its port, its QP, its device? */
+static bool lgr_async_fatal(const struct lgr *lgr, const struct ibv_async_event *e)
+{
+	switch (e->event_type) {
+	case IBV_EVENT_PORT_ERR:
+		return e->element.port_num == lgr->dev.port;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+		return e->element.qp == lgr->qp;
+	case IBV_EVENT_CQ_ERR:
+		return e->element.cq == lgr->rcq || e->element.cq == lgr->scq;
+	case IBV_EVENT_DEVICE_FATAL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * The verbs context's async events (each link group has its own context,
+ * so each sees its port's events). A port that goes down ends the link
+ * group at once, as Linux does (net/smc/smc_ib.c smc_ib_port_event_work()
+ * -> smc_core.c smcr_port_err()): otherwise a link group with nothing in
+ * flight would not notice a peer that ended its side while the link was
+ * down (the peer's TCP reset may be lost with the link) before TEST_LINK.
+ */
+static void lgr_async_events(struct lgr *lgr)
+{
+	struct ibv_async_event e;
+
+	while (!ibv_get_async_event(lgr->ib, &e)) {
+		bool fatal = lgr_async_fatal(lgr, &e);
+
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		usmc_log(lgr->sctx->log, fatal ? USMC_LOG_INFO : USMC_LOG_DEBUG,
+			 "link group %x: async event %s", lgr->id,
+			 ibv_event_type_str(e.event_type));
+		ibv_ack_async_event(&e);
+		if (fatal)
+			lgr_terminate(lgr, -ECONNABORTED, false);
+	}
+}
+
+/*
+ * Sleep until an event or the tick: the completion channel while the
+ * progress thread holds the engine's token (@ch_armed: its one-shot
+ * registration is armed), the stop/kick eventfd, the TCP sockets, the
+ * verbs context's async events.
+ */
+static void lgr_wait_event(struct lgr *lgr, bool *ch_armed, bool owner)
 {
 	struct epoll_event ev[16];
-	struct ibv_cq *cq;
-	void *cq_ctx;
 	int n = epoll_wait(lgr->ep, ev, 16, LGR_TICK_MS);
+	uint64_t v;
 
+	eng_count(&lgr->st, ENG_WAKEUPS, 1);
+	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	if (owner)
+		eng_count(&lgr->st, ENG_CH_SLEEPS, 1);
 	for (int i = 0; i < n; i++) {
-		if (ev[i].data.u64 & LGR_EP_TCP)
+		if (ev[i].data.u64 & LGR_EP_TCP) {
 			lgr->ops->tcp_hup(lgr, (uint32_t)ev[i].data.u64);
-		else if (ev[i].data.u64 == LGR_EP_CH && !ibv_get_cq_event(lgr->ch, &cq, &cq_ctx)) {
-			ibv_ack_cq_events(cq, 1);
-			ibv_req_notify_cq(cq, 0);
+		} else if (ev[i].data.u64 == LGR_EP_CH) {
+			*ch_armed = false; /* one-shot */
+			smcr_eng_get_event(lgr);
+		} else if (ev[i].data.u64 == LGR_EP_STOP && read(lgr->stop_fd, &v, sizeof(v)) > 0) {
+			eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		} else if (ev[i].data.u64 == LGR_EP_ASYNC) {
+			lgr_async_events(lgr);
 		}
 	}
+}
+
+/* The channel in the progress thread's epoll set only while it holds the token. */
+static void lgr_ep_channel(struct lgr *lgr, bool *ch_armed, bool want)
+{
+	struct epoll_event ch = {.events = want ? EPOLLIN | EPOLLONESHOT : 0,
+				 .data.u64 = LGR_EP_CH};
+
+	if (*ch_armed == want)
+		return;
+	epoll_ctl(lgr->ep, EPOLL_CTL_MOD, lgr->ch->fd, &ch);
+	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	*ch_armed = want;
 }
 
 int lgr_watch_tcp(struct lgr *lgr, uint32_t token, int fd)
@@ -253,19 +341,28 @@ static bool lgr_tick(struct lgr *lgr)
 	return lgr_idle_unlink(lgr);
 }
 
+/*
+ * The progress thread: runs the completions while it holds the engine's
+ * token (smcr_eng.h: somebody needs them run without waiting for them),
+ * drains the CQs at each tick if nobody holds it, and runs the timers.
+ */
 static void *lgr_progress(void *arg)
 {
 	struct lgr *lgr = arg;
 	long next_tick = 0;
+	bool ch_armed = false;
 
 	thread_name_set(pthread_self(), "usmc-lgr/%x", lgr->id);
-	ibv_req_notify_cq(lgr->cq, 0);
 	while (!atomic_load(&lgr->stop)) {
-		int n = smcr_wr_drain_cq(lgr);
+		bool tick = clock_now_ms() >= next_tick;
+		bool owner = smcr_eng_progress_take(lgr, tick);
+		int n = owner ? smcr_wr_drain_cq(lgr) : 0;
 
-		if (clock_now_ms() >= next_tick) {
+		if (tick) {
 			if (lgr_tick(lgr)) {
 				/* free ourselves: nobody can reach this LGR any more */
+				if (owner)
+					smcr_eng_progress_release(lgr, true);
 				pthread_detach(pthread_self());
 				lgr->thread_started = false;
 				lgr_free(lgr);
@@ -273,22 +370,34 @@ static void *lgr_progress(void *arg)
 			}
 			next_tick = clock_now_ms() + LGR_TICK_MS;
 		}
-		if (n || lgr->cfg.busy_poll)
-			continue;
-		/* notify was armed: drain once more so no completion slips between */
-		lgr_wait_event(lgr);
+		/* an application thread waits, or nobody needs us: give it up */
+		if (owner && smcr_eng_progress_release(lgr, false))
+			owner = false;
+		if (owner) {
+			if (n || lgr->cfg.busy_poll)
+				continue;
+			/* arm, then drain once more so no completion slips between */
+			smcr_eng_arm(lgr, true);
+			if (smcr_wr_drain_cq(lgr))
+				continue;
+		}
+		lgr_ep_channel(lgr, &ch_armed, owner);
+		lgr_wait_event(lgr, &ch_armed, owner);
 	}
 	return NULL;
 }
 
 int lgr_start(struct lgr *lgr)
 {
-	struct epoll_event ch = {.events = EPOLLIN, .data.u64 = LGR_EP_CH};
+	struct epoll_event ch = {.events = 0, .data.u64 = LGR_EP_CH}; /* lgr_ep_channel() */
 	struct epoll_event stop = {.events = EPOLLIN, .data.u64 = LGR_EP_STOP};
+	struct epoll_event async = {.events = EPOLLIN, .data.u64 = LGR_EP_ASYNC};
 	int rc;
 
-	if (epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->ch->fd, &ch) ||
-	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->stop_fd, &stop))
+	if (fcntl(lgr->ib->async_fd, F_SETFL, fcntl(lgr->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
+	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->ch->fd, &ch) ||
+	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->stop_fd, &stop) ||
+	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->ib->async_fd, &async))
 		return -errno;
 	rc = pthread_create(&lgr->thread, NULL, lgr_progress, lgr);
 
@@ -609,6 +718,31 @@ void lgr_unclaim(struct smcr_ctx *sctx, struct lgr_pending *p)
 	pthread_mutex_unlock(&sctx->lock);
 }
 
+int lgr_hold_peer(struct smcr_ctx *sctx, struct in_addr peer, struct lgr **held, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&sctx->lock);
+	for (struct lgr *l = sctx->lgrs; l && n < max; l = l->next)
+		if (!l->is_server && l->peer_addr.s_addr == peer.s_addr &&
+		    atomic_load(&l->state) == LGR_ACTIVE) {
+			lgr_get(l);
+			held[n++] = l;
+		}
+	pthread_mutex_unlock(&sctx->lock);
+	for (int i = 0; i < n; i++)
+		smcr_eng_hold(held[i]);
+	return n;
+}
+
+void lgr_unhold_peer(struct lgr **held, int n)
+{
+	for (int i = 0; i < n; i++) {
+		smcr_eng_unhold(held[i]);
+		lgr_put(held[i]);
+	}
+}
+
 void lgr_get(struct lgr *lgr)
 {
 	atomic_fetch_add(&lgr->refs, 1);
@@ -690,8 +824,10 @@ static void lgr_free_verbs(struct lgr *lgr)
 	if (lgr->sndbufs)
 		bufpool_destroy(lgr->sndbufs, NULL);
 	smcr_wr_rx_free(lgr);
-	if (lgr->cq)
-		ibv_destroy_cq(lgr->cq);
+	if (lgr->rcq)
+		ibv_destroy_cq(lgr->rcq);
+	if (lgr->scq)
+		ibv_destroy_cq(lgr->scq);
 	if (lgr->ch)
 		ibv_destroy_comp_channel(lgr->ch);
 	if (lgr->pd)
@@ -700,10 +836,17 @@ static void lgr_free_verbs(struct lgr *lgr)
 		ibv_close_device(lgr->ib);
 }
 
-/* One link group fewer; wakes lgr_destroy_all() at the last one. */
-static void lgr_count_freed(struct smcr_ctx *s)
+/* One link group fewer; wakes lgr_destroy_all() at the last one. Its
+ * counters go into the context's. */
+static void lgr_count_freed(struct smcr_ctx *s, struct lgr *lgr)
 {
 	pthread_mutex_lock(&s->lock);
+	for (struct lgr **pp = &s->all; *pp; pp = &(*pp)->all_next)
+		if (*pp == lgr) {
+			*pp = lgr->all_next;
+			break;
+		}
+	eng_stats_merge(&s->retired, &lgr->st);
 	if (atomic_fetch_sub(&s->lgrs_open, 1) == 1)
 		pthread_cond_broadcast(&s->lgrs_cond);
 	pthread_mutex_unlock(&s->lock);
@@ -716,7 +859,7 @@ void lgr_free(struct lgr *lgr)
 	if (lgr->qp)
 		lgr_terminate(lgr, -ECONNABORTED, atomic_load(&lgr->state) == LGR_ACTIVE);
 	lgr_stop_thread(lgr);
-	if (lgr->cq)
+	if (lgr->rcq && lgr->scq)
 		lgr_flush_sends(lgr);
 	lgr_free_orphans(lgr);
 	lgr_free_verbs(lgr);
@@ -725,10 +868,11 @@ void lgr_free(struct lgr *lgr)
 	if (lgr->ep >= 0)
 		close(lgr->ep);
 	smcr_llc_fini(&lgr->llc);
+	smcr_eng_fini(&lgr->eng);
 	pthread_mutex_destroy(&lgr->sq.lock);
 	pthread_mutex_destroy(&lgr->lock);
+	lgr_count_freed(s, lgr);
 	free(lgr);
-	lgr_count_freed(s);
 }
 
 /* How long context teardown waits for link groups that free themselves. */
@@ -788,6 +932,21 @@ static void lgr_info_locked(struct lgr *l, struct lgr_info *o)
 	o->test_link_answered = atomic_load(&l->llc.test_link_answered);
 	o->rkey_confirmed = atomic_load(&l->llc.rkey_confirmed);
 	o->rkey_deleted = atomic_load(&l->llc.rkey_deleted);
+	lgr_engine_stats(l, &o->engine);
+}
+
+void lgr_engine_stats(const struct lgr *lgr, struct usmc_engine_stats *out)
+{
+	eng_stats_add(&lgr->st, out);
+}
+
+void smcr_ctx_engine_stats(struct smcr_ctx *s, struct usmc_engine_stats *out)
+{
+	pthread_mutex_lock(&s->lock);
+	eng_stats_add(&s->retired, out);
+	for (struct lgr *l = s->all; l; l = l->all_next)
+		eng_stats_add(&l->st, out);
+	pthread_mutex_unlock(&s->lock);
 }
 
 int lgr_info_all(struct smcr_ctx *sctx, struct lgr_info *out, int max)

@@ -24,6 +24,7 @@
 #include "bufpool.h"
 #include "smcr_ctx.h"
 #include "smcr_dev.h"
+#include "smcr_eng.h"
 #include "smcr_llc.h"
 #include "smcr_wr.h"
 
@@ -37,7 +38,7 @@ struct bufpool;
 /*
  * What a link group calls on its connections (the way rdma-core's providers
  * hang off verbs_context_ops): connections are defined above this layer.
- * All but get/put run in the progress thread.
+ * All but get/put run in whichever thread holds the engine token (smcr_eng.h).
  */
 struct lgr_conn_ops {
 	void (*get)(struct smcr_conn *sc); /* take a reference */
@@ -51,10 +52,12 @@ struct lgr_conn_ops {
 	/* The link group died: fail @sc with @err; true if nobody but the
 	 * link group holds it any more (closed by the user). */
 	bool (*fail)(struct smcr_conn *sc, int err);
+	/* The answer to smcr_llc_barrier()'s generation @gen arrived. */
+	void (*barrier)(struct lgr *lgr, uint32_t gen);
 	/* The TCP socket of connection @token hung up. */
 	void (*tcp_hup)(struct lgr *lgr, uint32_t token);
-	/* Timer tick: connections whose TCP hung up without a close, and
-	 * closed ones whose peer did not close in time. */
+	/* Timer tick: connections whose TCP hung up without a close, closed
+	 * ones whose peer did not close in time, held EOFs past their bound. */
 	void (*tick)(struct lgr *lgr);
 };
 
@@ -82,7 +85,9 @@ struct lgr {
 	uint32_t id;
 	_Atomic int state; /* enum lgr_state; changed only in lgr.c */
 
-	struct lgr *next; /* sctx->lgrs; sctx->lock protects it */
+	struct lgr *next;     /* sctx->lgrs; sctx->lock protects it */
+	struct lgr *all_next; /* sctx->all; sctx->lock protects it */
+	struct eng_stats st;  /* data-path counters (eng_stats.h), lock-free */
 	/*
 	 * References: each connection from smcr_conn_new() to its last put,
 	 * each finder from lgr_claim()/lgr_find_wait() to lgr_put(). Taken
@@ -107,9 +112,10 @@ struct lgr {
 	/* verbs objects: created by lgr_create(), freed by lgr_free() */
 	struct ibv_context *ib;
 	struct ibv_pd *pd;
-	struct ibv_comp_channel *ch;
-	struct ibv_cq *cq;
+	struct ibv_comp_channel *ch; /* both CQs' events */
+	struct ibv_cq *rcq, *scq;    /* receives; sends (armed only when a wait needs them) */
 	struct ibv_qp *qp;
+	uint32_t max_inline; /* the QP's max_inline_data: smaller WRITEs go inline */
 	uint8_t *rx_bufs;
 	struct ibv_mr *rx_mr;
 	struct bufpool *rmbs, *sndbufs; /* lock-free themselves */
@@ -121,17 +127,25 @@ struct lgr {
 
 	struct smcr_sq sq;   /* its own lock */
 	struct smcr_llc llc; /* its own locks */
+	struct smcr_eng eng; /* who runs the completions (smcr_eng.h); its own lock */
 
 	/* progress thread */
 	pthread_t thread;
 	bool thread_started; /* written by lgr_start() and lgr_stop_thread() */
 	atomic_bool stop;
-	int stop_fd;		 /* eventfd: ask the progress thread to stop */
-	int ep;			 /* epoll: completion channel, stop_fd, TCP sockets */
-	long last_rx_ms;	 /* progress thread only */
+	int stop_fd; /* eventfd: ask the progress thread to stop or to look at the token */
+	int ep;	     /* epoll: completion channel, stop_fd, TCP sockets */
+	atomic_long
+		last_rx_ms; /* the last receive: whoever runs completions writes, the tick reads */
 	atomic_bool any_pending; /* some connection waits for send queue room */
 	atomic_int orphans;	 /* closed by their user, waiting for the peer (smcr_conn.c) */
 	atomic_bool tcp_eof_seen;
+	atomic_int tcp_unwatched; /* established, TCP socket not yet watched (smcr_conn.c) */
+	atomic_int eof_holds;	  /* connections whose held EOF has its bound armed (smcr_conn.c) */
+	/* the last barrier behind TCP hang-ups and when it was sent: the
+	 * progress thread's only (smcr_conn.c sc_tick()) */
+	uint32_t hup_barrier;
+	long hup_barrier_ms;
 };
 
 /* ---- life cycle ---- */
@@ -199,6 +213,16 @@ void lgr_put(struct lgr *lgr);
  * its connection holds its own.
  */
 struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms);
+/*
+ * lgr_hold_peer() - a client handshake with @peer is about to wait for its
+ * ACCEPT: the server may first run a CONFIRM_RKEY flow on any of our
+ * client link groups to it, so their completions must run at once
+ * (smcr_eng_hold()) until lgr_unhold_peer(). Fills @held (with references)
+ * and returns how many.
+ */
+int lgr_hold_peer(struct smcr_ctx *sctx, struct in_addr peer, struct lgr **held, int max);
+void lgr_unhold_peer(struct lgr **held, int n);
+
 /* Mark dead and fail every connection (from any thread). */
 void lgr_terminate(struct lgr *lgr, int err, bool send_delete);
 /* Terminate and free a link group no one else can reach. */
@@ -219,6 +243,9 @@ int lgr_conns_get(struct lgr *lgr, struct smcr_conn *list[SMCR_MAX_CONNS]);
 
 /* ---- statistics (read-only) ---- */
 
+/* The engine counters of @lgr added into @out. */
+void lgr_engine_stats(const struct lgr *lgr, struct usmc_engine_stats *out);
+
 /* What usmc-stat shows of one link group. */
 struct lgr_info {
 	uint32_t id;
@@ -232,6 +259,7 @@ struct lgr_info {
 	int nconns, max_conns;
 	struct bufpool_class_usage rmbs[SMC_BUF_CLASSES], sndbufs[SMC_BUF_CLASSES];
 	uint64_t test_link_sent, test_link_answered, rkey_confirmed, rkey_deleted;
+	struct usmc_engine_stats engine;
 };
 
 /*

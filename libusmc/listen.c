@@ -49,6 +49,26 @@ bool listen_decline_at_once(bool auto_fallback, unsigned int depth, long thresho
 	return auto_fallback && listen_hs_congested(depth, threshold);
 }
 
+enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,
+				    int64_t now_ns, int64_t hs_cost_ns,
+				    struct listen_admit_state *st)
+{
+	int64_t cost = hs_cost_ns > 0 ? hs_cost_ns : LISTEN_HS_COST_DEFAULT;
+
+	if (!auto_fallback)
+		return LISTEN_ADMIT;
+	if (listen_hs_congested(depth, threshold)) {
+		st->storm_until_ns = now_ns + LISTEN_STORM_HOLD_MS * 1000000LL;
+		return LISTEN_DECLINE_QUEUE;
+	}
+	if (now_ns >= st->storm_until_ns)
+		return LISTEN_ADMIT;
+	if (depth || now_ns < st->next_admit_ns)
+		return LISTEN_DECLINE_BUDGET;
+	st->next_admit_ns = now_ns + cost * LISTEN_BUDGET_DIV;
+	return LISTEN_ADMIT;
+}
+
 unsigned int listen_hist_bucket(uint64_t us)
 {
 	unsigned int b = 0;
@@ -134,32 +154,101 @@ void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t 
 	listener_enqueue(l, c);
 }
 
+/* The decision for an SMC client arriving now; takes the storm's
+ * admission token if it admits in a storm. */
+static enum listen_admit listener_admit(struct usmc_listener *l, const struct usmc_opts *o)
+{
+	int64_t now = (int64_t)clock_now_ns();
+	struct listen_admit_state st = {.storm_until_ns = atomic_load(&l->storm_until_ns),
+					.next_admit_ns = atomic_load(&l->next_admit_ns)};
+	int64_t next0 = st.next_admit_ns, storm0 = st.storm_until_ns;
+	enum listen_admit a =
+		listen_admit_smcr(o->v[USMC_OPT_AUTO_FALLBACK], hs_pool_depth(&l->hs),
+				  opts_hs_congestion(o), now, atomic_load(&l->hs_cost_ns), &st);
+
+	if (st.storm_until_ns > storm0)
+		atomic_store(&l->storm_until_ns,
+			     st.storm_until_ns); /* racing stores: both recent */
+	/* one thread wins a storm's token */
+	if (st.next_admit_ns != next0 &&
+	    !atomic_compare_exchange_strong(&l->next_admit_ns, &next0, st.next_admit_ns))
+		a = LISTEN_DECLINE_BUDGET;
+	return a;
+}
+
+/* Kernel-compat: the SYN-time flags after the queue changed; @arrival: a
+ * new connection found it so (only an arrival at a congested queue starts
+ * a storm, not the queue's own growth as a handshake is queued). */
+static void update_congestion(struct usmc_listener *l, const struct usmc_opts *o, bool arrival)
+{
+	bool congested;
+
+	if (!o->v[USMC_OPT_AUTO_FALLBACK])
+		return;
+	congested = listen_hs_congested(hs_pool_depth(&l->hs), opts_hs_congestion(o));
+	if (congested && arrival)
+		atomic_store(&l->storm_until_ns,
+			     (int64_t)clock_now_ns() + LISTEN_STORM_HOLD_MS * 1000000LL);
+	kcompat_listener_set_congested(l->ctx->kc, &l->kc, congested);
+	/* a storm: its SMC clients get TCP at SYN time, as cheap as plain
+	 * ones; the program ends it at storm_until_ns by itself, so nothing
+	 * stays refused after the storm (the listener's events, which rewrite
+	 * the flag, stop with it) */
+	kcompat_listener_set_storm(l->ctx->kc, &l->kc, atomic_load(&l->storm_until_ns));
+}
+
 void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts *o)
 {
-	if (o->v[USMC_OPT_AUTO_FALLBACK])
-		kcompat_listener_set_congested(
-			l->ctx->kc, &l->kc,
-			listen_hs_congested(hs_pool_depth(&l->hs), opts_hs_congestion(o)));
+	update_congestion(l, o, true); /* the accept thread, for a new connection */
+}
+
+bool listener_decline_smcr(struct usmc_listener *l, const struct usmc_opts *o)
+{
+	enum listen_admit a = listener_admit(l, o);
+
+	if (a == LISTEN_DECLINE_BUDGET)
+		atomic_fetch_add(&l->budget_fallbacks, 1);
+	return a != LISTEN_ADMIT;
 }
 
 void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c)
 {
 	struct usmc_opts o = c->opts; /* @c belongs to the pool once queued */
 
-	hs_pool_submit(&l->hs, c);	   /* stays counted in in_handshake */
-	listener_update_congestion(l, &o); /* kernel-compat: the queue grew */
+	hs_pool_submit(&l->hs, c);	 /* stays counted in in_handshake */
+	update_congestion(l, &o, false); /* kernel-compat: the queue grew */
 }
 
 /* ---- handshake worker -------------------------------------------------- */
 
+/* Tests only: a worker calls it before each handshake step, if a test
+ * defines it (tests hold workers there to congest the pool:
+ * tests/common/hold_workers.h). Declared here, not in listen.h, so that a
+ * test that defines it and includes listen.h sees no weak declaration. */
+extern void listen_test_hook_worker(void) __attribute__((weak));
+
 static void handshake(void *arg, struct usmc_conn *c)
 {
 	struct usmc_listener *l = arg;
+	int64_t t0 = (int64_t)clock_now_ns(), dt, cost;
 	int rc;
 
-	listener_update_congestion(l, &c->opts); /* kernel-compat: the queue shrank */
-	rc = listen_handshake(c);		 /* the socket is blocking (ACCEPT_FLAGS) */
+	update_congestion(l, &c->opts, false); /* kernel-compat: the queue shrank */
+	if (listen_test_hook_worker)
+		listen_test_hook_worker();
+	rc = listen_handshake(c); /* the socket is blocking (ACCEPT_FLAGS) */
+	/* the admission budget's measure: a moving average (1/8) of the
+	 * handshake time, parked steps left out (their time is the client's);
+	 * racing workers may lose an update */
+	dt = (int64_t)clock_now_ns() - t0;
+	cost = atomic_load(&l->hs_cost_ns);
+	if (rc != LISTEN_HS_PARKED)
+		atomic_store(&l->hs_cost_ns, cost ? cost + (dt - cost) / 8 : dt);
 
+	if (rc == LISTEN_HS_PARKED) {
+		listener_park(l, c);
+		return;
+	}
 	if (rc) {
 		listener_drop(l, c);
 		return;
@@ -169,6 +258,39 @@ static void handshake(void *arg, struct usmc_conn *c)
 	atomic_fetch_sub(&l->in_handshake, 1);
 	if (atomic_load(&l->paused))
 		accept_thread_wake(l);
+}
+
+void listener_park(struct usmc_listener *l, struct usmc_conn *c)
+{
+	pthread_mutex_lock(&l->park_lock);
+	conn_fifo_push(&l->parked, c);
+	pthread_mutex_unlock(&l->park_lock);
+	accept_thread_wake(l);
+}
+
+/* Every parked connection, taken off the list. */
+static struct usmc_conn *take_parked(struct usmc_listener *l)
+{
+	struct usmc_conn *c;
+
+	pthread_mutex_lock(&l->park_lock);
+	c = l->parked.head;
+	l->parked = (struct conn_fifo){0};
+	pthread_mutex_unlock(&l->park_lock);
+	return c;
+}
+
+void listener_take_parked(struct usmc_listener *l)
+{
+	struct usmc_conn *c = take_parked(l);
+
+	while (c) {
+		struct usmc_conn *next = c->next;
+
+		c->next = NULL;
+		probe_park(l, c);
+		c = next;
+	}
 }
 
 /* ---- API ---------------------------------------------------------------- */
@@ -229,6 +351,7 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	pthread_mutex_init(&l->start_lock, NULL);
 	pthread_cond_init(&l->start_cond, NULL);
 	pthread_mutex_init(&l->qlock, NULL);
+	pthread_mutex_init(&l->park_lock, NULL);
 	ctx_copy_opts(ctx, &l->opts);
 	if (flags & USMC_LISTEN_AUTO_FALLBACK)
 		l->opts.v[USMC_OPT_AUTO_FALLBACK] = 1;
@@ -245,6 +368,7 @@ static void listener_free(struct usmc_listener *l)
 	pthread_mutex_destroy(&l->start_lock);
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);
+	pthread_mutex_destroy(&l->park_lock);
 	free(l);
 }
 
@@ -508,6 +632,7 @@ int usmc_listener_stats_sized(const struct usmc_listener *l, struct usmc_listene
 	st->fallbacks = atomic_load(&ml->modes.fallbacks);
 	st->hs_failed = atomic_load(&ml->hs_failed);
 	st->congestion_fallbacks = atomic_load(&ml->congestion_fallbacks);
+	st->budget_fallbacks = atomic_load(&ml->budget_fallbacks);
 	st->backlog_full = atomic_load(&ml->backlog_full);
 	st->in_handshake = atomic_load(&ml->in_handshake);
 	st->queued = atomic_load(&ml->queued);
@@ -560,6 +685,7 @@ int usmc_listener_close(struct usmc_listener *l)
 	accept_thread_wake(l);
 	pthread_join(l->accept_thread, NULL);
 	free_conn_list(hs_pool_stop(&l->hs));
+	free_conn_list(take_parked(l)); /* parked after the accept thread ended */
 	probes_free(l);
 	while ((c = queue_pop(l)))
 		conn_destroy(c);

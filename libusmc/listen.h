@@ -27,7 +27,7 @@ struct probing;
 struct accept_backend_ops;
 
 /*
- * Who may touch what. Locks: start_lock, opts_lock, qlock here and
+ * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock here and
  * hs.lock in the pool; none is ever held while another lock is taken, or
  * while calling out of the listener (conn_destroy(), the SMC-R handshake,
  * kcompat): each is a leaf. Fields marked
@@ -72,6 +72,11 @@ struct usmc_listener {
 
 	struct hs_pool hs; /* its own lock (handshake_pool.h) */
 
+	/* handshakes a worker parked to wait for the client's CONFIRM, for
+	 * the accept thread to watch (probe_park()) */
+	pthread_mutex_t park_lock; /* protects parked */
+	struct conn_fifo parked;   /* guarded by park_lock */
+
 	struct kcompat_lsn kc; /* fixed once listening; congested is atomic */
 
 	/* backlog accounting: in_handshake (probe + pool) + queued <= backlog */
@@ -81,6 +86,11 @@ struct usmc_listener {
 	atomic_uint stash_high;	  /* written by the accept thread only */
 
 	atomic_uint_least64_t accepted, hs_failed, congestion_fallbacks, backlog_full;
+	/* auto-fallback admits SMC-R by cost (listener_admit_smcr()) */
+	_Atomic int64_t storm_until_ns; /* a storm: congested within LISTEN_STORM_HOLD_MS */
+	_Atomic int64_t next_admit_ns;	/* in a storm, no SMC-R admission before */
+	_Atomic int64_t hs_cost_ns;	/* moving average of a worker's handshake time */
+	atomic_uint_least64_t budget_fallbacks;
 	struct mode_counts modes; /* connections handed to usmc_accept() */
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
 
@@ -105,11 +115,24 @@ void listener_drop(struct usmc_listener *l, struct usmc_conn *c);
 /* Queue @c (counted in in_handshake) for a handshake worker. */
 void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c);
 
+/* A worker parked @c (LISTEN_HS_PARKED): hand it to the accept thread. */
+void listener_park(struct usmc_listener *l, struct usmc_conn *c);
+
+/* Accept thread: watch the handshakes parked since the last call. */
+void listener_take_parked(struct usmc_listener *l);
+
 /* Count @c's CLC handshake time, from the accept, in the histogram. */
 void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c);
 
 /* Kernel-compat: SYN-ACKs go out without the option while congested. */
 void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts *o);
+
+/*
+ * Auto-fallback: admit SMC client @c to the handshake pool (false), or
+ * decline it at once (true), counting the budget's declines. Takes the
+ * storm's admission token when it admits.
+ */
+bool listener_decline_smcr(struct usmc_listener *l, const struct usmc_opts *o);
 
 /* A consistent copy of the listener's options. */
 void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out);
@@ -155,6 +178,35 @@ bool listen_hs_congested(unsigned int depth, long threshold);
 
 /* Should an SMC client be declined at once instead of queued? */
 bool listen_decline_at_once(bool auto_fallback, unsigned int depth, long threshold);
+
+/*
+ * Admission by cost (issue 15). A storm is a queue that reached its
+ * threshold within the last LISTEN_STORM_HOLD_MS. Outside a storm every SMC
+ * client is admitted (a load the workers keep up with gets SMC-R for every
+ * connection); in a storm one is admitted only when no handshake waits and
+ * the budget allows: at most one per LISTEN_BUDGET_DIV handshake times,
+ * i.e. SMC-R handshakes take at most 1/LISTEN_BUDGET_DIV of one worker while
+ * it lasts, so the storm runs at about TCP's rate.
+ */
+#define LISTEN_STORM_HOLD_MS   1000
+#define LISTEN_BUDGET_DIV      10
+#define LISTEN_HS_COST_DEFAULT (10 * 1000 * 1000L) /* ns, before one is measured */
+
+enum listen_admit {
+	LISTEN_ADMIT,	      /* to the handshake pool */
+	LISTEN_DECLINE_QUEUE, /* the queue is at its threshold */
+	LISTEN_DECLINE_BUDGET /* a storm, and its budget is spent */
+};
+
+struct listen_admit_state {
+	int64_t storm_until_ns; /* in, out */
+	int64_t next_admit_ns;	/* in, out: moved on when a storm admits */
+};
+
+/* The decision at @now_ns for a queue of @depth waiting handshakes (pure). */
+enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,
+				    int64_t now_ns, int64_t hs_cost_ns,
+				    struct listen_admit_state *st);
 
 /* Histogram bucket of a handshake that took @us microseconds. */
 unsigned int listen_hist_bucket(uint64_t us);

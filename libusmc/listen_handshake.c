@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdlib.h>
 
 #include "clc.h"
 #include "clc_io.h"
+#include "clock.h"
 #include "conn.h"
 #include "ctx.h"
 #include "listen_handshake.h"
@@ -23,6 +25,82 @@ static int proposal_of(const uint8_t *buf, int len, const struct clc_hdr *hdr,
 	return clc_proposal_decode(buf, (size_t)len, prop);
 }
 
+long listen_hs_deadline_ms(const struct usmc_conn *c)
+{
+	return (long)(c->t_accept_ns / CLOCK_NSEC_PER_MSEC) + c->opts.v[USMC_OPT_HS_TIMEOUT_MS];
+}
+
+static void serve_hs_init(struct usmc_conn *c, struct smcr_hs *hs)
+{
+	conn_hs_init(c, hs);
+	hs->have_device = ctx_has_smcr_device(c->ctx);
+	hs->deadline_ms = listen_hs_deadline_ms(c);
+}
+
+/* Milliseconds left before @c's deadline, at most @ms, at least 0. */
+static int hs_left_ms(const struct usmc_conn *c, long ms)
+{
+	long left = listen_hs_deadline_ms(c) - clock_now_ms();
+
+	return left < 0 ? 0 : left < ms ? (int)left : (int)ms;
+}
+
+/* The handshake of @c ended with @rc: release what it held. */
+static int serve_done(struct usmc_conn *c, int rc, const struct smcr_hs *hs)
+{
+	free(c->serve);
+	c->serve = NULL;
+	return conn_apply_handshake(c, rc, hs);
+}
+
+/* The ACCEPT went: take the CONFIRM if it comes soon, else park. */
+static int serve_after_accept(struct usmc_conn *c, struct smcr_hs *hs)
+{
+	if (clc_io_wait(c->fd, CLC_PROPOSAL_MAX_LEN, hs_left_ms(c, LISTEN_HS_PARK_MS)) ==
+		    -ETIMEDOUT &&
+	    hs_left_ms(c, 1) > 0)
+		return LISTEN_HS_PARKED;
+	return serve_done(c, smcr_clc_serve_confirm(hs, c->serve), hs);
+}
+
+/*
+ * The next step of @c's SMC-R handshake (c->serve): the ACCEPT, or, for a
+ * handshake parked after it, the CONFIRM. A handshake whose peer has a
+ * first contact in progress is parked before the ACCEPT and retried
+ * (listen_hs_waits_claim()), so that no worker waits for another's first
+ * contact, which may itself wait for a worker to take its CONFIRM.
+ */
+static int serve_step(struct usmc_conn *c)
+{
+	struct smcr_hs hs;
+	int rc;
+
+	serve_hs_init(c, &hs);
+	if (c->serve->accepted)
+		return serve_done(c, smcr_clc_serve_confirm(&hs, c->serve), &hs);
+	rc = smcr_clc_serve_accept(&hs, c->serve);
+	if (rc == SMCR_HS_AWAIT_CLAIM)
+		return LISTEN_HS_PARKED;
+	if (rc == SMCR_HS_AWAIT_CONFIRM)
+		return serve_after_accept(c, &hs);
+	return serve_done(c, rc, &hs);
+}
+
+/* SMC-Rv2 offered: start serving it with the decoded PROPOSAL @prop. */
+static int serve_smcr(struct usmc_conn *c, const struct clc_proposal *prop)
+{
+	c->serve = calloc(1, sizeof(*c->serve));
+	if (!c->serve)
+		return -ENOMEM;
+	c->serve->prop = *prop;
+	return serve_step(c);
+}
+
+bool listen_hs_waits_claim(const struct usmc_conn *c)
+{
+	return c->serve && !c->serve->accepted;
+}
+
 int listen_handshake(struct usmc_conn *c)
 {
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
@@ -30,17 +108,15 @@ int listen_handshake(struct usmc_conn *c)
 	struct clc_hdr hdr;
 	int len, rc;
 
-	len = clc_io_recv(c->fd, buf, sizeof(buf), (int)c->opts.v[USMC_OPT_CLC_TIMEOUT_MS], &hdr);
+	if (c->serve)
+		return serve_step(c);
+	len = clc_io_recv(c->fd, buf, sizeof(buf),
+			  hs_left_ms(c, c->opts.v[USMC_OPT_CLC_TIMEOUT_MS]), &hdr);
 	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
-	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2) {
-		struct smcr_hs hs;
-
-		conn_hs_init(c, &hs);
-		hs.have_device = ctx_has_smcr_device(c->ctx);
-		return conn_apply_handshake(c, smcr_clc_serve(&hs, &prop), &hs);
-	}
+	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2)
+		return serve_smcr(c, &prop);
 	/* SMC-R v1 (RoCE v1 GIDs) is not offered: decline in the proposal's
 	 * version, both ends continue over TCP */
 	usmc_log(&c->ctx->log, USMC_LOG_INFO, "CLC: DECLINE to %s: %s (0x%08x), SMC-R v%u%s",

@@ -8,18 +8,43 @@
 #ifndef USMC_LISTEN_HANDSHAKE_H
 #define USMC_LISTEN_HANDSHAKE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct usmc_conn;
 
+/* How long a worker waits for the client's CONFIRM before it parks the
+ * handshake: an honest client answers within a round trip or two, a slow
+ * one must not hold the worker (issue 13 item 7). */
+#define LISTEN_HS_PARK_MS 20
+
+/* listen_handshake(): @c waits for the client's next CLC message without
+ * a worker; the listener calls listen_handshake() again once it is there
+ * (or the handshake's deadline passed). */
+#define LISTEN_HS_PARKED 1
+
 /*
- * listen_handshake() - the client's first bytes were a CLC PROPOSAL
- * header: read the PROPOSAL, then accept (SMC-R) or decline (TCP).
- * Returns 0 when @c reached its final mode (USMC_MODE_SMCR or TCP), or a
- * negative error when the connection must be dropped (malformed CLC,
- * timeout, peer gone), as Linux drops it without a fallback.
+ * listen_handshake() - one worker step of @c's handshake. First: the
+ * client's whole PROPOSAL is waiting (the probe saw to it): read it, then
+ * decline (TCP) or send the ACCEPT. Next, if it was parked: the CONFIRM.
+ * Returns 0 when @c reached its final mode (USMC_MODE_SMCR or TCP),
+ * LISTEN_HS_PARKED, or a negative error when the connection must be
+ * dropped (malformed CLC, timeout, peer gone), as Linux drops it without
+ * a fallback. No step waits past USMC_OPT_HS_TIMEOUT_MS from the accept.
  */
 int listen_handshake(struct usmc_conn *c);
+
+/* How often a handshake parked for another's first contact with its peer
+ * asks again (listen_hs_waits_claim()). */
+#define LISTEN_HS_RETRY_MS 10
+
+/* listen_hs_waits_claim() - @c is parked until another handshake's first
+ * contact with its peer ends (retried, not watched for bytes). */
+bool listen_hs_waits_claim(const struct usmc_conn *c);
+
+/* listen_hs_deadline_ms() - when @c's whole handshake must have ended
+ * (clock_now_ms() time). */
+long listen_hs_deadline_ms(const struct usmc_conn *c);
 
 /*
  * listen_decline_now() - without blocking, read the complete PROPOSAL that

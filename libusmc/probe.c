@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "clc.h"
+#include "clc_io.h"
 #include "clock.h"
 #include "conn.h"
 #include "ctx.h"
@@ -22,11 +23,21 @@
 
 #define PROBE_PEEK_LEN 8 /* a CLC header: all probe_classify() needs */
 
-/* A connection whose first bytes the accept thread is waiting for. */
+/* What the accept thread waits for on a connection. */
+enum probe_wait {
+	PROBE_FIRST_BYTES, /* its first bytes: a plain client or an SMC one? */
+	PROBE_PROPOSAL,	   /* an SMC client's whole PROPOSAL */
+	PROBE_PARKED,	   /* a handshake's next CLC message (the CONFIRM) */
+	PROBE_RETRY,	   /* a handshake waiting for its peer's first contact */
+};
+
+/* A connection whose bytes the accept thread is waiting for. */
 struct probing {
 	struct usmc_conn *c;
+	enum probe_wait wait;
 	uint64_t deadline_ns;
 	bool armed; /* its one-shot epoll entry has not fired yet */
+	bool lowat; /* SO_RCVLOWAT raised: epoll wakes for the whole message */
 	struct probing *prev, *next;
 };
 
@@ -51,11 +62,8 @@ enum probe_verdict probe_classify(const uint8_t *buf, size_t len)
 
 /* ---- the probe set (accept thread) -------------------------------------- */
 
-/* Forget a probe entry (NULL: the connection was never in the epoll set). */
-static void probe_forget(struct usmc_listener *l, struct probing *p)
+static void probe_unlink(struct usmc_listener *l, struct probing *p)
 {
-	if (!p)
-		return;
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -64,9 +72,59 @@ static void probe_forget(struct usmc_listener *l, struct probing *p)
 		p->next->prev = p->prev;
 	else
 		l->probes_tail = p->prev;
+}
+
+/* Keep the list in deadline order. Probes of one kind all have the same
+ * timeout and mostly append; the others are passed over. */
+static void probe_insert(struct usmc_listener *l, struct probing *p)
+{
+	struct probing *at = l->probes_tail;
+
+	while (at && at->deadline_ns > p->deadline_ns)
+		at = at->prev;
+	p->prev = at;
+	p->next = at ? at->next : l->probes;
+	if (p->next)
+		p->next->prev = p;
+	else
+		l->probes_tail = p;
+	if (at)
+		at->next = p;
+	else
+		l->probes = p;
+}
+
+/* SO_RCVLOWAT: the socket is readable (for epoll too: tcp_poll(), and
+ * tcp_data_ready() wakes nobody before) only with @need bytes, so a client
+ * that trickles its message costs no wake-up per byte. */
+static void probe_lowat(struct probing *p, size_t need)
+{
+	int v = (int)need;
+
+	if (need > 1 && !setsockopt(p->c->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
+		p->lowat = true;
+}
+
+/* Forget a probe entry (NULL: the connection was never in the epoll set).
+ * The socket is as it was: whoever has it next reads it normally. */
+static void probe_forget(struct usmc_listener *l, struct probing *p)
+{
+	int one = 1;
+
+	if (!p)
+		return;
+	probe_unlink(l, p);
 	if (p->armed)
 		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
+	if (p->lowat)
+		setsockopt(p->c->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
 	free(p);
+}
+
+/* The whole handshake's deadline (USMC_OPT_HS_TIMEOUT_MS from the accept). */
+static uint64_t hs_deadline_ns(const struct usmc_conn *c)
+{
+	return (uint64_t)listen_hs_deadline_ms(c) * CLOCK_NSEC_PER_MSEC;
 }
 
 static uint32_t plain_client_reason(struct usmc_listener *l)
@@ -95,10 +153,8 @@ static enum probe_verdict peek_verdict(int fd)
  */
 static bool should_decline(struct usmc_listener *l, struct usmc_conn *c)
 {
-	if (!c->decline_at_once)
-		c->decline_at_once =
-			listen_decline_at_once(c->opts.v[USMC_OPT_AUTO_FALLBACK],
-					       hs_pool_depth(&l->hs), opts_hs_congestion(&c->opts));
+	if (!c->decline_at_once) /* by cost: listen.c listener_decline_smcr() */
+		c->decline_at_once = listener_decline_smcr(l, &c->opts);
 	return c->decline_at_once;
 }
 
@@ -187,25 +243,6 @@ static enum probe_verdict classify(struct usmc_listener *l, struct usmc_conn *c,
 	return v;
 }
 
-/*
- * Act on a final verdict (PROBE_SMC or PROBE_TCP) for @c, probed through
- * @p (or NULL). Returns false if @c must keep waiting for bytes.
- */
-static bool probe_settle(struct usmc_listener *l, struct usmc_conn *c, enum probe_verdict v,
-			 struct probing *p)
-{
-	if (v == PROBE_SMC && should_decline(l, c))
-		return decline_congested(l, c, p);
-	probe_forget(l, p); /* before the hand-off: a worker may close the fd */
-	if (v == PROBE_SMC) {
-		listener_hs_submit(l, c);
-		return true;
-	}
-	listener_finish_tcp(l, c, plain_client_reason(l));
-	atomic_fetch_sub(&l->in_handshake, 1);
-	return true;
-}
-
 static void probe_arm(struct usmc_listener *l, struct probing *p, int op)
 {
 	struct epoll_event ev = {.events = PROBE_EVENTS, .data.ptr = p};
@@ -213,85 +250,165 @@ static void probe_arm(struct usmc_listener *l, struct probing *p, int op)
 	p->armed = !epoll_ctl(l->epfd, op, p->c->fd, &ev);
 }
 
-void probe_event(struct usmc_listener *l, struct probing *p)
-{
-	enum probe_verdict v;
-
-	p->armed = false;
-	v = classify(l, p->c, p, false);
-	if (v == PROBE_SETTLED)
-		return;
-	if (v != PROBE_NEED_MORE && probe_settle(l, p->c, v, p))
-		return;
-	/* a prefix of a header, or a PROPOSAL to decline that is not
-	 * complete: the next segment wakes us (if re-arming fails, the
-	 * probe deadline still settles it) */
-	probe_arm(l, p, EPOLL_CTL_MOD);
-}
-
-void probes_expire(struct usmc_listener *l)
-{
-	uint64_t now = clock_now_ns();
-
-	/* the list is in deadline order (see probe_start) */
-	while (l->probes && l->probes->deadline_ns <= now) {
-		struct probing *p = l->probes;
-		struct usmc_conn *c = p->c;
-
-		enum probe_verdict v = classify(l, c, p, true);
-
-		if (v == PROBE_SETTLED)
-			continue;
-		/* silence, a partial header or anything else: a plain client */
-		if (v != PROBE_SMC) {
-			probe_settle(l, c, PROBE_TCP, p);
-			continue;
-		}
-		/* a PROPOSAL header whose event we have not handled yet, or
-		 * whose body is late: an SMC client all the same */
-		if (probe_settle(l, c, PROBE_SMC, p))
-			continue;
-		/* declining at once needs the whole PROPOSAL, which is late:
-		 * let a worker wait for it with the CLC timeout */
-		c->decline_at_once = false;
-		probe_forget(l, p);
-		listener_hs_submit(l, c);
-	}
-}
-
-static int probe_start(struct usmc_listener *l, struct usmc_conn *c, long probe_ms)
+/* Watch @c (not watched yet) for @wait until @deadline_ns; -errno if it
+ * cannot be watched (then @c is untouched and still the caller's). */
+static int probe_start(struct usmc_listener *l, struct usmc_conn *c, enum probe_wait wait,
+		       uint64_t deadline_ns, struct probing **out)
 {
 	struct probing *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return -ENOMEM;
 	p->c = c;
-	p->deadline_ns = clock_now_ns() + (uint64_t)probe_ms * CLOCK_NSEC_PER_MSEC;
+	p->wait = wait;
+	p->deadline_ns = deadline_ns;
 	probe_arm(l, p, EPOLL_CTL_ADD);
 	if (!p->armed) {
 		free(p);
 		return -errno;
 	}
-	/* Keep the list in deadline order. Plain probes all have the same
-	 * timeout and append; only kernel-compat SMC peers, which wait for CLC
-	 * longer, are passed over. */
-	struct probing *at = l->probes_tail;
-
-	while (at && at->deadline_ns > p->deadline_ns)
-		at = at->prev;
-	p->prev = at;
-	p->next = at ? at->next : l->probes;
-	if (p->next)
-		p->next->prev = p;
-	else
-		l->probes_tail = p;
-	if (at)
-		at->next = p;
-	else
-		l->probes = p;
+	probe_insert(l, p);
 	/* bytes that arrive between the caller's peek and the ADD are
 	 * reported too: edge-triggered epoll reports data present at ADD */
+	*out = p;
 	return 0;
+}
+
+/*
+ * Is the CLC message @p waits for whole (or is there something else for
+ * the worker to see: EOF, an error, a malformed header)? If not, raise
+ * SO_RCVLOWAT to what completes it and keep waiting.
+ */
+static bool whole_message(struct probing *p)
+{
+	size_t need;
+
+	if (!clc_io_ready(p->c->fd, CLC_PROPOSAL_MAX_LEN, &need))
+		return true;
+	probe_lowat(p, need);
+	return false;
+}
+
+/*
+ * The client's whole PROPOSAL is waiting on @c (watched through @p, or
+ * NULL): decline it at once if the pool was congested when the client
+ * showed it is an SMC client, else queue it for a worker.
+ */
+static void proposal_ready(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
+{
+	if (c->decline_at_once && decline_congested(l, c, p))
+		return;
+	c->decline_at_once = false; /* malformed: the worker says so */
+	probe_forget(l, p);	    /* before the hand-off: a worker may close the fd */
+	listener_hs_submit(l, c);
+}
+
+/*
+ * @c showed a PROPOSAL header: an SMC client. Its whole PROPOSAL is read
+ * here, by the accept thread, never by a waiting worker (issue 13 item 7):
+ * now, or when the rest arrives (at most until the handshake's deadline).
+ */
+static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
+{
+	should_decline(l, c); /* decided now, from the pool's state now */
+	if (!p && probe_start(l, c, PROBE_PROPOSAL, hs_deadline_ns(c), &p)) {
+		/* cannot be watched (out of memory): a worker waits for it */
+		c->decline_at_once = false;
+		listener_hs_submit(l, c);
+		return;
+	}
+	if (p->wait != PROBE_PROPOSAL) {
+		p->wait = PROBE_PROPOSAL;
+		probe_unlink(l, p);
+		p->deadline_ns = hs_deadline_ns(c);
+		probe_insert(l, p);
+	}
+	if (whole_message(p)) {
+		proposal_ready(l, c, p);
+		return;
+	}
+	if (!p->armed)
+		probe_arm(l, p, EPOLL_CTL_MOD);
+}
+
+/* A plain TCP client (or one to be treated as such). */
+static void plain_client(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
+{
+	probe_forget(l, p);
+	listener_finish_tcp(l, c, plain_client_reason(l));
+	atomic_fetch_sub(&l->in_handshake, 1);
+}
+
+/* A handshake whose time ran out before its client's message was whole. */
+static void hs_expired(struct usmc_listener *l, struct probing *p)
+{
+	struct usmc_conn *c = p->c;
+
+	usmc_log(&l->ctx->log, USMC_LOG_INFO,
+		 "listener %s: %s: no whole CLC message within %ld ms, dropped", log_local(c->fd).s,
+		 log_peer(c->fd).s, c->opts.v[USMC_OPT_HS_TIMEOUT_MS]);
+	probe_forget(l, p);
+	listener_drop(l, c);
+}
+
+/* What to do with @p's connection now (on its event, or at its deadline
+ * when @expired). */
+static void probe_step(struct usmc_listener *l, struct probing *p, bool expired)
+{
+	struct usmc_conn *c = p->c;
+	enum probe_verdict v;
+
+	switch (p->wait) {
+	case PROBE_FIRST_BYTES:
+		v = classify(l, c, p, expired);
+		if (v == PROBE_SETTLED)
+			return;
+		if (v == PROBE_SMC)
+			smc_client(l, c, p);
+		else if (v == PROBE_TCP || expired) /* silence or a partial header: plain */
+			plain_client(l, c, p);
+		else
+			probe_arm(l, p, EPOLL_CTL_MOD); /* the next segment wakes us */
+		return;
+	case PROBE_PROPOSAL:
+		if (whole_message(p))
+			proposal_ready(l, c, p);
+		else if (expired)
+			hs_expired(l, p);
+		else
+			probe_arm(l, p, EPOLL_CTL_MOD);
+		return;
+	case PROBE_RETRY: /* its time to ask again (or the socket changed) */
+		probe_forget(l, p);
+		listener_hs_submit(l, c);
+		return;
+	case PROBE_PARKED:
+		/* the worker takes it from here: the CONFIRM, or its
+		 * timeout at the deadline */
+		if (whole_message(p) || expired) {
+			probe_forget(l, p);
+			listener_hs_submit(l, c);
+		} else {
+			probe_arm(l, p, EPOLL_CTL_MOD);
+		}
+		return;
+	}
+}
+
+void probe_event(struct usmc_listener *l, struct probing *p)
+{
+	p->armed = false;
+	probe_step(l, p, false);
+}
+
+void probes_expire(struct usmc_listener *l)
+{
+	uint64_t now = clock_now_ns();
+
+	/* the list is in deadline order (see probe_insert); each step
+	 * either settles the head or moves it to a later deadline */
+	while (l->probes && l->probes->deadline_ns <= now)
+		probe_step(l, l->probes, true);
 }
 
 int probe_next_timeout(struct usmc_listener *l)
@@ -314,10 +431,41 @@ int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms)
 	/* Under load the client's first segment is often here already:
 	 * classify it now and skip the epoll round trip. */
 	enum probe_verdict v = classify(l, c, NULL, false);
+	struct probing *p;
 
-	if (v == PROBE_SETTLED || (v != PROBE_NEED_MORE && probe_settle(l, c, v, NULL)))
+	if (v == PROBE_SETTLED)
 		return 0;
-	return probe_start(l, c, wait_ms);
+	if (v == PROBE_SMC) {
+		smc_client(l, c, NULL);
+		return 0;
+	}
+	if (v == PROBE_TCP) {
+		plain_client(l, c, NULL);
+		return 0;
+	}
+	return probe_start(l, c, PROBE_FIRST_BYTES,
+			   clock_now_ns() + (uint64_t)wait_ms * CLOCK_NSEC_PER_MSEC, &p);
+}
+
+void probe_park(struct usmc_listener *l, struct usmc_conn *c)
+{
+	uint64_t retry = clock_now_ns() + (uint64_t)LISTEN_HS_RETRY_MS * CLOCK_NSEC_PER_MSEC;
+	struct probing *p;
+
+	if (listen_hs_waits_claim(c)) {
+		if (probe_start(l, c, PROBE_RETRY,
+				retry < hs_deadline_ns(c) ? retry : hs_deadline_ns(c), &p))
+			listener_hs_submit(l, c); /* cannot be watched: ask again now */
+		return;
+	}
+	if (probe_start(l, c, PROBE_PARKED, hs_deadline_ns(c), &p)) {
+		listener_hs_submit(l, c); /* cannot be watched: a worker waits */
+		return;
+	}
+	if (whole_message(p)) { /* it came while the worker parked it */
+		probe_forget(l, p);
+		listener_hs_submit(l, c);
+	}
 }
 
 void probes_free(struct usmc_listener *l)

@@ -6,6 +6,10 @@
  * bytes, peeked so that nothing is consumed. A CLC PROPOSAL header means an
  * SMC client; any other byte, EOF, or silence for USMC_OPT_PROBE_MS (a
  * protocol where the server speaks first) means a plain TCP client.
+ *
+ * The accept thread also waits, for the handshake pool, for every CLC
+ * message of an SMC client that is not whole yet (the PROPOSAL, and the
+ * CONFIRM of a parked handshake), so no worker waits on a slow client.
  */
 #ifndef USMC_PROBE_H
 #define USMC_PROBE_H
@@ -35,6 +39,13 @@ enum probe_verdict probe_classify(const uint8_t *buf, size_t len);
  * it could not be watched; @c is then untouched and still the caller's.
  */
 int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms);
+
+/*
+ * probe_park() - a worker sent @c's ACCEPT and the client's CONFIRM is not
+ * whole yet: wait for it here, without a worker, until the handshake's
+ * deadline, then give @c back to the pool (listen_handshake() resumes).
+ */
+void probe_park(struct usmc_listener *l, struct usmc_conn *c);
 
 /* The epoll entry of probe @p fired. */
 void probe_event(struct usmc_listener *l, struct probing *p);

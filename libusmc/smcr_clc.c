@@ -170,17 +170,26 @@ static void set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *
 	smcr_conn_set_peer(sc, &peer);
 }
 
-/* CONFIRM_RKEY for a new RMB on a reused link group (both roles). */
+/*
+ * CONFIRM_RKEY for an RMB on a reused link group (both roles), unless the
+ * peer holds its rkey already: an RMB that comes back from the pool with
+ * the rkey it had needs no LLC flow (smcr_conn.c sc_keep_rkey()); a new or
+ * re-keyed one does (net/smc/af_smc.c smcr_lgr_reg_rmbs()).
+ */
 static int confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
 {
 	struct llc_msg req = {.version = LLC_V2, .type = LLC_CONFIRM_RKEY}, resp;
 	int rc;
 
+	if (sc->rmb->rkey_confirmed)
+		return 0;
 	req.confirm_rkey.rkey = sc->rmb->rkey;
 	req.confirm_rkey.vaddr = (uintptr_t)sc->rmb->addr;
 	rc = smcr_llc_flow(lgr, &req, &resp);
 	if (!rc && (resp.flags & LLC_FLAG_RKEY_NEG))
 		rc = -EIO;
+	if (!rc)
+		sc->rmb->rkey_confirmed = true;
 	return rc;
 }
 
@@ -230,9 +239,21 @@ static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t
 	return CLC_RX_MSG;
 }
 
+/* @ms from now, or the handshake's deadline if that comes first. */
+static long hs_deadline(const struct smcr_hs *hs, long ms)
+{
+	long t = clock_now_ms() + ms;
+
+	return hs->deadline_ms && hs->deadline_ms < t ? hs->deadline_ms : t;
+}
+
+/* How long the next CLC message may take: USMC_OPT_CLC_TIMEOUT_MS, and
+ * never past the handshake's deadline. */
 static int clc_wait_ms(const struct smcr_hs *hs)
 {
-	return (int)hs->opts->v[USMC_OPT_CLC_TIMEOUT_MS];
+	long left = hs_deadline(hs, hs->opts->v[USMC_OPT_CLC_TIMEOUT_MS]) - clock_now_ms();
+
+	return left > 0 ? (int)left : 0;
 }
 
 /* Decline with @reason and continue over TCP. */
@@ -275,8 +296,20 @@ static int hs_declined_or(struct smcr_hs *hs, int rc)
 	return rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC ? SMCR_HS_TCP : rc;
 }
 
+/* The server's connection, handed from @st to the handshake's answer. */
+static struct smcr_conn *serve_take_conn(struct smcr_serve *st)
+{
+	struct smcr_conn *sc = st->sc;
+
+	st->sc = NULL;
+	return sc;
+}
+
 static int hs_established(struct smcr_hs *hs, struct smcr_conn *sc)
 {
+	/* a first contact's CLC confirmed the RMB's rkey implicitly (Linux:
+	 * smc_connect_rdma() and smc_listen_rdma_reg() set is_conf_rkey) */
+	sc->rmb->rkey_confirmed = true;
 	smcr_conn_establish(sc, hs->fd);
 	hs->sc = sc;
 	return SMCR_HS_SMCR;
@@ -470,7 +503,7 @@ int smcr_clc_connect(struct smcr_hs *hs)
 	struct clc_accept_confirm a;
 	struct clc_proposal p;
 	struct smcr_dev dev;
-	struct in_addr server;
+	struct in_addr server = {0};
 	int len, rc;
 
 	/* no device: not a byte of CLC, the server sees a TCP client */
@@ -521,41 +554,36 @@ static uint32_t serve_check(struct smcr_ctx *sctx, const struct clc_proposal *p,
 	return SMC_CLC_DECL_NOSMCDEV; /* as Linux: no common UEID */
 }
 
-/* What the server's ACCEPT negotiates from the PROPOSAL. */
-struct serve_neg {
-	uint8_t release, max_conns, max_links;
-	const uint8_t *eid;
-	struct in_addr peer_addr; /* the client's TCP address */
-};
-
-/* A connection @sc on the reused link group @lgr: CONFIRM_RKEY, ACCEPT, CONFIRM. */
-static int serve_reuse(struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn *sc,
-		       const struct serve_neg *n)
+/* A connection on the reused link group: CONFIRM_RKEY, then the ACCEPT. */
+static int reuse_accept(struct smcr_hs *hs, struct smcr_serve *st)
 {
-	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
-	struct clc_accept_confirm m, conf;
+	struct lgr *lgr = st->sc->lgr;
+	struct clc_accept_confirm m;
 	int rc;
 
-	if (confirm_rkey(lgr, sc)) {
-		rc = decline_fallback(hs, SMC_CLC_DECL_ERR_REGBUF, false);
-		goto drop;
-	}
-	fill_ac(&m, CLC_ACCEPT, lgr, sc, false);
-	memcpy(m.eid, n->eid, CLC_EID_LEN);
+	if (confirm_rkey(lgr, st->sc))
+		return decline_fallback(hs, SMC_CLC_DECL_ERR_REGBUF, false);
+	fill_ac(&m, CLC_ACCEPT, lgr, st->sc, false);
+	memcpy(m.eid, st->neg.eid, CLC_EID_LEN);
 	rc = send_ac(hs->fd, &m);
-	if (!rc)
-		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf, clc_wait_ms(hs));
+	return rc ? rc : SMCR_HS_AWAIT_CONFIRM;
+}
+
+/* The client's answer to a reuse ACCEPT. */
+static int reuse_confirm(struct smcr_hs *hs, struct smcr_serve *st)
+{
+	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
+	struct clc_accept_confirm conf;
+	int rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf, clc_wait_ms(hs));
+
 	/* the client has no such link group: ours is useless (net/smc/af_smc.c
 	 * smc_listen_decline() -> smc_lgr_terminate_sched() on out-of-sync) */
 	if (rc == CLC_RX_DECLINED_SYNC)
-		lgr_terminate(lgr, -ECONNABORTED, true);
+		lgr_terminate(st->sc->lgr, -ECONNABORTED, true);
 	if (rc != CLC_RX_MSG)
-		goto drop;
-	set_peer_rmb(sc, &conf);
-	return hs_established(hs, sc);
-drop:
-	smcr_conn_discard(sc);
-	return hs_declined_or(hs, rc);
+		return hs_declined_or(hs, rc);
+	set_peer_rmb(st->sc, &conf);
+	return hs_established(hs, serve_take_conn(st));
 }
 
 /* First-contact CONFIRM must repeat what the ACCEPT negotiated. */
@@ -603,50 +631,47 @@ static uint32_t serve_link_up(struct lgr *lgr, const struct clc_proposal *p,
 	return 0;
 }
 
-static int serve_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
-			       const struct clc_proposal *p, const struct serve_neg *n)
+/* A first contact: a new link group and connection, then the ACCEPT. */
+static int first_contact_accept(struct smcr_hs *hs, struct smcr_serve *st)
 {
 	struct lgr_config cfg = lgr_config_of(hs->opts);
-	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
-	struct clc_accept_confirm m, conf;
-	struct smcr_conn *sc = NULL;
-	uint32_t reason = SMC_CLC_DECL_MEM;
-	struct lgr *lgr;
+	struct clc_accept_confirm m;
 	int rc;
 
-	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, true, dev, &lgr))
+	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, true, &st->dev, &st->lgr))
 		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
-	lgr_set_peer(lgr, p->peer_id, p->mac, n->peer_addr);
-	if (conn_new(hs, lgr, &sc))
-		goto decline;
-	fill_ac(&m, CLC_ACCEPT, lgr, sc, true);
-	memcpy(m.eid, n->eid, CLC_EID_LEN);
-	fill_fce(&m.fce, n->release, n->max_conns, n->max_links);
+	lgr_set_peer(st->lgr, st->prop.peer_id, st->prop.mac, st->neg.peer_addr);
+	if (conn_new(hs, st->lgr, &st->sc))
+		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
+	fill_ac(&m, CLC_ACCEPT, st->lgr, st->sc, true);
+	memcpy(m.eid, st->neg.eid, CLC_EID_LEN);
+	fill_fce(&m.fce, st->neg.release, st->neg.max_conns, st->neg.max_links);
 	rc = send_ac(hs->fd, &m);
-	if (!rc)
-		rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf, clc_wait_ms(hs));
+	return rc ? rc : SMCR_HS_AWAIT_CONFIRM;
+}
+
+/* The client's CONFIRM to a first-contact ACCEPT: bring the link up. */
+static int first_contact_confirm(struct smcr_hs *hs, struct smcr_serve *st)
+{
+	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
+	struct clc_accept_confirm conf;
+	uint32_t reason;
+	int rc = recv_or_decline(hs, buf, sizeof(buf), CLC_CONFIRM, &conf, clc_wait_ms(hs));
+
 	if (rc != CLC_RX_MSG)
-		goto out;
-	reason = serve_check_confirm(&conf, n);
+		return hs_declined_or(hs, rc);
+	reason = serve_check_confirm(&conf, &st->neg);
 	if (reason)
-		goto decline;
-	set_peer_rmb(sc, &conf);
-	reason = serve_link_up(lgr, p, &conf, n);
-	if (reason == SMC_CLC_DECL_TIMEOUT_CL) {
-		rc = decline_unless_declined(hs, reason);
-		goto out;
-	}
+		return hs_declined_or(hs, decline_fallback(hs, reason, false));
+	set_peer_rmb(st->sc, &conf);
+	reason = serve_link_up(st->lgr, &st->prop, &conf, &st->neg);
+	if (reason == SMC_CLC_DECL_TIMEOUT_CL)
+		return hs_declined_or(hs, decline_unless_declined(hs, reason));
 	if (reason)
-		goto decline;
-	lgr_publish(lgr);
-	return hs_established(hs, sc);
-decline:
-	rc = decline_fallback(hs, reason, false);
-out:
-	if (sc)
-		smcr_conn_discard(sc);
-	lgr_free(lgr);
-	return hs_declined_or(hs, rc);
+		return hs_declined_or(hs, decline_fallback(hs, reason, false));
+	lgr_publish(st->lgr);
+	st->lgr = NULL; /* published: the connection holds it now */
+	return hs_established(hs, serve_take_conn(st));
 }
 
 /* Negotiate release, limits and UEID from the PROPOSAL; 0 or a reason. */
@@ -681,51 +706,87 @@ static long claim_wait_ms(const struct smcr_hs *hs)
 }
 
 /*
- * Reuse a link group with this peer, or run the first contact. Only
+ * Reuse a link group with this peer, or claim the first contact. Only
  * handshakes with the same peer wait for each other (lgr_claim()); past the
- * caps the client is declined (MEM) and falls back to TCP.
+ * caps the client is declined (MEM) and falls back to TCP. 0, or how the
+ * handshake ended.
  */
-static int serve_claimed(struct smcr_hs *hs, const struct smcr_dev *dev,
-			 const struct clc_proposal *p, const struct serve_neg *n,
-			 struct lgr **reuse, struct smcr_conn **sc)
+static int serve_claim(struct smcr_hs *hs, struct smcr_serve *st)
 {
 	struct lgr_config cfg = lgr_config_of(hs->opts);
 	struct lgr_key key = {.role = SMCR_ROLE_SERVER,
-			      .peer_id = p->peer_id,
-			      .peer_gid = p->roce_gid,
-			      .peer_addr = n->peer_addr};
-	struct lgr_pending pending;
-	int rc = lgr_claim(hs->sctx, &key, &cfg, clock_now_ms() + claim_wait_ms(hs), &pending,
-			   reuse);
+			      .peer_id = st->prop.peer_id,
+			      .peer_gid = st->prop.roce_gid,
+			      .peer_addr = st->neg.peer_addr};
+	struct lgr *reuse = NULL;
+	/* a listener's handshake (it has a deadline) does not wait on its
+	 * worker for another one's first contact with the same peer: it asks
+	 * without waiting and the listener retries it (the first contact may
+	 * itself wait for a worker to take its CONFIRM) */
+	bool retry = hs->deadline_ms && clock_now_ms() < hs->deadline_ms;
+	int rc = lgr_claim(hs->sctx, &key, &cfg, retry ? 0 : hs_deadline(hs, claim_wait_ms(hs)),
+			   &st->pending, &reuse);
 
+	if (rc == -ETIMEDOUT && retry)
+		return SMCR_HS_AWAIT_CLAIM;
 	if (rc)
 		return decline_fallback(
 			hs, rc == -EUSERS ? SMC_CLC_DECL_MEM : SMC_CLC_DECL_TIMEOUT_CL, false);
-	if (!*reuse) {
-		rc = serve_first_contact(hs, dev, p, n);
-		lgr_unclaim(hs->sctx, &pending);
-		return rc;
+	if (!reuse) {
+		st->claimed = true;
+		return 0;
 	}
-	rc = conn_new(hs, *reuse, sc);
-	lgr_put(*reuse);
+	rc = conn_new(hs, reuse, &st->sc);
+	lgr_put(reuse); /* the connection holds its own reference */
 	return rc ? decline_fallback(hs, SMC_CLC_DECL_MEM, false) : 0;
 }
 
-int smcr_clc_serve(struct smcr_hs *hs, const struct clc_proposal *p)
+bool smcr_serve_first_contact(const struct smcr_serve *st)
 {
-	struct smcr_conn *sc = NULL;
-	struct serve_neg n;
-	struct smcr_dev dev;
-	struct lgr *reuse = NULL;
-	uint32_t reason = serve_negotiate(hs, p, &n);
+	return st->claimed;
+}
+
+int smcr_clc_serve_accept(struct smcr_hs *hs, struct smcr_serve *st)
+{
+	uint32_t reason;
 	int rc;
 
-	if (!reason && find_dev(hs, &dev))
+	st->sctx = hs->sctx;
+	reason = serve_negotiate(hs, &st->prop, &st->neg);
+	if (!reason && find_dev(hs, &st->dev))
 		reason = SMC_CLC_DECL_NOSMCRDEV;
 	if (reason)
 		return hs_error(decline_fallback(hs, reason, false));
-	rc = serve_claimed(hs, &dev, p, &n, &reuse, &sc);
-	if (sc)
-		rc = serve_reuse(hs, reuse, sc, &n);
+	rc = serve_claim(hs, st);
+	if (rc == SMCR_HS_AWAIT_CLAIM)
+		return rc; /* nothing held yet */
+	if (!rc)
+		rc = smcr_serve_first_contact(st) ? first_contact_accept(hs, st)
+						  : reuse_accept(hs, st);
+	st->accepted = rc == SMCR_HS_AWAIT_CONFIRM;
+	if (!st->accepted)
+		smcr_clc_serve_abort(st);
 	return hs_error(rc);
+}
+
+int smcr_clc_serve_confirm(struct smcr_hs *hs, struct smcr_serve *st)
+{
+	int rc = smcr_serve_first_contact(st) ? first_contact_confirm(hs, st)
+					      : reuse_confirm(hs, st);
+
+	smcr_clc_serve_abort(st); /* what the connection did not take */
+	return hs_error(rc);
+}
+
+void smcr_clc_serve_abort(struct smcr_serve *st)
+{
+	if (st->sc)
+		smcr_conn_discard(st->sc);
+	st->sc = NULL;
+	if (st->lgr)
+		lgr_free(st->lgr);
+	st->lgr = NULL;
+	if (st->claimed)
+		lgr_unclaim(st->sctx, &st->pending);
+	st->claimed = false;
 }

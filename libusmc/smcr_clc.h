@@ -12,7 +12,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <netinet/in.h>
+
 #include "clc.h"
+#include "lgr.h"
+#include "smcr_dev.h"
 #include "opts.h"
 #include "smcr_ctx.h"
 
@@ -20,9 +24,12 @@ struct smcr_conn;
 
 /* How a handshake ended, when it did not fail (negative errno). */
 enum smcr_hs_result {
-	SMCR_HS_SMCR = 1, /* on SMC-R: hs->sc is the connection */
-	SMCR_HS_TCP,	  /* on TCP: a DECLINE went or came, hs->reason says why */
-	SMCR_HS_NODEV,	  /* client: no SMC-R device for the local address, no CLC sent */
+	SMCR_HS_SMCR = 1,      /* on SMC-R: hs->sc is the connection */
+	SMCR_HS_TCP,	       /* on TCP: a DECLINE went or came, hs->reason says why */
+	SMCR_HS_NODEV,	       /* client: no SMC-R device for the local address, no CLC sent */
+	SMCR_HS_AWAIT_CONFIRM, /* server: ACCEPT sent; smcr_clc_serve_confirm() next */
+	SMCR_HS_AWAIT_CLAIM,   /* server: a first contact with the peer is in progress:
+				* smcr_clc_serve_accept() again a little later */
 };
 
 struct smcr_hs {
@@ -31,19 +38,63 @@ struct smcr_hs {
 	struct smcr_ctx *sctx;	      /* the context's SMC-R state */
 	const struct usmc_opts *opts; /* CLC timeout, buffer sizes */
 	bool have_device;	      /* server: some port can carry SMC-R at all */
+	long deadline_ms;	      /* server: the whole handshake ends by then
+				       * (clock_now_ms()), 0 = only per-message bounds */
 	/* out */
 	struct smcr_conn *sc; /* SMCR_HS_SMCR */
 	uint32_t reason;      /* SMCR_HS_TCP: USMC_REASON_* / CLC decline code */
 	bool peer_declined;   /* SMCR_HS_TCP: the peer sent the DECLINE */
 };
 
+/* What the server's ACCEPT negotiated from the PROPOSAL. */
+struct serve_neg {
+	uint8_t release, max_conns, max_links;
+	const uint8_t *eid;	  /* the common UEID, in the PROPOSAL */
+	struct in_addr peer_addr; /* the client's TCP address */
+};
+
+/*
+ * A server handshake from the PROPOSAL to the client's CONFIRM. Between
+ * its two steps it holds a connection (and, on a first contact, a link
+ * group that is not yet published and the claim on its peer) while the
+ * listener waits for the CONFIRM without a worker (issue 13 item 7).
+ */
+struct smcr_serve {
+	struct clc_proposal prop; /* in: the client's, decoded */
+	struct smcr_ctx *sctx;
+	struct serve_neg neg;
+	struct smcr_dev dev;
+	struct smcr_conn *sc;	    /* the new connection */
+	struct lgr *lgr;	    /* first contact: ours, until published */
+	bool claimed;		    /* first contact: @pending is registered */
+	bool accepted;		    /* the ACCEPT went: the CONFIRM is next */
+	struct lgr_pending pending; /* first contact: the claim on the peer */
+};
+
 /*
  * smcr_clc_connect() - client, right after the TCP connect.
- * smcr_clc_serve() - server, with the client's decoded PROPOSAL.
- * Return an enum smcr_hs_result, or a negative errno / USMC_EPROTO_CLC
- * (a malformed or unexpected CLC message): then the connection is unusable.
+ * smcr_clc_serve_accept() - server, with the client's decoded PROPOSAL in
+ * @st->prop: negotiate, claim or reuse a link group, send the ACCEPT.
+ * SMCR_HS_AWAIT_CONFIRM then (@st holds the handshake), or
+ * SMCR_HS_AWAIT_CLAIM (nothing held: call it again later, at the latest
+ * at the deadline, which declines), else it ended.
+ * smcr_clc_serve_confirm() - server, once the client's answer is there (or
+ * to wait for it until the deadline): the CONFIRM, and the link. @st is
+ * released whatever the outcome.
+ * They return an enum smcr_hs_result, or a negative errno /
+ * USMC_EPROTO_CLC (a malformed or unexpected CLC message): then the
+ * connection is unusable.
  */
 int smcr_clc_connect(struct smcr_hs *hs);
-int smcr_clc_serve(struct smcr_hs *hs, const struct clc_proposal *prop);
+int smcr_clc_serve_accept(struct smcr_hs *hs, struct smcr_serve *st);
+int smcr_clc_serve_confirm(struct smcr_hs *hs, struct smcr_serve *st);
+
+/* smcr_serve_first_contact() - @st runs a first contact (a new link
+ * group), not a reuse. */
+bool smcr_serve_first_contact(const struct smcr_serve *st);
+
+/* smcr_clc_serve_abort() - release @st without a word to the peer (the
+ * connection is being dropped). Safe on a released @st. */
+void smcr_clc_serve_abort(struct smcr_serve *st);
 
 #endif

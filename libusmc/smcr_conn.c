@@ -8,10 +8,14 @@
  * wire, so every comparison is plain arithmetic; every cursor a peer sends
  * is validated against the ring sizes before it is used.
  *
- * Readiness for usmc_conn_fd(): an AF_UNIX socketpair per connection. The
- * user polls ev[0]. One byte waits ev[1] -> ev[0] exactly while the
- * connection is readable; ev[0]'s send side is kept full (bytes sent
- * ev[0] -> ev[1] and left unread) exactly while it is not writable.
+ * Readiness for usmc_conn_fd(): an AF_UNIX socketpair per connection,
+ * created when the user first asks for it. The user polls ev[0]. One byte waits ev[1] -> ev[0]
+ * exactly while the connection is readable; ev[0]'s send side is kept full (bytes sent ev[0] ->
+ * ev[1] and left unread) exactly while it is not writable. Once nothing more can arrive (the
+ * peer shut its write side down, closed, aborted; an error; our SHUT_RD), ev[1]'s write side is
+ * shut down, which makes AF_UNIX report EPOLLRDHUP (and POLLRDHUP) on ev[0], as TCP does
+ * once its receive side is shut (tcp_poll(): RCV_SHUTDOWN); once both directions are over,
+ * ev[0]'s too: EPOLLHUP, as tcp_poll() gives for SHUTDOWN_MASK.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,14 +39,56 @@
 
 static bool sc_readable(const struct smcr_conn *sc)
 {
-	return sc->rx.rx_prod > sc->rx.rx_cons || sc->rx.peer_done_writing || sc->rx.peer_closed ||
-	       sc->rx.peer_abort || sc->err || sc->shut_rd;
+	return sc->rx.rx_prod > sc->rx.rx_cons || cdc_rx_eof(&sc->rx) || sc->rx.peer_abort ||
+	       sc->err || sc->shut_rd;
+}
+
+/* Nothing more will arrive: TCP's RCV_SHUTDOWN (EPOLLRDHUP). Sticky. */
+static bool sc_rdhup(const struct smcr_conn *sc)
+{
+	return sc->rx.peer_done_writing || sc->rx.peer_closed || sc->rx.peer_abort || sc->err ||
+	       sc->shut_rd;
+}
+
+/* Both directions are over: TCP's SHUTDOWN_MASK or a reset (EPOLLHUP).
+ * Sticky, and implies sc_writable(). */
+static bool sc_hup(const struct smcr_conn *sc)
+{
+	return sc_rdhup(sc) && (sc->shut_wr || sc->rx.peer_abort || sc->err);
 }
 
 static bool sc_writable(const struct smcr_conn *sc)
 {
 	return sc->tx_prep - sc->tx_fin < sc->snd_len || sc->err || sc->rx.peer_abort ||
-	       sc->shut_wr || sc->closed;
+	       sc->rx.peer_closed || sc->shut_wr || sc->closed;
+}
+
+/*
+ * The shutdowns of the readiness pair, as AF_UNIX reports them on ev[0]
+ * (unix_shutdown(), unix_poll()): ev[1]'s write side shut = RCV_SHUTDOWN
+ * on ev[0], so EPOLLIN | EPOLLRDHUP for good (ev[0] reads EOF once the
+ * byte is gone); ev[1]'s read side shut too = SEND_SHUTDOWN on ev[0] as
+ * well, so EPOLLHUP. One call sets both bits when both come at once, as
+ * TCP sets them together. Requires sc->lock; returns the system calls
+ * made. Nothing is written into the pair afterwards: both states imply
+ * readable (no byte needed), the second writable (no fill), and the fill
+ * is drained before EPOLLHUP.
+ */
+static int sc_ready_shutdowns_locked(struct smcr_conn *sc)
+{
+	int how = -1;
+
+	if (!sc->hup_sig && !sc->wr_blocked_sig && sc_hup(sc)) {
+		how = SHUT_RDWR;
+		sc->hup_sig = sc->rdhup_sig = true;
+	} else if (!sc->rdhup_sig && sc_rdhup(sc)) {
+		how = SHUT_WR;
+		sc->rdhup_sig = true;
+	}
+	if (how < 0)
+		return 0;
+	shutdown(sc->ev[1], how);
+	return 1;
 }
 
 /* Publish readiness on the user's descriptor; requires sc->lock, after
@@ -53,19 +99,46 @@ static void sc_update_ready_locked(struct smcr_conn *sc)
 	uint8_t tmp[EV_FILL_CHUNK];
 	bool rd = sc_readable(sc), wr = sc_writable(sc);
 
-	if (rd && !sc->rd_sig)
-		sc->rd_sig = write(sc->ev[1], "r", 1) == 1;
+	int ops = 0;
+
+	if (sc->ev[0] < 0)
+		return; /* nobody asked for the descriptor */
+	ops += sc_ready_shutdowns_locked(sc);
+	if (rd && !sc->rd_sig) /* after the RDHUP shutdown, readable without a byte */
+		sc->rd_sig = sc->rdhup_sig || write(sc->ev[1], "r", 1) == 1, ops++;
 	else if (!rd && sc->rd_sig)
-		sc->rd_sig = read(sc->ev[0], tmp, 1) != 1;
+		sc->rd_sig = read(sc->ev[0], tmp, 1) != 1, ops++;
 	if (!wr && !sc->wr_blocked_sig) {
-		while (write(sc->ev[0], fill, sizeof(fill)) > 0)
+		while (ops++, write(sc->ev[0], fill, sizeof(fill)) > 0)
 			;
 		sc->wr_blocked_sig = true;
 	} else if (wr && sc->wr_blocked_sig) {
-		while (read(sc->ev[1], tmp, sizeof(tmp)) > 0)
+		while (ops++, read(sc->ev[1], tmp, sizeof(tmp)) > 0)
 			;
 		sc->wr_blocked_sig = false;
+		ops += sc_ready_shutdowns_locked(sc); /* EPOLLHUP waited for the drain */
 	}
+	if (ops) {
+		eng_count(&sc->lgr->st, ENG_READY_OPS, (uint64_t)ops);
+		eng_count(&sc->lgr->st, ENG_SYSCALLS, (uint64_t)ops);
+	}
+}
+
+#define SC_RD	  1 /* readers: data, EOF, errors */
+#define SC_WR	  2 /* writers: room in the send buffer, errors */
+#define SC_LINGER 3 /* close: everything sent has completed */
+#define SC_POSTED 4 /* close: its CDC posted (a wait, woken as writers are) */
+
+/* Wake the threads waiting on @sc for @what; requires sc->lock. (A
+ * waiter that holds the engine's token is not on the condition: glibc's
+ * broadcast then makes no system call, so none is counted here; a sleeping
+ * waiter counts its own futex wait.) */
+static void sc_wake_locked(struct smcr_conn *sc, int what)
+{
+	if ((what & SC_RD) && sc->rwaiters)
+		pthread_cond_broadcast(&sc->rcond);
+	if ((what & SC_WR) && sc->wwaiters)
+		pthread_cond_broadcast(&sc->wcond);
 }
 
 static int ev_pair(int ev[2])
@@ -97,11 +170,10 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are monotonic */
-	pthread_cond_init(&sc->cond, &ca);
+	pthread_cond_init(&sc->rcond, &ca);
+	pthread_cond_init(&sc->wcond, &ca);
 	pthread_condattr_destroy(&ca);
-	rc = ev_pair(sc->ev);
-	if (!rc)
-		rc = bufpool_claim(lgr->rmbs, rmb_size, &sc->rmb);
+	rc = bufpool_claim(lgr->rmbs, rmb_size, &sc->rmb);
 	if (!rc)
 		rc = bufpool_claim(lgr->sndbufs, snd_size, &sc->sndbuf);
 	if (!rc) {
@@ -113,36 +185,83 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 		smcr_conn_put(sc);
 		return rc;
 	}
+	/* the handshake's LLC (CONFIRM_RKEY both ways) must run as it comes */
+	sc->in_hs = true;
+	smcr_eng_hold(lgr);
 	*out = sc;
 	return 0;
 }
 
 /*
- * The RMB goes back to the pool: tell the peer to forget its rkey, as
- * Linux does (net/smc/smc_core.c smcr_buf_unuse() -> smc_llc_do_delete_rkey()), so a Linux peer's
- * 255 rtoken slots do not fill up. Not waited for: this may run in the progress thread, which
- * delivers the answer.
+ * Tell the peer to forget @rkey of our RMB, as Linux does when it frees one
+ * (net/smc/smc_core.c smcr_buf_unuse() -> smc_llc_do_delete_rkey()). Not
+ * waited for: this may run in the progress thread, which delivers the
+ * answer.
  */
-static void sc_delete_rkey(struct smcr_conn *sc)
+static void sc_delete_rkey(struct lgr *lgr, uint32_t rkey)
 {
 	struct llc_msg m = {.version = LLC_V2, .type = LLC_DELETE_RKEY};
 
 	m.delete_rkey.num_rkeys = 1;
-	m.delete_rkey.rkeys[0] = sc->rmb->rkey;
-	if (atomic_load(&sc->lgr->state) == LGR_ACTIVE)
-		smcr_llc_send(sc->lgr, &m);
+	m.delete_rkey.rkeys[0] = rkey;
+	if (atomic_load(&lgr->state) == LGR_ACTIVE)
+		smcr_llc_send(lgr, &m);
 }
 
 /*
- * Can the peer still RDMA-write into @sc's RMB? Only its close or abort, or
- * a dead link group (the QP in error), rules that out: a connection we
- * ended ourselves (a protocol error, an expired close) may still be
- * written by its peer.
+ * Can the peer still RDMA-write into @sc's RMB? Only its close (unless EOF
+ * is held: it may write what it could not before) or abort, or a dead link
+ * group (the QP in error), rules that out: a connection we ended ourselves
+ * (a protocol error, an expired close) may still be written by its peer.
  */
 static bool sc_rmb_may_be_written(const struct smcr_conn *sc)
 {
-	return !sc->rx.peer_closed && !sc->rx.peer_abort &&
+	return (!sc->rx.peer_closed || sc->rx.eof_held) && !sc->rx.peer_abort &&
 	       atomic_load(&sc->lgr->state) != LGR_DEAD;
+}
+
+/*
+ * May a released RMB keep its rkey with the peer? Linux deletes it at every
+ * release and confirms it again at every reuse (smcr_buf_unuse(),
+ * af_smc.c smcr_lgr_reg_rmbs()): four LLC messages per connection and end.
+ * We keep it while it sits in the pool, so that reusing it within the link
+ * group needs no LLC flow, as long as the peer's table of our rkeys (255
+ * entries in Linux: SMC_RMBS_PER_LGR_MAX, smc_rtoken_add()) cannot fill up:
+ * a pool of at most 255 RMBs (the default) has at most that many rkeys.
+ * The peer finds a kept rkey again by value when the CLC names it
+ * (smc_rtoken_add() returns the existing entry).
+ */
+static bool sc_keep_rkey(const struct lgr *lgr)
+{
+	return !lgr->cfg.max_bufs || lgr->cfg.max_bufs <= SMC_RMBS_PER_LGR_MAX;
+}
+
+/* The RMB goes back to the pool, or stays claimed until the link group's
+ * QP is gone (a peer that may still write into it, and no new rkey). */
+static void sc_rmb_release(struct smcr_conn *sc)
+{
+	struct bufpool_buf *rmb = sc->rmb;
+	bool held = rmb->rkey_confirmed;
+
+	if (!sc_rmb_may_be_written(sc)) {
+		if (held && !sc_keep_rkey(sc->lgr)) {
+			sc_delete_rkey(sc->lgr, rmb->rkey);
+			rmb->rkey_confirmed = false;
+		}
+		/* the peer wrote the ring from offset 0 as its CDCs announced:
+		 * zero that much (bytes it wrote past them without a CDC are its
+		 * own, in a buffer only its link group uses, and never read, since
+		 * a connection reads only what its own peer announces) */
+		bufpool_release_dirty(sc->lgr->rmbs, rmb, sc->rx.rx_prod);
+		return;
+	}
+	/* no late write of this peer may land in another connection's stream:
+	 * a buffer it may still write gets a new rkey first (the old one
+	 * deleted at the peer, the new one confirmed at its next use) */
+	if (held)
+		sc_delete_rkey(sc->lgr, rmb->rkey);
+	if (!bufpool_rekey(sc->lgr->rmbs, rmb))
+		bufpool_release(sc->lgr->rmbs, rmb);
 }
 
 void smcr_conn_put(struct smcr_conn *sc)
@@ -152,22 +271,24 @@ void smcr_conn_put(struct smcr_conn *sc)
 	if (atomic_fetch_sub(&sc->refs, 1) != 1)
 		return;
 	/* no reference left: no table entry, no pending send, no user */
-	if (sc->rmb && sc->rx.peer_len)
-		sc_delete_rkey(sc);
-	/* no late write of this peer may land in another connection's stream:
-	 * a buffer it may still write gets a new rkey first, or stays claimed
-	 * until the link group's QP is gone */
-	if (sc->rmb && (!sc_rmb_may_be_written(sc) || !bufpool_rekey(sc->lgr->rmbs, sc->rmb)))
-		bufpool_release(sc->lgr->rmbs, sc->rmb);
+	if (sc->in_hs)
+		smcr_eng_unhold(sc->lgr); /* a handshake that neither finished nor discarded */
+	if (sc->rmb)
+		sc_rmb_release(sc);
 	if (sc->orphan)
 		atomic_fetch_sub(&sc->lgr->orphans, 1);
-	if (sc->sndbuf)
-		bufpool_release(sc->lgr->sndbufs, sc->sndbuf);
-	if (sc->ev[0] >= 0)
+	if (sc->eof_deadline_ms)
+		atomic_fetch_sub(&sc->lgr->eof_holds, 1);
+	if (sc->sndbuf) /* the ring from offset 0, as far as the user's bytes went */
+		bufpool_release_dirty(sc->lgr->sndbufs, sc->sndbuf, sc->tx_prep);
+	if (sc->ev[0] >= 0) {
 		close(sc->ev[0]);
+		atomic_fetch_sub(&sc->lgr->eng.fd_users, 1);
+	}
 	if (sc->ev[1] >= 0)
 		close(sc->ev[1]);
-	pthread_cond_destroy(&sc->cond);
+	pthread_cond_destroy(&sc->rcond);
+	pthread_cond_destroy(&sc->wcond);
 	pthread_mutex_destroy(&sc->lock);
 	lgr = sc->lgr;
 	free(sc);
@@ -176,21 +297,55 @@ void smcr_conn_put(struct smcr_conn *sc)
 
 static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m);
 static void sc_tx_push_locked(struct smcr_conn *sc);
+static void sc_eof_ask_locked(struct smcr_conn *sc);
 
 static void sc_get(struct smcr_conn *sc)
 {
 	atomic_fetch_add(&sc->refs, 1);
 }
 
+/* The handshake is over (established or discarded): drop its hold. A
+ * discarded one may leave a flow of the peer's running: @churn. */
+static void sc_hs_done(struct smcr_conn *sc, bool churn)
+{
+	bool was;
+
+	pthread_mutex_lock(&sc->lock);
+	was = sc->in_hs;
+	sc->in_hs = false;
+	pthread_mutex_unlock(&sc->lock);
+	if (was)
+		smcr_eng_unhold(sc->lgr);
+	if (churn)
+		smcr_eng_churn(sc->lgr);
+}
+
 void smcr_conn_discard(struct smcr_conn *sc)
 {
+	sc_hs_done(sc, true);
 	lgr_conn_del(sc->lgr, sc->token);
 	smcr_conn_put(sc);
 }
 
-int smcr_conn_fd(const struct smcr_conn *sc)
+int smcr_conn_fd(struct smcr_conn *sc)
 {
-	return sc->ev[0];
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	if (sc->ev[0] < 0) {
+		rc = ev_pair(sc->ev);
+		if (!rc) {
+			/* an event loop now needs completions run as they come */
+			atomic_fetch_add(&sc->lgr->eng.fd_users, 1);
+			sc->rd_sig = sc->wr_blocked_sig = sc->rdhup_sig = sc->hup_sig = false;
+			sc_update_ready_locked(sc);
+		}
+	}
+	fd = rc ? rc : sc->ev[0];
+	pthread_mutex_unlock(&sc->lock);
+	if (!rc)
+		smcr_eng_want_progress(sc->lgr);
+	return fd;
 }
 
 void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
@@ -216,6 +371,7 @@ void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
 			if (!sc->err)
 				sc->err = -EPROTO;
 		}
+		sc_eof_ask_locked(sc); /* it may have ended the stream while blocked */
 	}
 	pthread_mutex_unlock(&sc->lock);
 }
@@ -226,10 +382,11 @@ static void sc_fail_locked(struct smcr_conn *sc, int err)
 		sc->err = err;
 		/* The peer's stream was complete: a link group that ends later
 		 * (the peer process exits, say) takes nothing from it. */
-		sc->err_after_eof = sc->rx.peer_done_writing || sc->rx.peer_closed;
+		sc->err_after_eof = cdc_rx_eof(&sc->rx);
 	}
-	pthread_cond_broadcast(&sc->cond);
+	sc_wake_locked(sc, SC_RD | SC_WR);
 	sc_update_ready_locked(sc);
+	smcr_eng_kick(sc->lgr); /* an owner asleep on the channel looks again */
 }
 
 static bool sc_fail(struct smcr_conn *sc, int err)
@@ -243,15 +400,64 @@ static bool sc_fail(struct smcr_conn *sc, int err)
 	return orphan;
 }
 
+/*
+ * The link group died: fail the connection, and tell the peer on its TCP
+ * socket. A peer whose link group lives on (it had nothing in flight when
+ * ours failed, say) would otherwise wait for CDCs that never come until
+ * its own TEST_LINK fires; our FIN starts its hang-up watch instead
+ * (sc_tcp_hup(), SMCR_TCP_EOF_GRACE_MS), which ends its end with no close
+ * CDC. Linux aborts the TCP socket for the same reason
+ * (net/smc/smc_close.c smc_close_active_abort(): tcp_abort() on the
+ * clcsock when a link group is terminated). Userspace cannot reset a
+ * socket it keeps open, so a FIN it is: shutdown() of the writing side
+ * only, which leaves our own hang-up watch quiet. A connection its user
+ * closed already gave up its socket (smcr_close()) and shut it down.
+ */
+static bool sc_lgr_dead(struct smcr_conn *sc, int err)
+{
+	bool orphan;
+
+	pthread_mutex_lock(&sc->lock);
+	sc_fail_locked(sc, err);
+	/* under sc->lock: smcr_close() takes tcp_fd away under it */
+	if (sc->tcp_fd >= 0)
+		shutdown(sc->tcp_fd, SHUT_WR);
+	orphan = sc->orphan;
+	pthread_mutex_unlock(&sc->lock);
+	return orphan;
+}
+
 void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd)
 {
-	if (!lgr_watch_tcp(sc->lgr, sc->token, tcp_fd)) {
-		pthread_mutex_lock(&sc->lock);
-		sc->tcp_fd = tcp_fd;
-		pthread_mutex_unlock(&sc->lock);
-	}
+	/* the progress thread's tick adds it to its epoll set later
+	 * (sc_watch_due_locked()) */
+	pthread_mutex_lock(&sc->lock);
+	sc->tcp_fd = tcp_fd;
+	sc->tcp_watch_ms = clock_now_ms() + SMCR_TCP_WATCH_DELAY_MS;
+	pthread_mutex_unlock(&sc->lock);
+	atomic_fetch_add(&sc->lgr->tcp_unwatched, 1);
 	/* publish the initial readiness (data may already have arrived) */
 	sc_fail(sc, 0);
+	sc_hs_done(sc, false);
+}
+
+/*
+ * Watch the TCP socket of a connection that has lived
+ * SMCR_TCP_WATCH_DELAY_MS; requires sc->lock (smcr_close() takes tcp_fd
+ * away under it, so the descriptor is still this connection's). True if it
+ * still waits for its turn.
+ */
+static bool sc_watch_due_locked(struct smcr_conn *sc, long now)
+{
+	if (sc->tcp_fd < 0 || sc->tcp_watched)
+		return false;
+	if (now < sc->tcp_watch_ms)
+		return true;
+	sc->tcp_watched = true;
+	atomic_fetch_sub(&sc->lgr->tcp_unwatched, 1);
+	/* a failure leaves the peer's death to TEST_LINK */
+	lgr_watch_tcp(sc->lgr, sc->token, sc->tcp_fd);
+	return false;
 }
 
 static void sc_tcp_hup(struct lgr *lgr, uint32_t token)
@@ -269,19 +475,61 @@ static void sc_tcp_hup(struct lgr *lgr, uint32_t token)
 }
 
 /*
+ * The barrier behind @sc's hang-up: the link group's last one if it was
+ * sent after the hang-up was seen (the order argument below holds for it),
+ * else a new one. One barrier serves every connection of a dying peer.
+ * Progress thread only.
+ */
+static uint32_t sc_hup_barrier(struct smcr_conn *sc, long now)
+{
+	struct lgr *lgr = sc->lgr;
+
+	if (!lgr->hup_barrier || lgr->hup_barrier_ms < sc->tcp_eof_ms) {
+		lgr->hup_barrier = smcr_llc_barrier(lgr);
+		lgr->hup_barrier_ms = now;
+	}
+	return lgr->hup_barrier;
+}
+
+/* A hang-up with no close: the connection ends with ECONNRESET. */
+static void sc_hup_reset_locked(struct smcr_conn *sc, const char *why)
+{
+	usmc_log(sc->lgr->sctx->log, USMC_LOG_INFO,
+		 "connection %08x: the peer's TCP socket hung up without a close CDC (%s): reset",
+		 sc->token, why);
+	sc->hup_barrier = 0;
+	sc_fail_locked(sc, -ECONNRESET);
+}
+
+static bool sc_hup_explained(const struct smcr_conn *sc)
+{
+	/* Linux shuts its TCP socket's write side on shutdown(SHUT_WR) too
+	 * (net/smc/af_smc.c smc_shutdown()), after the done-writing CDC */
+	return sc->rx.peer_closed || sc->rx.peer_done_writing || sc->rx.peer_abort || sc->err;
+}
+
+/*
  * A peer closes its TCP socket only after its close CDC (net/smc/smc_close.c
- * smc_close_active() sends it before the TCP close), so a hang-up with no
- * close or abort CDC within the grace time means the peer process died:
- * the connection ends with ECONNRESET. Requires sc->lock; true if the
- * grace time is still running.
+ * smc_close_active() sends it before the TCP close; usmc_close() waits for
+ * it to be posted), but the CDC may still be on its way (rxe sends RDMA
+ * from a work queue, TCP at once: under load seconds apart). So a hang-up
+ * with no close or abort CDC sends an LLC barrier: the peer answers it
+ * after every CDC it posted before (RC order, smcr_llc_barrier()), hence
+ * after the close that preceded its hang-up. The answer with no close
+ * (sc_barrier()): the peer closed TCP without closing SMC. No answer within
+ * SMCR_TCP_EOF_GRACE_MS: the peer is dead (its QP went with its process).
+ * Either way ECONNRESET. Requires sc->lock; true while the barrier's answer
+ * is awaited.
  */
 static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 {
-	if (!sc->tcp_eof_ms || sc->rx.peer_closed || sc->rx.peer_abort || sc->err)
+	if (!sc->tcp_eof_ms || sc_hup_explained(sc))
 		return false;
+	if (!sc->hup_barrier)
+		sc->hup_barrier = sc_hup_barrier(sc, now);
 	if (now - sc->tcp_eof_ms <= SMCR_TCP_EOF_GRACE_MS)
 		return true;
-	sc_fail_locked(sc, -ECONNRESET);
+	sc_hup_reset_locked(sc, "no answer to the barrier behind it");
 	/* and the link group: is that peer gone altogether? */
 	atomic_store(&sc->lgr->llc.test_now, true);
 	return false;
@@ -302,6 +550,8 @@ static bool sc_orphan_expired_locked(struct smcr_conn *sc, long now)
 	return true;
 }
 
+static bool sc_eof_expire_locked(struct smcr_conn *sc, long now);
+
 static void sc_tick(struct lgr *lgr)
 {
 	struct smcr_conn *list[SMCR_MAX_CONNS];
@@ -309,7 +559,8 @@ static void sc_tick(struct lgr *lgr)
 	long now = clock_now_ms();
 	int n;
 
-	if (!eof && !atomic_load(&lgr->orphans))
+	if (!eof && !atomic_load(&lgr->orphans) && !atomic_load(&lgr->tcp_unwatched) &&
+	    !atomic_load(&lgr->eof_holds))
 		return;
 	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
@@ -317,9 +568,11 @@ static void sc_tick(struct lgr *lgr)
 		bool reap;
 
 		pthread_mutex_lock(&sc->lock);
+		sc_watch_due_locked(sc, now);
 		if (eof && sc_eof_check_locked(sc, now))
 			again = true;
 		reap = sc_orphan_expired_locked(sc, now);
+		sc_eof_expire_locked(sc, now); /* an event loop's reader waits for it */
 		pthread_mutex_unlock(&sc->lock);
 		if (reap)
 			lgr_conn_del(lgr, sc->token);
@@ -370,11 +623,16 @@ static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr 
 		sge[k] = (struct ibv_sge){.addr = (uintptr_t)sc->sndbuf->addr + soff,
 					  .length = (uint32_t)chunk,
 					  .lkey = sc->sndbuf->lkey};
-		wr[k] = (struct ibv_send_wr){.sg_list = &sge[k],
-					     .num_sge = 1,
-					     .opcode = IBV_WR_RDMA_WRITE,
-					     .wr.rdma = {.remote_addr = sc->peer_rmb_addr + roff,
-							 .rkey = sc->peer_rkey}};
+		/* small: copied into the work request at the post (as Linux's
+		 * net/smc/smc_tx.c smcr_tx_rdma_writes() with its inline limit),
+		 * so a short message is two inline WRs behind one doorbell */
+		wr[k] = (struct ibv_send_wr){
+			.sg_list = &sge[k],
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.send_flags = chunk <= sc->lgr->max_inline ? IBV_SEND_INLINE : 0,
+			.wr.rdma = {.remote_addr = sc->peer_rmb_addr + roff,
+				    .rkey = sc->peer_rkey}};
 		wr[k].next = &wr[k + 1];
 		k++;
 		off += chunk;
@@ -383,12 +641,9 @@ static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr 
 	return k;
 }
 
-/*
- * Send what the window allows plus a CDC, if there is anything to say.
- * Requires sc->lock. No room in the send queue: tx_pending, and the
- * progress thread calls again when a send completes.
- */
-static void sc_tx_push_locked(struct smcr_conn *sc)
+/* One CDC with up to half the peer's RMB of data before it; requires
+ * sc->lock. True if data went and more is pending. */
+static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 {
 	struct ibv_send_wr wr[SMCR_TX_WRS_PER_CDC];
 	struct ibv_sge sge[SMCR_TX_WRS_PER_CDC];
@@ -396,24 +651,33 @@ static void sc_tx_push_locked(struct smcr_conn *sc)
 	uint64_t pending = sc->tx_prep - sc->rx.tx_sent;
 	uint64_t space = sc->rx.peer_len - (sc->rx.tx_sent - sc->rx.peer_cons);
 	uint64_t n = pending < space ? pending : space;
-	bool all_sent = sc->rx.tx_sent + n == sc->tx_prep;
-	struct smcr_tx_pend p = {.conn = sc, .mark = sc->rx.tx_sent + n};
+	bool all_sent, blocked;
+	struct smcr_tx_pend p;
 	struct cdc_msg m;
 	int k, rc;
 
+	/* at most half the peer's RMB per CDC: the peer reads the first half
+	 * while the second is on the wire (a pipelined window) */
+	if (n > sc->rx.peer_len / 2 && sc->rx.peer_len >= 2)
+		n = sc->rx.peer_len / 2;
+	all_sent = sc->rx.tx_sent + n == sc->tx_prep;
+	/* blocked only when this fills the window, not at the half cut */
+	blocked = pending > n && space == n;
+	p = (struct smcr_tx_pend){.conn = sc, .mark = sc->rx.tx_sent + n};
 	if (sc->err || !sc->rx.peer_len || (sc->abort_sent))
-		return;
+		return false;
 	if (sc->aborting)
 		n = 0, all_sent = true;
-	if (!n && !sc->rx.cons_update_due && !sc_flags_due(sc, all_sent))
-		return;
+	if (!n && !sc->rx.cons_update_due && !sc->eof_ask && !sc_flags_due(sc, all_sent))
+		return false;
 	k = n ? sc_build_writes(sc, n, wr, sge) : 0;
 	m = (struct cdc_msg){
 		.seqno = (uint16_t)(sc->tx_seq + 1),
 		.token = sc->peer_token,
 		.prod = cdc_rx_curs_of(sc->rx.tx_sent + n, sc->rx.peer_len),
 		.cons = cdc_rx_curs_of(sc->rx.rx_cons, sc->rx.rmb_len),
-		.prod_flags = pending > n ? CDC_PF_WRITE_BLOCKED : 0,
+		.prod_flags = (uint8_t)((blocked ? CDC_PF_WRITE_BLOCKED : 0) |
+					(sc->eof_ask ? CDC_PF_CONS_CURS_UPD_REQ : 0)),
 		.conn_state_flags = sc_state_flags(sc, all_sent),
 	};
 	cdc_encode(&m, buf, sizeof(buf));
@@ -430,21 +694,39 @@ static void sc_tx_push_locked(struct smcr_conn *sc)
 		if (rc == -EAGAIN) {
 			sc->tx_pending = true;
 			atomic_store(&sc->lgr->any_pending, true);
+			smcr_eng_want_progress(sc->lgr); /* send completions must run */
 		} else {
 			sc_fail_locked(sc, rc);
 		}
-		return;
+		return false;
 	}
 	sc->tx_seq = m.seqno;
 	sc->rx.tx_sent += n;
 	sc->rx.rx_cons_sent = sc->rx.rx_cons;
 	sc->rx.cons_update_due = false;
+	if (sc->eof_ask) /* behind the question: when its answer comes, so has the peer's */
+		sc->eof_barrier = smcr_llc_barrier(sc->lgr);
+	sc->eof_ask = false;
 	if (m.conn_state_flags & CDC_CS_PEER_DONE_WRITING)
 		sc->shut_wr_sent = true;
 	if (m.conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
 		sc->closed_sent = true;
 	if (m.conn_state_flags & CDC_CS_PEER_CONN_ABORT)
 		sc->abort_sent = true;
+	return n && !all_sent;
+}
+
+/*
+ * Send what the window allows, each piece with its CDC, if there is
+ * anything to say. Requires sc->lock. No room in the send queue:
+ * tx_pending, and whoever runs the completions calls again when a send
+ * completes.
+ */
+static void sc_tx_push_locked(struct smcr_conn *sc)
+{
+	/* a window is at most two halves; a wrap may cut one more */
+	for (int i = 0; i < 3 && sc_tx_push_one_locked(sc); i++)
+		;
 }
 
 static void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
@@ -455,7 +737,7 @@ static void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
 	pthread_mutex_lock(&sc->lock);
 	if (p->mark > sc->tx_fin) {
 		sc->tx_fin = p->mark;
-		pthread_cond_broadcast(&sc->cond);
+		sc_wake_locked(sc, SC_WR); /* room: only a writer cares */
 		sc_update_ready_locked(sc);
 	}
 	pthread_mutex_unlock(&sc->lock);
@@ -477,6 +759,116 @@ static void sc_kick_pending(struct lgr *lgr)
 		if (sc->tx_pending) {
 			sc->tx_pending = false;
 			sc_tx_push_locked(sc);
+			sc_wake_locked(sc, SC_WR); /* a close waits for its CDC to leave */
+		}
+		pthread_mutex_unlock(&sc->lock);
+		smcr_conn_put(sc);
+	}
+}
+
+/* ---- held EOF -------------------------------------------------------- */
+
+/* Arm (again) the bound of a held EOF; requires sc->lock. */
+static void sc_eof_arm_locked(struct smcr_conn *sc)
+{
+	if (!sc->eof_deadline_ms)
+		atomic_fetch_add(&sc->lgr->eof_holds, 1);
+	sc->eof_deadline_ms = clock_now_ms() + SMCR_EOF_HOLD_MS;
+}
+
+static void sc_eof_disarm_locked(struct smcr_conn *sc)
+{
+	if (sc->eof_deadline_ms)
+		atomic_fetch_sub(&sc->lgr->eof_holds, 1);
+	sc->eof_deadline_ms = 0;
+	sc->eof_ask = false;
+	sc->eof_barrier = 0;
+}
+
+/*
+ * EOF is held (wire/cdc_rx.h) and the reader took everything: ask the peer
+ * for what it still holds. Our consumer cursor opens the whole window and
+ * carries CONS_CURS_UPD_REQ, on which Linux runs its send path
+ * (net/smc/smc_cdc.c smc_cdc_msg_recv_action() -> smc_tx.c smc_tx_pending()),
+ * writing what it has (a usmc peer answers with a CDC), and an LLC barrier
+ * follows it (sc_barrier()). Once per arrival of data: a peer that writes
+ * more is asked again when that is read; the bound runs from each question
+ * until data or the barrier's answer comes. Requires sc->lock.
+ */
+static void sc_eof_ask_locked(struct smcr_conn *sc)
+{
+	if (!sc->rx.eof_held) {
+		if (sc->eof_deadline_ms)
+			sc_eof_disarm_locked(sc);
+		return;
+	}
+	if (sc->rx.rx_cons != sc->rx.rx_prod) {
+		/* data came since we asked: the bound waits only on a peer that
+		 * says nothing, never on a slow reader (ended then, the hold
+		 * would refuse what the peer still writes) */
+		if (sc->eof_deadline_ms)
+			sc_eof_disarm_locked(sc);
+		return;
+	}
+	if (sc->eof_asked && sc->eof_ask_prod == sc->rx.rx_prod)
+		return;
+	sc->eof_asked = true;
+	sc->eof_ask_prod = sc->rx.rx_prod;
+	sc->eof_ask = true;
+	sc_eof_arm_locked(sc);
+	sc_tx_push_locked(sc);
+}
+
+/* The bound of a held EOF passed: give EOF. Requires sc->lock; true if it did. */
+static bool sc_eof_expire_locked(struct smcr_conn *sc, long now)
+{
+	if (!sc->eof_deadline_ms || now < sc->eof_deadline_ms)
+		return false;
+	cdc_rx_hold_end(&sc->rx);
+	usmc_log(sc->lgr->sctx->log, USMC_LOG_DEBUG,
+		 "connection %08x: held EOF given at %llu bytes: no answer within %d ms", sc->token,
+		 (unsigned long long)sc->rx.rx_prod, SMCR_EOF_HOLD_MS);
+	sc_eof_disarm_locked(sc);
+	sc_wake_locked(sc, SC_RD);
+	sc_update_ready_locked(sc);
+	return true;
+}
+
+/*
+ * The answer to LLC barrier @gen came: whatever the peer sent on our
+ * questions before it has come too (smcr_llc_barrier()). A connection that
+ * asked with all read and got nothing since: the peer has nothing more, EOF
+ * (Linux 6.12 sends nothing at all when it has nothing to write,
+ * net/smc/smc_tx.c __smc_tx_sndbuf_nonempty(), and its write_blocked flag
+ * stays set after a write that filled our window exactly, so only this
+ * tells). One that got data: asked again once it is read.
+ */
+static void sc_barrier(struct lgr *lgr, uint32_t gen)
+{
+	struct smcr_conn *list[SMCR_MAX_CONNS];
+	int n = lgr_conns_get(lgr, list);
+
+	for (int i = 0; i < n; i++) {
+		struct smcr_conn *sc = list[i];
+
+		pthread_mutex_lock(&sc->lock);
+		if (sc->hup_barrier && (int32_t)(gen - sc->hup_barrier) >= 0) {
+			if (!sc_hup_explained(sc))
+				sc_hup_reset_locked(sc, "the barrier behind it came back first");
+			sc->hup_barrier = 0;
+		}
+		if (sc->eof_barrier && (int32_t)(gen - sc->eof_barrier) >= 0) {
+			sc->eof_barrier = 0;
+			if (sc->rx.eof_held && sc->rx.rx_prod == sc->eof_ask_prod) {
+				cdc_rx_hold_end(&sc->rx);
+				usmc_log(lgr->sctx->log, USMC_LOG_DEBUG,
+					 "connection %08x: held EOF given at %llu bytes: the "
+					 "barrier came back with nothing more",
+					 sc->token, (unsigned long long)sc->rx.rx_prod);
+			}
+			sc_eof_ask_locked(sc); /* disarm, or ask again */
+			sc_wake_locked(sc, SC_RD);
+			sc_update_ready_locked(sc);
 		}
 		pthread_mutex_unlock(&sc->lock);
 		smcr_conn_put(sc);
@@ -517,9 +909,18 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 			sc->early_valid = true;
 		}
 	} else if (!sc->err && !(sc->rx_seq_seen && cdc_seq_before(m.seqno, sc->rx_seq))) {
+		bool held = sc->rx.eof_held;
+
 		sc->rx_seq = m.seqno;
 		sc->rx_seq_seen = true;
 		if (sc_cdc_apply_locked(sc, &m)) {
+			if (held != sc->rx.eof_held)
+				usmc_log(lgr->sctx->log, USMC_LOG_DEBUG,
+					 "connection %08x: EOF %s at %llu bytes", sc->token,
+					 held ? "given, the peer is no longer blocked"
+					      : "held, the peer ended its stream while blocked",
+					 (unsigned long long)sc->rx.rx_prod);
+			sc_eof_ask_locked(sc); /* or disarm: the hold ended */
 			if (!sc->rx.peer_abort)
 				sc_tx_push_locked(sc);
 		} else {
@@ -532,10 +933,15 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 			sc_tx_push_locked(sc);
 			sc_fail_locked(sc, -EPROTO);
 		}
-		pthread_cond_broadcast(&sc->cond);
+		/* writers care about the peer's close too: sends fail then */
+		sc_wake_locked(sc, sc->rx.peer_abort || sc->rx.peer_closed || sc->err
+					   ? SC_RD | SC_WR
+					   : SC_RD);
 		sc_update_ready_locked(sc);
 	}
 	drop_conn = sc->orphan && (sc->rx.peer_closed || sc->rx.peer_abort || sc->err);
+	if (sc->rx.peer_closed || sc->rx.peer_abort)
+		smcr_eng_churn(lgr); /* its DELETE_RKEY follows */
 	pthread_mutex_unlock(&sc->lock);
 	if (drop_conn)
 		lgr_conn_del(lgr, sc->token);
@@ -544,13 +950,56 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 
 /* ---- user calls ------------------------------------------------------ */
 
-/* Wait for a change at most @ms; requires sc->lock. */
-static void sc_wait_locked(struct smcr_conn *sc, long ms)
+static bool sc_ready_rd(void *arg)
 {
-	struct timespec ts;
+	return sc_readable(arg);
+}
 
-	clock_deadline_ts(clock_now_ms() + ms, &ts);
-	pthread_cond_timedwait(&sc->cond, &sc->lock, &ts);
+static bool sc_ready_wr(void *arg)
+{
+	return sc_writable(arg);
+}
+
+static bool sc_ready_linger(void *arg)
+{
+	struct smcr_conn *sc = arg;
+
+	return sc->tx_fin >= sc->tx_prep || sc->err || sc->rx.peer_abort;
+}
+
+/* The close (or abort) CDC is on the wire, or never will be. */
+static bool sc_close_posted(const struct smcr_conn *sc)
+{
+	return sc->closed_sent || sc->abort_sent || sc->err || sc->rx.peer_abort || !sc->tx_pending;
+}
+
+static bool sc_ready_posted(void *arg)
+{
+	return sc_close_posted(arg);
+}
+
+/*
+ * Wait at most @ms for what @what needs, running the link group's
+ * completions meanwhile (smcr_eng.h: this thread may be the one that polls
+ * and sleeps on the channel); requires sc->lock, which it drops meanwhile.
+ */
+static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
+{
+	long deadline = clock_now_ms() + ms;
+
+	if (what == SC_RD) {
+		sc->rwaiters++;
+		smcr_eng_wait(sc->lgr, &sc->lock, &sc->rcond, sc_ready_rd, sc, false, deadline);
+		sc->rwaiters--;
+	} else {
+		smcr_eng_ready_fn ready = what == SC_WR	      ? sc_ready_wr
+					  : what == SC_LINGER ? sc_ready_linger
+							      : sc_ready_posted;
+
+		sc->wwaiters++;
+		smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, ready, sc, true, deadline);
+		sc->wwaiters--;
+	}
 }
 
 static size_t iov_total(const struct iovec *iov, int iovcnt)
@@ -597,13 +1046,17 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 {
 	size_t total = iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
+	bool polled = false;
 
 	pthread_mutex_lock(&sc->lock);
 	while (done < total || !total) {
 		uint64_t room = sc->snd_len - (sc->tx_prep - sc->tx_fin);
 		size_t n = total - done;
 
-		if (sc->shut_wr || sc->closed || sc->rx.peer_abort) {
+		/* the peer closed (not a shutdown(SHUT_WR)): it reads nothing
+		 * more, and data sent now would fill its RMB and block us for
+		 * good; TCP's peer answers such data with a reset (EPIPE) */
+		if (sc->shut_wr || sc->closed || sc->rx.peer_abort || sc->rx.peer_closed) {
 			rc = -EPIPE;
 			break;
 		}
@@ -614,11 +1067,15 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 		if (!total)
 			break;
 		if (!room) {
+			/* nobody may be running the completions: run them once */
+			if (nonblock && !polled && (polled = true) &&
+			    smcr_eng_try_poll(sc->lgr, &sc->lock))
+				continue;
 			if (nonblock) {
 				rc = -EAGAIN;
 				break;
 			}
-			sc_wait_locked(sc, 1000);
+			sc_wait_locked(sc, SC_WR, 1000);
 			continue;
 		}
 		if (n > room)
@@ -636,18 +1093,34 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 }
 
 /* Tell the peer about consumed bytes when it matters (net/smc/smc_tx.c
- * smc_tx_consumer_update(), with smc_rx.c smc_rx_update_consumer()'s limit). */
+ * smc_tx_consumer_update(), with smc_rx.c smc_rx_update_consumer()'s limit),
+ * and in any case each quarter of the RMB consumed: credit goes back in
+ * pieces, so a sender never idles a round trip per half RMB (Linux applies
+ * any cursor update it receives, net/smc/smc_cdc.c smc_cdc_msg_recv_action()). */
 static void sc_consumer_update_locked(struct smcr_conn *sc)
 {
 	uint64_t unconf = sc->rx.rx_cons - sc->rx.rx_cons_sent;
 	uint64_t limit = sc->rx.rmb_len / 10 > SMCR_CONS_UPDATE_MIN ? sc->rx.rmb_len / 10
 								    : SMCR_CONS_UPDATE_MIN;
+	uint64_t quarter = sc->rx.rmb_len / 4 > SMCR_CONS_UPDATE_MIN ? sc->rx.rmb_len / 4
+								     : SMCR_CONS_UPDATE_MIN;
 	uint64_t sender_free = sc->rx.rmb_len - (sc->rx.rx_prod - sc->rx.rx_cons_sent);
 
-	if (unconf > limit && (sender_free <= sc->rx.rmb_len / 2 || sc->rx.peer_write_blocked)) {
+	if ((unconf > limit && (sender_free <= sc->rx.rmb_len / 2 || sc->rx.peer_write_blocked)) ||
+	    unconf >= quarter) {
 		sc->rx.cons_update_due = true;
 		sc_tx_push_locked(sc);
 	}
+	sc_eof_ask_locked(sc); /* a held EOF: all read, ask for the rest */
+}
+
+/* How long a reader waits before it looks again: a second, or until the
+ * bound of a held EOF. Requires sc->lock. */
+static long sc_rd_wait_ms(const struct smcr_conn *sc)
+{
+	long left = sc->eof_deadline_ms ? sc->eof_deadline_ms - clock_now_ms() + 1 : 1000;
+
+	return left < 1 ? 1 : left > 1000 ? 1000 : left;
 }
 
 ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
@@ -655,6 +1128,7 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 {
 	size_t total = iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
+	bool polled = false;
 
 	pthread_mutex_lock(&sc->lock);
 	while (done < total) {
@@ -684,17 +1158,25 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 			rc = sc->err;
 			break;
 		}
-		if (sc->rx.peer_done_writing || sc->rx.peer_closed || sc->shut_rd)
+		if (sc->rx.eof_held) {
+			sc_eof_ask_locked(sc); /* asked already for this much: no-op */
+			sc_eof_expire_locked(sc, clock_now_ms());
+		}
+		if (cdc_rx_eof(&sc->rx) || sc->shut_rd)
 			break; /* end of stream */
+		/* nothing here, and nobody may be running the completions */
+		if (nonblock && !done && !polled && (polled = true) &&
+		    smcr_eng_try_poll(sc->lgr, &sc->lock))
+			continue;
 		if (nonblock || done) {
 			rc = -EAGAIN;
 			if (!nonblock && (flags & MSG_WAITALL)) {
-				sc_wait_locked(sc, 1000);
+				sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
 				continue;
 			}
 			break;
 		}
-		sc_wait_locked(sc, 1000);
+		sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
 	}
 	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
@@ -712,9 +1194,10 @@ int smcr_shutdown(struct smcr_conn *sc, int how)
 		sc->shut_wr = true;
 		sc_tx_push_locked(sc);
 	}
-	pthread_cond_broadcast(&sc->cond);
+	sc_wake_locked(sc, SC_RD | SC_WR);
 	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
+	smcr_eng_kick(sc->lgr);
 	return 0;
 }
 
@@ -722,18 +1205,25 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 {
 	long deadline = clock_now_ms() + linger_ms;
 	int tcp_fd;
-	bool peer_gone;
+	bool peer_gone, watched;
 
 	pthread_mutex_lock(&sc->lock);
 	/* linger: give unsent data time to leave (and be completed) */
-	while (!abort && !sc->err && !sc->rx.peer_abort && sc->tx_fin < sc->tx_prep &&
-	       clock_now_ms() < deadline)
-		sc_wait_locked(sc, 50);
+	while (!abort && !sc->err && !sc->rx.peer_abort && !sc->rx.peer_closed &&
+	       sc->tx_fin < sc->tx_prep && clock_now_ms() < deadline)
+		sc_wait_locked(sc, SC_LINGER, deadline - clock_now_ms());
 	/* unread data, leftovers or an explicit abort: abort, as Linux */
 	if (abort || sc->rx.rx_prod > sc->rx.rx_cons || sc->rx.tx_sent < sc->tx_prep)
 		sc->aborting = true;
 	sc->closed = true;
 	sc_tx_push_locked(sc);
+	/* the caller shuts the TCP socket down next: not before the close CDC
+	 * is posted (a full send queue defers it), as Linux's
+	 * smc_close_final() waits for a send slot, since a peer that sees the
+	 * hang-up first takes us for dead (sc_eof_check_locked()) */
+	deadline = clock_now_ms() + SMCR_TCP_EOF_GRACE_MS / 2;
+	while (!sc_close_posted(sc) && clock_now_ms() < deadline)
+		sc_wait_locked(sc, SC_POSTED, deadline - clock_now_ms());
 	/* the RMB goes back to the pool only once the peer can no longer write */
 	peer_gone = sc->rx.peer_closed || sc->rx.peer_abort || sc->err;
 	sc->orphan = !peer_gone;
@@ -741,11 +1231,16 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 	if (sc->orphan)
 		atomic_fetch_add(&sc->lgr->orphans, 1);
 	tcp_fd = sc->tcp_fd;
+	watched = sc->tcp_watched;
 	sc->tcp_fd = -1;
 	pthread_mutex_unlock(&sc->lock);
 	/* the TCP socket is closed after this: stop watching it */
-	if (tcp_fd >= 0)
+	if (tcp_fd >= 0 && watched)
 		lgr_unwatch_tcp(sc->lgr, tcp_fd);
+	else if (tcp_fd >= 0)
+		atomic_fetch_sub(&sc->lgr->tcp_unwatched, 1);
+	/* the peer's DELETE_RKEY follows its close: answer it soon */
+	smcr_eng_churn(sc->lgr);
 	if (peer_gone)
 		lgr_conn_del(sc->lgr, sc->token);
 	if (smcr_test_hook_close_put)
@@ -759,7 +1254,8 @@ const struct lgr_conn_ops smcr_conn_lgr_ops = {
 	.cdc_rx = sc_cdc_rx,
 	.tx_done = sc_tx_done,
 	.kick_pending = sc_kick_pending,
-	.fail = sc_fail,
+	.barrier = sc_barrier,
+	.fail = sc_lgr_dead,
 	.tcp_hup = sc_tcp_hup,
 	.tick = sc_tick,
 };

@@ -21,8 +21,23 @@
 #include "lgr.h"
 
 /* SOCK_MIN_SNDBUF / 2 on x86-64 Linux: floor of the consumer update limit */
-#define SMCR_CONS_UPDATE_MIN  2304
-#define SMCR_TCP_EOF_GRACE_MS 1000 /* TCP hung up but no close CDC: the peer died */
+#define SMCR_CONS_UPDATE_MIN 2304
+/* TCP hung up but no close CDC yet: an LLC barrier behind the hang-up
+ * (sc_eof_check_locked()) tells a close still on its way from a dead peer;
+ * this long without its answer, the peer is taken for dead. */
+#define SMCR_TCP_EOF_GRACE_MS SMCR_LLC_WAIT_MS
+/* A connection's TCP socket joins the progress thread's epoll set only once
+ * it has lived this long: a short-lived one costs no epoll_ctl() pair, and
+ * a peer that dies earlier is found when it joins (epoll reports a hang-up
+ * that happened before) or by TEST_LINK. */
+#define SMCR_TCP_WATCH_DELAY_MS 1000
+
+/* A held EOF (wire/cdc_rx.h: the peer closed while blocked on our window)
+ * is given this long after we asked the peer for what it still holds (the
+ * reader had taken everything) if neither data nor the answer to the LLC
+ * barrier behind the question came: as long as an LLC answer may take
+ * (SMC_LLC_WAIT_TIME). */
+#define SMCR_EOF_HOLD_MS SMCR_LLC_WAIT_MS
 
 struct bufpool_buf;
 
@@ -44,7 +59,10 @@ struct smcr_conn {
 	uint32_t snd_len;
 
 	pthread_mutex_t lock; /* protects every field below (rx.rmb_len: set at creation) */
-	pthread_cond_t cond;  /* with lock: cursors or state changed */
+	/* with lock: readers' and writers' conditions (a send completion
+	 * wakes only writers), and how many threads wait in the engine for each */
+	pthread_cond_t rcond, wcond;
+	int rwaiters, wwaiters;
 	/*
 	 * The cursors and flags a received CDC moves, as wire/cdc_rx.h applies
 	 * them: the RMB sizes (rx.peer_len 0 until smcr_conn_set_peer()), the
@@ -68,13 +86,26 @@ struct smcr_conn {
 	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;
 	bool orphan;		 /* smcr_close() done: freed when the peer closes */
 	long orphan_deadline_ms; /* ... or aborted then (USMC_OPT_CLOSE_WAIT_MS) */
-	int err;		 /* sticky negative errno (LGR down, protocol error) */
-	bool err_after_eof;	 /* err came after the peer's clean close: reads see EOF */
-	/* readiness: the user polls ev[0] (see docs/smcr.md) */
+	/* a held EOF (rx.eof_held): asking the peer for what it still holds */
+	bool eof_ask;	/* the next CDC asks: CONS_CURS_UPD_REQ */
+	bool eof_asked; /* asked with rx.rx_prod at eof_ask_prod */
+	uint64_t eof_ask_prod;
+	uint32_t eof_barrier; /* the smcr_llc_barrier() behind the question, 0 none */
+	long eof_deadline_ms; /* EOF is given then at the latest (SMCR_EOF_HOLD_MS), 0 none */
+	int err;	      /* sticky negative errno (LGR down, protocol error) */
+	bool err_after_eof;   /* err came after the peer's clean close: reads see EOF */
+	/* readiness: the user polls ev[0] (see docs/smcr.md); created by the
+	 * first smcr_conn_fd(), -1 until then: nobody pays for it unasked */
 	int ev[2];
 	bool rd_sig, wr_blocked_sig;
-	int tcp_fd;	 /* watched for the peer's death; -1 once closed */
-	long tcp_eof_ms; /* the TCP socket hung up then (0: not) */
+	bool rdhup_sig;	      /* ev[1]'s write side is shut down: EPOLLRDHUP on ev[0] */
+	bool hup_sig;	      /* its read side too: EPOLLHUP on ev[0] */
+	bool in_hs;	      /* between smcr_conn_new() and establish/discard: a handshake hold */
+	int tcp_fd;	      /* watched for the peer's death; -1 once closed */
+	bool tcp_watched;     /* tcp_fd is in the progress thread's epoll set */
+	long tcp_watch_ms;    /* ... from then on (SMCR_TCP_WATCH_DELAY_MS) */
+	long tcp_eof_ms;      /* the TCP socket hung up then (0: not) */
+	uint32_t hup_barrier; /* the smcr_llc_barrier() behind the hang-up, 0 none */
 };
 
 /*
@@ -99,11 +130,13 @@ void smcr_conn_put(struct smcr_conn *sc);
 void smcr_conn_discard(struct smcr_conn *sc);
 /* The peer's RMB, from its CLC message; applies a CDC that came first. */
 void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer);
-/* The handshake is done: watch @tcp_fd for the peer's death, publish readiness. */
+/* The handshake is done: watch @tcp_fd for the peer's death (from
+ * SMCR_TCP_WATCH_DELAY_MS on), publish readiness. */
 void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd);
 
-/* The descriptor the user polls (readable/writable like a socket). */
-int smcr_conn_fd(const struct smcr_conn *sc);
+/* The descriptor the user polls (readable/writable like a socket),
+ * created at the first call; a negative errno if it cannot be. */
+int smcr_conn_fd(struct smcr_conn *sc);
 
 /* The user's calls; @nonblock: the connection's or MSG_DONTWAIT. */
 ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock);

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "eng_stats.h"
 #include "smcr_dev.h"
 
 #define SMCR_SYSTEM_ID_LEN 8
@@ -27,8 +28,11 @@ struct lgr_pending;
 struct usmc_logger;
 
 struct smcr_ctx {
-	pthread_mutex_t lock; /* protects lgrs, pending, and each lgr's next */
+	pthread_mutex_t lock; /* protects lgrs, all, pending, and each lgr's next, all_next */
 	struct lgr *lgrs;     /* published link groups (lgr_publish) */
+	struct lgr *all;      /* every link group from lgr_create() to lgr_free() */
+	/* engine counters of the link groups already freed (with lock) */
+	struct eng_stats retired;
 	/*
 	 * First contacts in progress, one per peer (lgr_claim): a second
 	 * handshake with the same peer waits for it instead of creating a
@@ -50,6 +54,8 @@ struct smcr_ctx {
 	atomic_uint lgr_seq;   /* the last link group id handed out */
 	atomic_uint_least64_t lgrs_created;
 	atomic_int lgrs_open; /* created and not yet freed */
+	/* LLC messages over all link groups (smcr_llc.c): usmc_ctx_stats() */
+	atomic_uint_least64_t llc_sent, llc_received;
 
 	/* last device lookups (address -> port/GID), so that a PROPOSAL leaves
 	 * right after the connect instead of after a GID table scan */
@@ -63,6 +69,9 @@ struct smcr_ctx {
 int smcr_ctx_init(struct smcr_ctx *s);
 /* Frees every link group, then the context's own state. */
 void smcr_ctx_fini(struct smcr_ctx *s);
+
+/* The engine counters of every link group @s ever had, added into @out. */
+void smcr_ctx_engine_stats(struct smcr_ctx *s, struct usmc_engine_stats *out);
 
 /* smcr_dev_lookup() - smcr_dev_find() through the context's cache. */
 int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev);

@@ -12,6 +12,7 @@
 #include "lgr.h"
 #include "log.h"
 #include "smcr_llc.h"
+#include "wire_bytes.h"
 
 void smcr_llc_init(struct smcr_llc *llc)
 {
@@ -47,7 +48,16 @@ static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class
 	if (len < 0)
 		return len; /* we only send 44-byte LLC messages */
 	sge.length = (uint32_t)len;
-	return smcr_wr_post_send(lgr, &wr, 1, &p, cls);
+	len = smcr_wr_post_send(lgr, &wr, 1, &p, cls);
+	if (len)
+		return len;
+	atomic_fetch_add_explicit(&lgr->sctx->llc_sent, 1, memory_order_relaxed);
+	/* counted where they leave, so that a reader never sees half of an
+	 * answer's accounting (tests subtract nothing to find our flows) */
+	if (!(m->flags & LLC_FLAG_RESP) &&
+	    (m->type == LLC_CONFIRM_RKEY || m->type == LLC_DELETE_RKEY))
+		atomic_fetch_add_explicit(&lgr->llc.rkey_requests, 1, memory_order_relaxed);
+	return 0;
 }
 
 int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m)
@@ -58,6 +68,33 @@ int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m)
 int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m)
 {
 	return llc_post(lgr, m, SMCR_SQ_LLC_FORCE);
+}
+
+/* user_data of a barrier's TEST_LINK: this tag, then the generation (big
+ * endian); our keepalive's is all zero */
+static const uint8_t barrier_tag[8] = {'u', 's', 'm', 'c', '-', 'e', 'o', 'f'};
+
+uint32_t smcr_llc_barrier(struct lgr *lgr)
+{
+	struct llc_msg m = {.version = LLC_V2, .type = LLC_TEST_LINK};
+	uint32_t gen;
+
+	do
+		gen = atomic_fetch_add(&lgr->llc.barrier_gen, 1) + 1;
+	while (!gen);
+	memcpy(m.test_link.user_data, barrier_tag, sizeof(barrier_tag));
+	put_be32(m.test_link.user_data + sizeof(barrier_tag), gen);
+	smcr_llc_send(lgr, &m);
+	return gen;
+}
+
+/* The generation of a barrier's answer @m, 0 if it is not one. */
+static uint32_t barrier_of(const struct llc_msg *m)
+{
+	if (m->type != LLC_TEST_LINK ||
+	    memcmp(m->test_link.user_data, barrier_tag, sizeof(barrier_tag)))
+		return 0;
+	return get_be32(m->test_link.user_data + sizeof(barrier_tag));
 }
 
 /* Wait on @llc->cond until @deadline_ms; requires @llc->lock. */
@@ -112,6 +149,7 @@ static void flow_end_locked(struct smcr_llc *llc)
 int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp)
 {
 	struct smcr_llc *llc = &lgr->llc;
+	bool unanswered = false;
 	long deadline;
 	int rc;
 
@@ -125,15 +163,24 @@ int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *re
 	llc->wait_type = req->type;
 	llc->resp_valid = false;
 	pthread_mutex_unlock(&llc->lock);
+	/* the answer must be run as it comes, not when a reader next polls */
+	smcr_eng_hold(lgr);
 	rc = smcr_llc_send(lgr, req);
 	deadline = clock_now_ms() + SMCR_LLC_WAIT_MS;
 	pthread_mutex_lock(&llc->lock);
-	if (!rc)
+	if (!rc) {
 		rc = llc_await_locked(lgr, &llc->resp_valid, deadline);
+		unanswered = rc == -ETIMEDOUT;
+	}
 	if (!rc)
 		*resp = llc->resp;
 	flow_end_locked(llc);
 	pthread_mutex_unlock(&llc->lock);
+	smcr_eng_unhold(lgr);
+	if (unanswered) /* a lost peer or a slow one: operators want to know */
+		usmc_log(lgr->sctx->log, USMC_LOG_WARN,
+			 "link group %x: LLC request 0x%x unanswered after %d ms", lgr->id,
+			 req->type, SMCR_LLC_WAIT_MS);
 	return rc;
 }
 
@@ -223,15 +270,21 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 {
 	static _Thread_local struct llc_msg m; /* large (ADD_LINK rkeys): not on the stack */
 
+	atomic_fetch_add_explicit(&lgr->sctx->llc_received, 1, memory_order_relaxed);
 	if (llc_decode(buf, len, &m)) {
 		usmc_log(lgr->sctx->log, USMC_LOG_WARN,
 			 "link group %x: malformed LLC message dropped (%u bytes)", lgr->id, len);
 		return; /* Linux drops malformed LLC silently */
 	}
 	if (m.flags & LLC_FLAG_RESP) {
+		uint32_t gen = barrier_of(&m);
+
 		if (m.type == LLC_TEST_LINK)
 			lgr->llc.tl_deadline = 0;
-		deliver_resp(&lgr->llc, &m);
+		if (gen)
+			lgr->ops->barrier(lgr, gen);
+		else
+			deliver_resp(&lgr->llc, &m);
 		return;
 	}
 	switch (m.type) {
@@ -243,6 +296,8 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		lgr_terminate(lgr, -ECONNABORTED, false);
 		break;
 	default:
+		/* a flow of the peer's (CONFIRM_RKEY, DELETE_RKEY): more may follow */
+		smcr_eng_churn(lgr);
 		answer(lgr, &m);
 	}
 }

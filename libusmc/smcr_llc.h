@@ -36,10 +36,12 @@ struct smcr_llc {
 	/* counters: atomics, read by tests and statistics without a lock */
 	atomic_uint_least64_t test_link_answered, test_link_sent;
 	atomic_uint_least64_t rkey_confirmed, rkey_deleted; /* peer requests answered */
+	atomic_uint_least64_t rkey_requests; /* CONFIRM_RKEY and DELETE_RKEY requests we sent */
 
-	/* TEST_LINK keepalive: the progress thread only */
-	long tl_deadline;     /* TEST_LINK sent: answer due by then, 0 none */
-	atomic_bool test_now; /* a peer looks dead: TEST_LINK at the next tick */
+	/* TEST_LINK keepalive: the tick sets, whoever runs the answer's completion clears */
+	atomic_long tl_deadline; /* TEST_LINK sent: answer due by then, 0 none */
+	atomic_bool test_now;	 /* a peer looks dead: TEST_LINK at the next tick */
+	atomic_uint barrier_gen; /* the last smcr_llc_barrier() generation */
 };
 
 void smcr_llc_init(struct smcr_llc *llc);
@@ -59,6 +61,19 @@ int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *re
 
 /* Client: wait for the server's CONFIRM_LINK request. */
 int smcr_llc_wait_confirm_link(struct lgr *lgr, int timeout_ms, struct llc_msg *req);
+
+/*
+ * smcr_llc_barrier() - send a TEST_LINK tagged with a new generation and
+ * return it (never 0); its answer calls lgr_conn_ops.barrier with it. A peer
+ * answers an LLC request only after it has handled every CDC that came
+ * before it on the link, and what those CDCs made it send was posted before
+ * the answer (Linux handles CDCs in its receive tasklet, sending at once,
+ * net/smc/smc_cdc.c smc_cdc_msg_recv_action(), and LLC requests later in its
+ * event work, smc_llc.c smc_llc_event_handler(), which echoes TEST_LINK):
+ * when the answer arrives, so has all that. Not waited for; one that could
+ * not be sent is an answer that never comes.
+ */
+uint32_t smcr_llc_barrier(struct lgr *lgr);
 
 /* A received LLC message (progress thread). Malformed ones are dropped. */
 void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);

@@ -101,8 +101,11 @@ int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const stru
 		rc = -ECONNABORTED;
 	else if (sq->used + n > sq_limit(cls))
 		rc = -EAGAIN;
-	if (!rc)
+	if (!rc) {
 		rc = -ibv_post_send(lgr->qp, wr, &bad);
+		eng_count(&lgr->st, ENG_DOORBELLS, 1);
+		eng_count(&lgr->st, ENG_SYSCALLS, 1); /* rxe: the doorbell is a write() */
+	}
 	if (!rc)
 		smcr_sq_push_locked(sq, p, n);
 	pthread_mutex_unlock(&sq->lock);
@@ -157,29 +160,55 @@ bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p)
 
 /* ---- completion queue ------------------------------------------------ */
 
-int smcr_wr_drain_cq(struct lgr *lgr)
+/* Hand @n completions of one CQ to their owners; true if a send completed. */
+static bool wr_dispatch(struct lgr *lgr, struct ibv_wc *wc, int n)
+{
+	bool sent = false;
+
+	for (int i = 0; i < n; i++) {
+		struct smcr_tx_pend p;
+
+		if (wc[i].status != IBV_WC_SUCCESS && atomic_load(&lgr->state) != LGR_DEAD)
+			lgr_terminate(lgr, -ECONNABORTED, false);
+		if (wc[i].wr_id & WR_RX_TAG) {
+			rx_done(lgr, &wc[i]);
+		} else if (smcr_wr_send_done(lgr, &p)) {
+			sent = true;
+			if (p.conn)
+				lgr->ops->tx_done(lgr, &p);
+		}
+	}
+	return sent;
+}
+
+int smcr_wr_poll(struct lgr *lgr)
 {
 	struct ibv_wc wc[WR_CQ_BATCH];
-	bool sent = false;
 	int n, total = 0;
+	bool sent = false;
 
-	while ((n = ibv_poll_cq(lgr->cq, WR_CQ_BATCH, wc)) > 0) {
-		for (int i = 0; i < n; i++) {
-			struct smcr_tx_pend p;
-
-			if (wc[i].status != IBV_WC_SUCCESS && atomic_load(&lgr->state) != LGR_DEAD)
-				lgr_terminate(lgr, -ECONNABORTED, false);
-			if (wc[i].wr_id & WR_RX_TAG) {
-				rx_done(lgr, &wc[i]);
-			} else if (smcr_wr_send_done(lgr, &p)) {
-				sent = true;
-				if (p.conn)
-					lgr->ops->tx_done(lgr, &p);
-			}
-		}
+	n = ibv_poll_cq(lgr->rcq, WR_CQ_BATCH, wc);
+	if (n > 0) {
+		wr_dispatch(lgr, wc, n);
+		total += n;
+	}
+	n = ibv_poll_cq(lgr->scq, WR_CQ_BATCH, wc);
+	if (n > 0) {
+		sent = wr_dispatch(lgr, wc, n);
 		total += n;
 	}
 	if (sent)
 		lgr->ops->kick_pending(lgr);
+	if (total)
+		eng_count(&lgr->st, ENG_CQES, (uint64_t)total);
+	return total;
+}
+
+int smcr_wr_drain_cq(struct lgr *lgr)
+{
+	int n, total = 0;
+
+	while ((n = smcr_wr_poll(lgr)) > 0)
+		total += n;
 	return total;
 }

@@ -87,10 +87,13 @@ bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p);
 bool smcr_wr_stalled(struct lgr *lgr, long now_ms);
 
 /*
- * smcr_wr_drain_cq() - poll the CQ empty: received messages go to the CDC
- * or LLC handler, send completions to their connection. Returns how many
- * completions it handled.
+ * smcr_wr_poll() - one batch from each CQ (receive, send): received
+ * messages go to the CDC or LLC handler, send completions to their
+ * connection. Returns how many completions it handled. Only the holder of
+ * the link group's engine token calls it (smcr_eng.h), or lgr_free().
+ * smcr_wr_drain_cq() - the same until both CQs are empty.
  */
+int smcr_wr_poll(struct lgr *lgr);
 int smcr_wr_drain_cq(struct lgr *lgr);
 
 #endif

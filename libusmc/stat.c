@@ -446,6 +446,16 @@ static void jw_lgr(struct jw *j, const struct lgr_info *g)
 	jw_ku64(j, "rkey_confirmed", g->rkey_confirmed);
 	jw_ku64(j, "rkey_deleted", g->rkey_deleted);
 	jw_close(j, '}');
+	jw_kobj(j, "engine");
+	jw_ku64(j, "cqes", g->engine.cqes);
+	jw_ku64(j, "wakeups", g->engine.wakeups);
+	jw_ku64(j, "channel_sleeps", g->engine.channel_sleeps);
+	jw_ku64(j, "spins_ok", g->engine.spins_ok);
+	jw_ku64(j, "doorbells", g->engine.doorbells);
+	jw_ku64(j, "cq_arms", g->engine.cq_arms);
+	jw_ku64(j, "ready_ops", g->engine.ready_ops);
+	jw_ku64(j, "syscalls", g->engine.syscalls);
+	jw_close(j, '}');
 	jw_close(j, '}');
 }
 

@@ -166,6 +166,76 @@ static void test_listen_fd(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
+/* usmc_conn_connect_fd() connects the caller's socket: its bind and its
+ * options before the connect stay; bad sockets stay the caller's. */
+static void test_connect_fd(void **state)
+{
+	struct pair *p = *state;
+	struct sockaddr_in local = {.sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in got, peer;
+	struct usmc_conn_info info;
+	socklen_t len = sizeof(local);
+	struct usmc_conn *c, *s;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), udp = socket(AF_INET, SOCK_DGRAM, 0);
+	int fd6 = socket(AF_INET6, SOCK_STREAM, 0), v = 0, pipefd[2];
+	char buf[2];
+
+	assert_true(fd >= 0 && udp >= 0 && fd6 >= 0);
+	assert_int_equal(pipe(pipefd), 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&local, sizeof(local)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&local, &len), 0);
+	assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int)), 0);
+	assert_int_equal(usmc_conn_create(p->ctx, &c), 0);
+	/* refused before it takes the descriptor */
+	assert_int_equal(usmc_conn_connect_fd(c, udp, (struct sockaddr *)&p->addr, p->alen, 0),
+			 -EINVAL);
+	assert_int_equal(usmc_conn_connect_fd(c, fd6, (struct sockaddr *)&p->addr, p->alen, 0),
+			 -EAFNOSUPPORT);
+	assert_int_equal(
+		usmc_conn_connect_fd(c, pipefd[0], (struct sockaddr *)&p->addr, p->alen, 0),
+		-ENOTSOCK);
+	assert_int_equal(usmc_conn_connect_fd(c, -1, (struct sockaddr *)&p->addr, p->alen, 0),
+			 -EBADF);
+	assert_int_equal(usmc_conn_connect_fd(c, fd, (struct sockaddr *)&p->addr, p->alen, 8),
+			 -EINVAL);
+	assert_int_equal(fcntl(udp, F_GETFD), 0); /* untouched */
+	assert_int_equal(usmc_conn_connect_fd(c, fd, (struct sockaddr *)&p->addr, p->alen, 0), 0);
+	assert_int_equal(usmc_accept(p->l, 0, &s), 0);
+	/* the server sees the client's bound port; the option stayed */
+	assert_int_equal(usmc_conn_info(s, &info), 0);
+	memcpy(&peer, &info.peer, sizeof(peer));
+	assert_int_equal(peer.sin_port, local.sin_port);
+	len = sizeof(v);
+	assert_int_equal(usmc_conn_getsockopt(c, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+	assert_int_equal(v, 1);
+	assert_int_equal(usmc_conn_fd(c), fd);
+	assert_int_equal(fcntl(fd, F_GETFD), FD_CLOEXEC);
+	len = sizeof(got);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&got, &len), 0);
+	assert_int_equal(got.sin_port, local.sin_port);
+	assert_int_equal(usmc_send(c, "ok", 2, 0), 2);
+	conn_read_exact(s, buf, 2);
+	assert_memory_equal(buf, "ok", 2);
+	/* a connected socket is refused */
+	{
+		struct usmc_conn *c2;
+
+		assert_int_equal(usmc_conn_create(p->ctx, &c2), 0);
+		assert_int_equal(
+			usmc_conn_connect_fd(c2, fd, (struct sockaddr *)&p->addr, p->alen, 0),
+			-EINVAL);
+		usmc_close(c2);
+	}
+	usmc_close(s);
+	usmc_close(c); /* closed the adopted socket */
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	close(udp);
+	close(fd6);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
 /* After fork() a child gets USMC_EFORKED from an inherited listener or
  * context at once, instead of blocking on an accept queue that no thread
  * of its own fills. The parent's listener keeps working. */
@@ -232,7 +302,9 @@ static void test_sized_structs(void **state)
 		struct usmc_conn_info info;
 		struct usmc_ctx_stats cs;
 		struct usmc_listener_stats ls;
-		unsigned char b[sizeof(struct usmc_listener_stats) + 64];
+		/* room past the biggest struct for each "newer, larger" case */
+		unsigned char b[sizeof(struct usmc_listener_stats) + sizeof(struct usmc_conn_info) +
+				sizeof(struct usmc_ctx_stats) + 64];
 	} u;
 	size_t small = offsetof(struct usmc_conn_info, lgr_id), big;
 
@@ -333,6 +405,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_send_flags, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sockopts, pair_setup, pair_teardown),
 		cmocka_unit_test(test_listen_fd),
+		cmocka_unit_test_setup_teardown(test_connect_fd, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_reset_errors, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sized_structs, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_refused, pair_setup, pair_teardown),

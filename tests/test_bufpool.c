@@ -425,9 +425,12 @@ static void test_rekey(void **state)
 	uint32_t old_rkey;
 
 	assert_int_equal(bufpool_claim(pool, 16 * KiB, &b), 0);
+	assert_false(b->rkey_confirmed); /* a new RMB: unknown to the peer */
+	b->rkey_confirmed = true;
 	old_rkey = b->rkey;
 	assert_int_equal(bufpool_rekey(pool, b), 0);
 	assert_int_not_equal(b->rkey, old_rkey);
+	assert_false(b->rkey_confirmed); /* the new rkey is unknown to the peer */
 	assert_int_equal(f.regs, 2);
 	assert_int_equal(f.deregs, 1);
 	bufpool_release(pool, b);
@@ -440,6 +443,40 @@ static void test_rekey(void **state)
 	assert_int_equal(bufpool_rekey(pool, again), -ENOMEM);
 	assert_int_equal(again->rkey, old_rkey);
 	f.fail_len_min = 0;
+	bufpool_release(pool, again);
+	destroy_clean(pool, &f);
+}
+
+/* A released RMB keeps its rkey and its "confirmed" mark for the next
+ * holder (issue 15: no LLC flow to reuse it); release_dirty() zeroes what
+ * the holder says it wrote. */
+static void test_keep_confirmed_and_dirty(void **state)
+{
+	struct fake_reg f = {0};
+	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 4);
+	struct bufpool_buf *b, *again;
+	uint32_t rkey;
+	uint8_t *p;
+
+	assert_int_equal(bufpool_claim(pool, 64 * KiB, &b), 0);
+	b->rkey_confirmed = true;
+	rkey = b->rkey;
+	p = b->addr;
+	memset(p, 0x5a, 100);
+	bufpool_release_dirty(pool, b, 100);
+	assert_int_equal(bufpool_claim(pool, 64 * KiB, &again), 0);
+	assert_ptr_equal(again, b);
+	assert_true(again->rkey_confirmed);
+	assert_int_equal(again->rkey, rkey);
+	assert_int_equal(f.regs, 1); /* no new registration */
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(p[i], 0);
+	/* a dirty length past the buffer zeroes the buffer, no more */
+	memset(p, 0x5a, again->len);
+	bufpool_release_dirty(pool, again, SIZE_MAX);
+	assert_int_equal(bufpool_claim(pool, 64 * KiB, &again), 0);
+	for (size_t i = 0; i < again->len; i++)
+		assert_int_equal(p[i], 0);
 	bufpool_release(pool, again);
 	destroy_clean(pool, &f);
 }
@@ -463,6 +500,7 @@ int main(void)
 		cmocka_unit_test(test_teardown_reports_busy),
 		cmocka_unit_test(test_invalid_arguments),
 		cmocka_unit_test(test_rekey),
+		cmocka_unit_test(test_keep_confirmed_and_dirty),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -120,6 +120,100 @@ static void test_data_after_done_writing(void **state)
 	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
 }
 
+/* A CDC with flags: producer @prod, consumer 0. */
+static struct cdc_msg cdc_fl(uint64_t prod, uint8_t prod_flags, uint8_t cs_flags)
+{
+	struct cdc_msg m = cdc(prod, 0);
+
+	m.prod_flags = prod_flags;
+	m.conn_state_flags = cs_flags;
+	return m;
+}
+
+/*
+ * A Linux peer killed in a lingering close (issue 18): the close comes with
+ * our RMB full and write_blocked set, the rest after it with the close flag
+ * still set. Before the hold, the second CDC was CDC_RX_PROD_AFTER_DONE and
+ * the reader had EOF at 65,536 of 131,072 bytes.
+ */
+static void test_close_while_blocked_holds_eof(void **state)
+{
+	struct cdc_rx_state s = fresh();
+	struct cdc_msg m = cdc_fl(RMB, CDC_PF_WRITE_BLOCKED, 0);
+
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	m = cdc_fl(RMB, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_CONN_CLOSED);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(s.peer_closed && s.eof_held && !cdc_rx_eof(&s));
+	s.rx_cons = s.rx_cons_sent = RMB; /* read and told */
+	/* the rest, in two writes: the first fills the window again */
+	m = cdc_fl(RMB + RMB / 2, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_CONN_CLOSED);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_int_equal(s.rx_prod, RMB + RMB / 2);
+	assert_true(s.eof_held);
+	m = cdc_fl(2 * (uint64_t)RMB, 0, CDC_CS_PEER_CONN_CLOSED); /* took all it had */
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_int_equal(s.rx_prod, 2 * (uint64_t)RMB);
+	assert_true(!s.eof_held && cdc_rx_eof(&s));
+	/* after the end the reader is told of, data is a lie again */
+	s.rx_cons = s.rx_cons_sent = 2 * (uint64_t)RMB;
+	m = cdc_fl(2 * (uint64_t)RMB + 1, 0, CDC_CS_PEER_CONN_CLOSED);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_PROD_AFTER_DONE);
+	assert_int_equal(s.rx_prod, 2 * (uint64_t)RMB);
+}
+
+/* While EOF is held the window still binds the peer. */
+static void test_held_eof_keeps_window(void **state)
+{
+	struct cdc_rx_state s = fresh();
+	struct cdc_msg m = cdc_fl(RMB, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_DONE_WRITING);
+
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(s.eof_held);
+	s.rx_cons = s.rx_cons_sent = RMB / 2;
+	m = cdc_fl(RMB + RMB / 2 + 1, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_DONE_WRITING);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_BAD_PROD);
+	assert_int_equal(s.rx_prod, RMB);
+	/* its close after done_writing, still blocked: still held */
+	m = cdc_fl(RMB, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_DONE_WRITING | CDC_CS_PEER_CONN_CLOSED);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(s.eof_held && s.peer_closed);
+	/* an abort ends the stream with an error: nothing is held for it */
+	m = cdc_fl(RMB, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_CONN_ABORT);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(!s.eof_held);
+}
+
+/* The caller ends the hold (the peer had nothing more, or the bound). */
+static void test_hold_end(void **state)
+{
+	struct cdc_rx_state s = fresh();
+	struct cdc_msg m = cdc_fl(RMB, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_CONN_CLOSED);
+
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_false(cdc_rx_eof(&s));
+	cdc_rx_hold_end(&s);
+	assert_true(cdc_rx_eof(&s));
+	s.rx_cons = s.rx_cons_sent = RMB;
+	m = cdc_fl(RMB + 1, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_CONN_CLOSED);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_PROD_AFTER_DONE);
+	/* the flag on a later CDC does not hold EOF again */
+	m = cdc_fl(RMB, CDC_PF_WRITE_BLOCKED, CDC_CS_PEER_CONN_CLOSED);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(cdc_rx_eof(&s));
+}
+
+/* A peer that was not blocked when it closed (a usmc peer lingers until
+ * all is sent) gives EOF at once, even with our RMB full. */
+static void test_unblocked_close_no_hold(void **state)
+{
+	struct cdc_rx_state s = fresh();
+	struct cdc_msg m = cdc_fl(RMB, 0, CDC_CS_PEER_CONN_CLOSED);
+
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(cdc_rx_eof(&s) && !s.eof_held);
+}
+
 /* A stale (older) cursor is ignored, not a lie: cursors only grow. */
 static void test_stale_cursors_ignored(void **state)
 {
@@ -164,6 +258,10 @@ int main(void)
 		cmocka_unit_test(test_prod_behind_advertised),
 		cmocka_unit_test(test_bad_cursor),
 		cmocka_unit_test(test_data_after_done_writing),
+		cmocka_unit_test(test_close_while_blocked_holds_eof),
+		cmocka_unit_test(test_held_eof_keeps_window),
+		cmocka_unit_test(test_hold_end),
+		cmocka_unit_test(test_unblocked_close_no_hold),
 		cmocka_unit_test(test_stale_cursors_ignored),
 		cmocka_unit_test(test_flags),
 	};

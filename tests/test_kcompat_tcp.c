@@ -19,9 +19,11 @@
 
 #include <usmc/usmc.h>
 
+#include "common/hold_workers.h"
 #include "common/loopback.h"
 #include "ctx.h"
 #include "kcompat.h"
+#include "linux_proposal.h"
 #include "listen.h"
 #include "mono_clock.h"
 
@@ -188,14 +190,14 @@ static void test_congested_listener(void **state)
  * for USMC_OPT_CLC_TIMEOUT_MS. */
 static int stalled_smc_client(const struct fixture *f, const struct sockaddr *to, socklen_t len)
 {
-	static const uint8_t proposal_hdr[8] = {0xE2, 0xD4, 0xC3, 0xD9, 0x01, 0x00, 0x5c, 0x20};
 	int fd = socket(to->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	assert_true(fd >= 0);
 	kcompat_mark_client(f->ctx->kc, fd);
 	assert_int_equal(connect(fd, to, len), 0);
 	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd), KC_PEER_SMC);
-	assert_int_equal(send(fd, proposal_hdr, sizeof(proposal_hdr), 0), 8);
+	assert_int_equal(send(fd, linux_v2_proposal, sizeof(linux_v2_proposal), 0),
+			 (ssize_t)sizeof(linux_v2_proposal));
 	return fd;
 }
 
@@ -212,6 +214,32 @@ static void wait_hs_depth(struct usmc_listener *l, unsigned int in_hs, unsigned 
 	} while (mono_ms() - t0 < LONG_PROBE_MS);
 	fail_msg("in_handshake %u depth %u, expected %u %u", st.in_handshake, st.hs_queue_depth,
 		 in_hs, depth);
+}
+
+/* The flag the SYN-time decision reads is written after the queue moved
+ * (and after its cached copy): wait for it, and for the map write behind
+ * it, before a client's SYN relies on it. */
+static void wait_syn_congested(struct usmc_listener *l, bool congested)
+{
+	long t0 = mono_ms();
+
+	while (atomic_load(&l->kc.congested) != congested) {
+		assert_true(mono_ms() - t0 < LONG_PROBE_MS);
+		usleep(1000);
+	}
+	usleep(20000);
+}
+
+static void drain_accept_queue(struct usmc_listener *l)
+{
+	struct usmc_listener_stats st;
+	struct usmc_conn *s;
+
+	usmc_listener_stats(l, &st);
+	for (unsigned int i = 0; i < st.queued; i++) {
+		assert_int_equal(usmc_accept(l, 0, &s), 0);
+		usmc_close(s);
+	}
 }
 
 /* Auto-fallback: once the handshake queue is congested, the next SMC SYN
@@ -238,10 +266,13 @@ static void test_real_congestion(void **state)
 	assert_int_equal(usmc_listener_addr(l, &la, &llen), 0);
 	to = (struct sockaddr *)&la;
 
+	hold_workers(true);			 /* their handshakes are slow */
 	busy1 = stalled_smc_client(f, to, llen); /* the one worker */
 	wait_hs_depth(l, 1, 0);
+	wait_syn_congested(l, false);		 /* the worker took it: not congested */
 	busy2 = stalled_smc_client(f, to, llen); /* queued: depth 1 = congested */
 	wait_hs_depth(l, 2, 1);
+	wait_syn_congested(l, true);
 
 	assert_int_equal(usmc_connect(f->ctx, to, llen, 0, &c), 0);
 	assert_int_equal(usmc_conn_info(c, &ci), 0);
@@ -252,10 +283,23 @@ static void test_real_congestion(void **state)
 	usmc_close(s);
 	usmc_close(c);
 
-	/* drain: the stalled handshakes fail (EOF), the queue empties */
+	/* drain: the held handshakes end (their clients are gone), the
+	 * queue empties; whatever they left in the accept queue goes */
 	close(busy1);
 	close(busy2);
+	hold_workers(false);
 	wait_hs_depth(l, 0, 0);
+	drain_accept_queue(l);
+	/* still a storm (the queue was at its threshold within the last
+	 * LISTEN_STORM_HOLD_MS): SMC SYNs still get TCP at SYN time */
+	assert_int_equal(usmc_connect(f->ctx, to, llen, 0, &c), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(ci.reason, USMC_REASON_PEERNOSMC);
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	usmc_close(s);
+	usmc_close(c);
+	/* the storm ends by itself in the program: the option is back */
+	usleep((LISTEN_STORM_HOLD_MS + 100) * 1000);
 	assert_int_equal(usmc_connect(f->ctx, to, llen, 0, &c), 0);
 	assert_int_equal(usmc_conn_info(c, &ci), 0);
 	assert_int_not_equal(ci.reason, USMC_REASON_PEERNOSMC); /* option again */

@@ -51,6 +51,41 @@ static void test_decline_at_once(void **state)
 	assert_true(listen_decline_at_once(true, 4, 4));
 }
 
+/* Admission by cost (issue 15): a paced load is always admitted; in a
+ * storm one SMC client per LISTEN_BUDGET_DIV handshake times, and only
+ * when no handshake waits. */
+static void test_admit_by_cost(void **state)
+{
+	const int64_t ms = 1000000, cost = 20 * ms;
+	struct listen_admit_state st = {0};
+	int64_t t = 1000 * ms;
+	int admitted = 0;
+
+	/* off: everything goes to the pool, whatever the queue */
+	assert_int_equal(listen_admit_smcr(false, 1000, 4, t, cost, &st), LISTEN_ADMIT);
+	/* on, no storm: admitted at any rate below the threshold */
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(listen_admit_smcr(true, 3, 4, t + i, cost, &st), LISTEN_ADMIT);
+	assert_int_equal(st.storm_until_ns, 0);
+	/* the queue reaches its threshold: declined, and a storm begins */
+	assert_int_equal(listen_admit_smcr(true, 4, 4, t, cost, &st), LISTEN_DECLINE_QUEUE);
+	assert_int_equal(st.storm_until_ns, t + LISTEN_STORM_HOLD_MS * ms);
+	/* in the storm: nothing while a handshake waits */
+	assert_int_equal(listen_admit_smcr(true, 1, 4, t + ms, cost, &st), LISTEN_DECLINE_BUDGET);
+	/* one admission per LISTEN_BUDGET_DIV handshake times, the rest declined */
+	for (int64_t now = t + ms; now < t + LISTEN_STORM_HOLD_MS * ms; now += ms)
+		admitted += listen_admit_smcr(true, 0, 4, now, cost, &st) == LISTEN_ADMIT;
+	assert_int_equal(admitted, (LISTEN_STORM_HOLD_MS - 1) / (20 * LISTEN_BUDGET_DIV) + 1);
+	/* the storm is over: every client admitted again */
+	t += LISTEN_STORM_HOLD_MS * ms;
+	assert_int_equal(listen_admit_smcr(true, 0, 4, t, cost, &st), LISTEN_ADMIT);
+	assert_int_equal(listen_admit_smcr(true, 0, 4, t + 1, cost, &st), LISTEN_ADMIT);
+	/* no cost measured yet: the default */
+	st = (struct listen_admit_state){.storm_until_ns = t + 10 * ms};
+	assert_int_equal(listen_admit_smcr(true, 0, 4, t, 0, &st), LISTEN_ADMIT);
+	assert_int_equal(st.next_admit_ns, t + LISTEN_HS_COST_DEFAULT * LISTEN_BUDGET_DIV);
+}
+
 static void test_threshold_default(void **state)
 {
 	struct usmc_opts o;
@@ -174,6 +209,7 @@ int main(void)
 		cmocka_unit_test(test_backlog_room),
 		cmocka_unit_test(test_congested),
 		cmocka_unit_test(test_decline_at_once),
+		cmocka_unit_test(test_admit_by_cost),
 		cmocka_unit_test(test_threshold_default),
 		cmocka_unit_test(test_hist_bucket),
 		cmocka_unit_test(test_pool_depth),

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * The listener under load, over loopback (the TCP path), with real clients:
- *  - auto-fallback: handshakes made slow on purpose (clients that send a
- *    PROPOSAL header and the rest only later, so a pool worker blocks on
- *    them) congest the pool; a new SMC client then gets its DECLINE at
- *    once, with the congestion reason, and every connection completes;
+ *  - auto-fallback: handshakes made slow on purpose (the test holds the
+ *    pool's workers, tests/common/hold_workers.h) congest the pool; a new
+ *    SMC client then gets its DECLINE at once, with the congestion
+ *    reason, and every connection completes;
+ *  - a client that trickles its PROPOSAL holds no worker: another SMC
+ *    client is served at once by the only worker, and the trickler is
+ *    dropped at USMC_OPT_HS_TIMEOUT_MS (issue 13 item 7);
  *  - with auto-fallback off the same client waits for the pool and still
  *    completes;
  *  - backlog overflow: every client connection is accepted by the
@@ -36,6 +39,7 @@
 
 #include <usmc/usmc.h>
 
+#include "common/hold_workers.h"
 #include "common/loopback.h"
 #include "linux_proposal.h"
 #include "mono_clock.h"
@@ -149,19 +153,13 @@ static uint32_t read_decline(int fd, long ms)
 	return ntohl(diag);
 }
 
-/* An SMC client whose handshake is slow: the PROPOSAL header now, the
- * rest when finish_proposal() is called. */
-static int slow_smc_client(const struct env *e)
+/* An SMC client: its whole PROPOSAL. */
+static int smc_client(const struct env *e)
 {
 	int fd = client_connect(e);
 
-	send_all(fd, linux_v2_proposal, CLC_HDR_LEN);
+	send_all(fd, linux_v2_proposal, sizeof(linux_v2_proposal));
 	return fd;
-}
-
-static void finish_proposal(int fd)
-{
-	send_all(fd, linux_v2_proposal + CLC_HDR_LEN, sizeof(linux_v2_proposal) - CLC_HDR_LEN);
 }
 
 static void stats(const struct env *e, struct usmc_listener_stats *st)
@@ -212,16 +210,18 @@ static uint64_t hist_total(const struct usmc_listener_stats *st)
 }
 
 /*
- * One worker, threshold 1: slow client S1 occupies the worker, S2 waits in
- * the queue (depth 1 = congested).
+ * One worker, threshold 1, workers held: S1's handshake occupies the
+ * worker, S2 waits in the queue (depth 1 = congested). hold_workers(false)
+ * lets both complete.
  */
 static void congest(struct env *e, int *s1, int *s2)
 {
 	struct usmc_listener_stats st;
 
-	*s1 = slow_smc_client(e);
+	hold_workers(true);
+	*s1 = smc_client(e);
 	WAIT_FOR(e, st, st.hs_queue_high >= 1 && st.hs_queue_depth == 0);
-	*s2 = slow_smc_client(e);
+	*s2 = smc_client(e);
 	WAIT_FOR(e, st, st.hs_queue_depth == 1);
 }
 
@@ -252,10 +252,9 @@ static void test_congestion_fallback(void **state)
 	accept_check(&e, USMC_REASON_NOSMCRDEV, p);
 
 	/* the slow handshakes were never disturbed: they complete now */
-	finish_proposal(s1);
+	hold_workers(false);
 	assert_int_equal(read_decline(s1, WAIT_MS), DIAG_NOSMCRDEV);
 	accept_check(&e, USMC_REASON_NOSMCRDEV, s1);
-	finish_proposal(s2);
 	assert_int_equal(read_decline(s2, WAIT_MS), DIAG_NOSMCRDEV);
 	accept_check(&e, USMC_REASON_NOSMCRDEV, s2);
 
@@ -295,8 +294,7 @@ static void test_no_fallback_waits(void **state)
 	WAIT_FOR(&e, st, st.hs_queue_depth == 2);
 	assert_false(read_within(f, &b, 1, 300)); /* nothing: it is queued */
 
-	finish_proposal(s1);
-	finish_proposal(s2);
+	hold_workers(false);
 	assert_int_equal(read_decline(s1, WAIT_MS), DIAG_NOSMCRDEV);
 	assert_int_equal(read_decline(s2, WAIT_MS), DIAG_NOSMCRDEV);
 	assert_int_equal(read_decline(f, WAIT_MS), DIAG_NOSMCRDEV);
@@ -311,6 +309,77 @@ static void test_no_fallback_waits(void **state)
 	close(s1);
 	close(s2);
 	close(f);
+	env_close(&e);
+}
+
+/*
+ * Issue 13 item 7: clients that trickle their PROPOSAL a byte at a time
+ * hold no worker. With one worker and four tricklers, another SMC client
+ * gets its answer at once; each trickler is dropped when its whole
+ * handshake's time (USMC_OPT_HS_TIMEOUT_MS) is up, however it keeps
+ * sending, and counted as a failed handshake.
+ */
+#define TRICKLERS	   4
+#define TRICKLE_TIMEOUT_MS 1500
+#define TRICKLE_STEP_MS	   100
+
+static void test_trickler_holds_no_worker(void **state)
+{
+	struct usmc_listener_stats st;
+	int t[TRICKLERS], n, open = TRICKLERS;
+	size_t sent = CLC_HDR_LEN;
+	long t0, answer_ms;
+	struct env e;
+
+	(void)state;
+	assert_int_equal(usmc_ctx_create(&e.ctx), 0);
+	assert_int_equal(usmc_ctx_setopt(e.ctx, USMC_OPT_HS_THREADS, 1), 0);
+	assert_int_equal(usmc_ctx_setopt(e.ctx, USMC_OPT_HS_TIMEOUT_MS, TRICKLE_TIMEOUT_MS), 0);
+	e.l = lo_listen(e.ctx, 64, 0, &e.addr, &e.alen);
+	t0 = mono_ms();
+	for (int i = 0; i < TRICKLERS; i++) {
+		t[i] = client_connect(&e);
+		send_all(t[i], linux_v2_proposal, CLC_HDR_LEN);
+	}
+	sleep_ms(2 * TRICKLE_STEP_MS);
+
+	long tn = mono_ms();
+
+	n = smc_client(&e);
+	assert_int_equal(read_decline(n, AT_ONCE_MS), DIAG_NOSMCRDEV);
+	answer_ms = mono_ms() - tn;
+	accept_check(&e, USMC_REASON_NOSMCRDEV, n);
+	close(n);
+
+	/* the tricklers go on; each must be cut at its deadline */
+	while (open) {
+		assert_true(mono_ms() - t0 < TRICKLE_TIMEOUT_MS + WAIT_MS);
+		for (int i = 0; i < TRICKLERS; i++) {
+			struct pollfd p = {.fd = t[i], .events = POLLIN};
+			uint8_t b;
+
+			if (t[i] < 0)
+				continue;
+			if (poll(&p, 1, 0) == 1 && recv(t[i], &b, 1, 0) <= 0) {
+				long at = mono_ms() - t0;
+
+				print_message("trickler %d dropped after %ld ms\n", i, at);
+				assert_true(at >= TRICKLE_TIMEOUT_MS - 2 * TRICKLE_STEP_MS);
+				close(t[i]);
+				t[i] = -1;
+				open--;
+				continue;
+			}
+			if (sent < sizeof(linux_v2_proposal) - 1) /* never the last byte */
+				send(t[i], linux_v2_proposal + sent, 1, MSG_NOSIGNAL);
+		}
+		sent++;
+		sleep_ms(TRICKLE_STEP_MS);
+	}
+	print_message("SMC client answered in %ld ms beside %d tricklers\n", answer_ms, TRICKLERS);
+	WAIT_FOR(&e, st, st.in_handshake == 0);
+	assert_int_equal(st.hs_failed, TRICKLERS);
+	assert_int_equal(st.accepted, TRICKLERS + 1); /* by the accept thread */
 	env_close(&e);
 }
 
@@ -657,6 +726,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_congestion_fallback),
 		cmocka_unit_test(test_no_fallback_waits),
+		cmocka_unit_test(test_trickler_holds_no_worker),
 		cmocka_unit_test(test_flag_sets_option),
 		cmocka_unit_test(test_defer_accept),
 		cmocka_unit_test(test_backlog_overflow),

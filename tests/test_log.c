@@ -30,6 +30,7 @@
 
 #include <usmc/usmc.h>
 
+#include "common/hold_workers.h"
 #include "common/loopback.h"
 #include "linux_proposal.h"
 #include "log.h"
@@ -269,8 +270,8 @@ static void test_set_log_levels(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
-/* One worker, threshold 1, auto-fallback: two slow SMC clients congest the
- * pool; the next one is declined at once, and that is logged (WARN). */
+/* One worker, threshold 1, auto-fallback: two SMC clients whose handshakes
+ * the test holds congest the pool; the next one is declined at once, and that is logged (WARN). */
 static void test_congestion_logged(void **state)
 {
 	struct sockaddr_storage addr;
@@ -290,12 +291,13 @@ static void test_congestion_logged(void **state)
 	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_HS_CONGESTION, 1), 0);
 	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_CLC_TIMEOUT_MS, 20000), 0);
 	l = lo_listen(ctx, 16, USMC_LISTEN_AUTO_FALLBACK, &addr, &alen);
+	hold_workers(true); /* S1 occupies the worker, S2 waits: congested */
 	s1 = plain_connect_to(&addr, alen);
-	send_all(s1, linux_v2_proposal, CLC_HDR_LEN);
+	send_all(s1, linux_v2_proposal, sizeof(linux_v2_proposal));
 	for (t0 = mono_ms(); usmc_listener_stats(l, &st), st.hs_queue_high < 1;)
 		assert_true(mono_ms() - t0 < WAIT_MS);
 	s2 = plain_connect_to(&addr, alen);
-	send_all(s2, linux_v2_proposal, CLC_HDR_LEN);
+	send_all(s2, linux_v2_proposal, sizeof(linux_v2_proposal));
 	for (t0 = mono_ms(); usmc_listener_stats(l, &st), st.hs_queue_depth < 1;)
 		assert_true(mono_ms() - t0 < WAIT_MS);
 	f = plain_connect_to(&addr, alen);
@@ -306,6 +308,7 @@ static void test_congestion_logged(void **state)
 	close(f);
 	close(s1);
 	close(s2);
+	hold_workers(false);
 	assert_int_equal(usmc_listener_close(l), 0);
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }

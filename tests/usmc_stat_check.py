@@ -44,7 +44,9 @@ LGR = {"id": U64, "role": STR, "state": STR, "peer_id": STR, "device": STR, "por
        "connections": INT, "max_connections": INT,
        "buffers": {"rmb": [POOL], "sndbuf": [POOL]},
        "llc": {k: U64 for k in ("test_link_sent", "test_link_answered", "rkey_confirmed",
-                                "rkey_deleted")}}
+                                "rkey_deleted")},
+       "engine": {k: U64 for k in ("cqes", "wakeups", "channel_sleeps", "spins_ok", "doorbells",
+                                   "cq_arms", "ready_ops", "syscalls")}}
 SNAPSHOT = {"schema": INT, "pid": INT, "comm": STR, "version": STR, "context": INT,
             "kernel_compat": BOOL, "kernel_compat_cgroup": ("nullable", STR), "devices": [DEVICE],
             "counters": COUNTERS,

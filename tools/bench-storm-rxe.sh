@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Storm of short-lived connections over soft-RoCE (issue 7), all in one guest
-# run: usmc_storm server on host B, its clients on host A, 64-byte request
-# and response per connection, at each STORM_CLIENTS count, side by side:
+# Storm of short-lived connections over soft-RoCE (issues 7, 15), all in one
+# guest run: usmc_storm server on host B, its clients on host A, 64-byte
+# request and response per connection, at each STORM_CLIENTS count, side by
+# side:
 #   (a) plain sockets, server and clients               (the baseline)
 #   (b) usmc listener, auto-fallback off, usmc clients  (SMC-R over rxe)
 #   (c) usmc listener, auto-fallback on (-f), usmc clients
 #   (k) the Linux kernel's SMC-R: AF_SMC server, AF_SMC clients
-# then wrk -t 2 -c 64 -H 'Connection: close' from host A against
-# examples/httpd on host B: libusmc vs httpd -P (plain sockets).
-# The table gives req/s, errors (clients + server), connect p50/p99, the
-# client connections that ran SMC-R or TCP, "cong" (declined at once by a
-# congested usmc listener), "hserr" (failed handshakes, either side: usmc
-# counters, or the kernel's SMC statistics), and the ratios to (a) and (k);
-# each program's raw line (and its first failures, described) on stderr.
+#   (u) usmc listener, auto-fallback off, the kernel's AF_SMC clients
+#   (f) usmc listener, auto-fallback on, the kernel's AF_SMC clients
+# STORM_ROUNDS rounds (rows alternating within a round); the table gives
+# each figure's median over the rounds: req/s, errors (clients + server,
+# summed), connect p50/p99, the client connections that ran SMC-R or TCP
+# and the SMC-R share, "cong" (declined at once by a congested usmc
+# listener), "hserr" (failed handshakes, either side: usmc counters, or the
+# kernel's SMC statistics), the ratios to (a) and (k), and the cost per
+# connection: the guest's CPU (see cpu_stats), its system calls and context
+# switches per connection (perf stat -a over the client run: both ends,
+# every thread, rxe's kernel threads), and the LLC messages on the link per
+# SMC-R connection (the usmc ends' counters; "-" where both ends are the
+# kernel); "budget": of "cong", those a usmc listener declined by its
+# storm admission budget (docs/listener.md "Admission by cost").
+# Then, unless STORM_WRK=0, wrk -t 2 -c 64 -H 'Connection: close'
+# from host A against examples/httpd on host B: libusmc vs httpd -P.
+# Each program's raw line (and its first failures, described) on stderr.
 # Usage (host):
 #   tests/rxe/vm-run.sh --setup two --smc -- $PWD/tools/bench-storm-rxe.sh $PWD/build [SECONDS=5]
 # Client threads: usmc_connect() runs the CLC handshake in the calling
@@ -22,7 +33,8 @@
 # Env: STORM_CLIENTS (default "64 256"), STORM_THREADS client threads of
 #      plain and AF_SMC clients (2), STORM_USMC_THREADS of usmc clients
 #      (default: one per client),
-#      STORM_ROWS (default "a b c k": a subset, to look at one row),
+#      STORM_ROWS (default "a b c k u f": a subset, to look at one row),
+#      STORM_ROUNDS (3), STORM_PERF (1; 0: no perf stat),
 #      STORM_WRK (1; 0 skips wrk), STORM_WRK_ROUNDS (3, alternating),
 #      STORM_PORT first port (18800), USMC_PROBE_MS (default here 1000).
 # Exit 1 on any error (either side, wrk socket errors or non-2xx), when a
@@ -35,7 +47,9 @@ SECS=${2:-5}
 CLIENTS=${STORM_CLIENTS:-64 256}
 THREADS=${STORM_THREADS:-2}
 USMC_THREADS=${STORM_USMC_THREADS:-}
-ROWS=${STORM_ROWS:-a b c k}
+ROWS=${STORM_ROWS:-a b c k u f}
+ROUNDS=${STORM_ROUNDS:-3}
+PERF=${STORM_PERF:-1}
 WRK=${STORM_WRK:-1}
 WRK_ROUNDS=${STORM_WRK_ROUNDS:-3}
 PORT=${STORM_PORT:-18800}
@@ -111,6 +125,38 @@ cpu_stats() { # row reqs: prints "busy ms/req kern"
 }
 share() { awk -v s="$1" -v t="$2" 'BEGIN { if (s + t > 0) printf "%.1f%%", 100 * s / (s + t); else print "-" }'; }
 
+# System calls and context switches of the whole guest over a client run:
+# perf stat -a (both hosts share the guest's kernel: both ends, every
+# thread, rxe's kernel work). PERF_PID while running.
+PERF_PID=
+perf_ok=0
+if [ "$PERF" = 1 ] && command -v perf >/dev/null; then
+	[ -e /sys/kernel/tracing/events/raw_syscalls ] ||
+		mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+	perf stat -a -x, -e raw_syscalls:sys_enter,context-switches -o "$OUT/perf.probe" \
+		-- true 2>/dev/null && perf_ok=1
+	[ "$perf_ok" = 1 ] || echo "bench-storm-rxe: perf stat -a unusable here: no syscall counts" >&2
+fi
+perf_start() { # row
+	[ "$perf_ok" = 1 ] || return 0
+	perf stat -a -x, -e raw_syscalls:sys_enter,context-switches -o "$OUT/$1.perf" &
+	PERF_PID=$!
+	PIDS+=("$PERF_PID")
+	sleep 0.2 # let it open its counters before the clients start
+}
+perf_stop() {
+	[ -n "$PERF_PID" ] || return 0
+	kill -INT "$PERF_PID" 2>/dev/null || true
+	wait "$PERF_PID" 2>/dev/null || true
+	PERF_PID=
+}
+perf_count() { # row event: the count, empty if none
+	[ -s "$OUT/$1.perf" ] || return 0
+	awk -F, -v e="$2" '$3 == e && $1 ~ /^[0-9]+$/ { print $1 }' "$OUT/$1.perf"
+}
+per() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.0f", a / b; else print "-" }'; }
+per1() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.1f", a / b; else print "-" }'; }
+
 wait_listen() { # port pid: 0 once something listens on B:port
 	for _ in $(seq "$LISTEN_WAIT"); do
 		kill -0 "$2" 2>/dev/null || return 1
@@ -153,6 +199,7 @@ run() {
 		die "$row: server ${srv_args[*]} does not listen on $B:$port"
 	fi
 	t1=$EPOCHREALTIME
+	perf_start "$row"
 	head -1 /proc/stat >"$OUT/$row.stat0"
 	timeout -k 5 $((SECS + CLIENT_SLACK)) "$STORM" -a "$B" -p "$port" -d "$SECS" \
 		-c "$c" -t "$t" --server none "${cli_args[@]}" \
@@ -165,6 +212,7 @@ run() {
 	[ "$rc" = 0 ] || [ "$rc" = 3 ] || fail=1
 	rc=0
 	head -1 /proc/stat >"$OUT/$row.stat1"
+	perf_stop
 	t2=$EPOCHREALTIME
 	stop_server "$pid" || rc=$?
 	case $rc in
@@ -180,57 +228,95 @@ run() {
 }
 
 declare -A SRV=([a]="--server plain" [b]="--server usmc" [c]="--server usmc -f"
-	[k]="--server smc")
+	[k]="--server smc" [u]="--server usmc" [f]="--server usmc -f")
 declare -A CLI=([a]="--client plain" [b]="--client usmc" [c]="--client usmc"
-	[k]="--client smc")
+	[k]="--client smc" [u]="--client smc" [f]="--client smc")
 declare -A NAME=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
-	[c]="(c) usmc, auto-fallback on" [k]="(k) kernel SMC-R (AF_SMC)")
+	[c]="(c) usmc, auto-fallback on" [k]="(k) kernel SMC-R (AF_SMC)"
+	[u]="(u) AF_SMC -> usmc, af off" [f]="(f) AF_SMC -> usmc, af on")
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
-	"server on B $B, clients on A $A, ${SECS}s per run, client threads $THREADS" \
-	"(usmc: ${USMC_THREADS:-one per client})," \
+	"server on B $B, clients on A $A, ${SECS}s per run, $ROUNDS rounds (medians)," \
+	"client threads $THREADS (usmc: ${USMC_THREADS:-one per client})," \
 	"USMC_PROBE_MS=$USMC_PROBE_MS"
 summary=()
-printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s %5s %6s %5s\n' clients run \
-	'req/s' errors 'p50 us' 'p99 us' 'SMC-R' 'TCP' 'share' 'cong' 'hserr' 'vs(a)' 'vs(k)' \
-	busy ms/req kern >"$OUT/table"
+FMT='%-7s %-28s %7s %6s %8s %8s %6s %6s %6s %5s %5s %5s %5s %4s %6s %4s %6s %5s %5s %6s\n'
+# shellcheck disable=SC2059 # the format is ours
+printf "$FMT" clients run 'req/s' errors 'p50 us' 'p99 us' 'SMC-R' 'TCP' 'share' 'cong' \
+	'hserr' 'vs(a)' 'vs(k)' busy ms/req kern 'sys/c' 'cs/c' 'llc/c' 'budget' >"$OUT/table"
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
+# M[row.field] collects one value per round, space-separated
+declare -A M=()
+put() { M[$1.$2]="${M[$1.$2]:-} $3"; }
+med() { tr ' ' '\n' <<<"${M[$1.$2]:-}" | grep -v '^$' | grep -v '^-$' | median; }
+sum() { tr ' ' '\n' <<<"${M[$1.$2]:-}" | awk '{ s += $1 } END { print s + 0 }'; }
 for c in $CLIENTS; do
-	declare -A rps=() errs=() smcr=() tcp=() p50=() p99=() cong=() hserr=()
+	M=()
+	for r in $(seq "$ROUNDS"); do
+		for k in $ROWS; do
+			t=$THREADS
+			[ "${CLI[$k]}" != "--client usmc" ] || t=${USMC_THREADS:-$c}
+			row="$c$k$r"
+			# shellcheck disable=SC2086 # word splitting wanted
+			run "$row" "$c" "$t" ${SRV[$k]} -- ${CLI[$k]}
+			cli=$(cat "$OUT/$row.cli") srv=$(cat "$OUT/$row.srv")
+			reqs=$(num reqs "$cli")
+			put "$k" rps "$(field req_per_s "$cli")"
+			put "$k" errs $(($(num errors "$cli") + $(num srv_errors "$srv")))
+			put "$k" smcr "$(num client_smcr "$cli")"
+			put "$k" tcp "$(num client_tcp "$cli")"
+			put "$k" p50 "$(field connect_p50_us "$cli")"
+			put "$k" p99 "$(field connect_p99_us "$cli")"
+			put "$k" cong "$(num srv_congested "$srv")"
+			put "$k" budget "$(num srv_budget "$srv")"
+			put "$k" hserr $(($(num client_hs_errors "$cli") + $(num hs_failed "$srv")))
+			read -r busy msreq kern <<<"$(cpu_stats "$row" "$reqs")"
+			put "$k" busy "${busy%\%}"
+			put "$k" msreq "$msreq"
+			put "$k" kern "${kern%\%}"
+			put "$k" sysc "$(per "$(perf_count "$row" raw_syscalls:sys_enter)" "$reqs")"
+			put "$k" csc "$(per1 "$(perf_count "$row" context-switches)" "$reqs")"
+			# LLC messages on the link: each usmc end counts what it sent and
+			# received; with usmc at both ends every message is counted twice
+			llc=-
+			case $k in
+			b | c) llc=$(per1 "$((($(num llc_sent "$cli") + $(num llc_received "$cli") +
+				$(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")) / 2))" \
+				"$(num client_smcr "$cli")") ;;
+			u | f) llc=$(per1 "$(($(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")))" \
+				"$(num client_smcr "$cli")") ;;
+			esac
+			put "$k" llc "$llc"
+			echo "round $r $c clients ${NAME[$k]}: $(field req_per_s "$cli") req/s," \
+				"$msreq ms/req, $(med "$k" sysc | tr -d '\n') sys/conn (median so far)" >&2
+			if [ "$k" != a ] && [ "$(num client_smcr "$cli")" = 0 ]; then
+				echo "bench-storm-rxe: $c clients, ${NAME[$k]}, round $r: no connection ran SMC-R" >&2
+				fail=1
+			fi
+		done
+	done
+	declare -A rps=()
 	for k in $ROWS; do
-		t=$THREADS
-		[ "${CLI[$k]}" != "--client usmc" ] || t=${USMC_THREADS:-$c}
-		# shellcheck disable=SC2086 # word splitting wanted
-		run "$c$k" "$c" "$t" ${SRV[$k]} -- ${CLI[$k]}
-		cli=$(cat "$OUT/$c$k.cli") srv=$(cat "$OUT/$c$k.srv")
-		rps[$k]=$(field req_per_s "$cli")
-		errs[$k]=$(($(num errors "$cli") + $(num srv_errors "$srv")))
-		smcr[$k]=$(num client_smcr "$cli") tcp[$k]=$(num client_tcp "$cli")
-		p50[$k]=$(field connect_p50_us "$cli") p99[$k]=$(field connect_p99_us "$cli")
-		cong[$k]=$(field srv_congested "$srv")
-		hserr[$k]=$(($(num client_hs_errors "$cli") + $(num hs_failed "$srv")))
-		[ "${errs[$k]}" = 0 ] || fail=1
-		if [ "$k" != a ] && [ "${smcr[$k]}" = 0 ]; then
-			echo "bench-storm-rxe: $c clients, ${NAME[$k]}: no connection ran SMC-R" >&2
-			fail=1
-		fi
+		rps[$k]=$(med "$k" rps)
+		[ "$(sum "$k" errs)" = 0 ] || fail=1
 	done
 	for k in $ROWS; do
 		if [ "$k" = a ]; then sh=- smc=- tc=-; else
-			sh=$(share "${smcr[$k]}" "${tcp[$k]}") smc=${smcr[$k]} tc=${tcp[$k]}
+			smc=$(med "$k" smcr) tc=$(med "$k" tcp) sh=$(share "$smc" "$tc")
 		fi
-		# shellcheck disable=SC2046 # three columns
-		printf '%-7s %-28s %8s %6s %8s %8s %7s %7s %7s %6s %6s %6s %6s %5s %6s %5s\n' "$c" \
-			"${NAME[$k]}" "${rps[$k]}" "${errs[$k]}" "${p50[$k]}" "${p99[$k]}" "$smc" "$tc" \
-			"$sh" "${cong[$k]}" "${hserr[$k]}" "$(ratio "${rps[$k]}" "${rps[a]:-}")" \
-			"$(ratio "${rps[$k]}" "${rps[k]:-}")" \
-			$(cpu_stats "$c$k" "$(num reqs "$(cat "$OUT/$c$k.cli")")") >>"$OUT/table"
+		# shellcheck disable=SC2059 # the format is ours
+		printf "$FMT" "$c" "${NAME[$k]}" "${rps[$k]}" "$(sum "$k" errs)" "$(med "$k" p50)" \
+			"$(med "$k" p99)" "$smc" "$tc" "$sh" "$(med "$k" cong)" "$(sum "$k" hserr)" \
+			"$(ratio "${rps[$k]}" "${rps[a]:-}")" "$(ratio "${rps[$k]}" "${rps[k]:-}")" \
+			"$(med "$k" busy)%" "$(med "$k" msreq)" "$(med "$k" kern)%" "$(med "$k" sysc)" \
+			"$(med "$k" csc)" "$(med "$k" llc)" "$(med "$k" budget)" >>"$OUT/table"
 	done
 	line="$c clients:"
-	for r in c/a b/a b/k c/k; do
-		line+=" (${r%/*})/(${r#*/}) $(ratio "${rps[${r%/*}]:-}" "${rps[${r#*/}]:-}"),"
+	for q in c/a b/a b/k c/k u/k f/a; do
+		line+=" (${q%/*})/(${q#*/}) $(ratio "${rps[${q%/*}]:-}" "${rps[${q#*/}]:-}"),"
 	done
 	summary+=("${line%,}")
-	unset rps errs smcr tcp p50 p99 cong hserr
+	unset rps
 done
 
 # wrk from host A against httpd on host B: libusmc vs plain sockets
@@ -250,7 +336,6 @@ wrk_run() { # name httpd-flags...: req/s in $OUT/wrk.NAME; 1 on errors
 	[ -z "$bad" ] || { echo "bench-storm-rxe: wrk against httpd $*: $bad" >&2 && return 1; }
 	[ -s "$OUT/wrk.$name" ] || { echo "bench-storm-rxe: wrk against httpd $* failed" >&2 && return 1; }
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 if [ "$WRK" = 1 ]; then
 	# alternating rounds, medians: single TCG runs vary by up to 40 %
 	for r in $(seq "$WRK_ROUNDS"); do

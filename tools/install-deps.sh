@@ -14,7 +14,10 @@ PACKAGES=(
 	# checks: sanitizers, fuzzers, style, leaks, man pages (lint, man -l)
 	clang libclang-rt-14-dev clang-format valgrind mandoc man-db
 	# plain TCP peers and load for the examples' tests
-	wrk curl netcat-openbsd
+	wrk curl netcat-openbsd socat
+	# unmodified programs under usmc_run (tests/preload, docs/preload.md);
+	# their services are not started (policy-rc.d below)
+	nginx-light redis-server iperf3
 	# usmc-stat tests: the JSON schema checker (tests/usmc_stat_check.py)
 	python3
 	# soft-RoCE harness (tests/rxe): guest kernel is fetched, not installed
@@ -35,4 +38,14 @@ SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# No package may start a daemon (nginx, redis): the tests run their own.
+policy=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	policy=/usr/sbin/policy-rc.d
+	printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+	$SUDO chmod +x "$policy"
+fi
+rc=0
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+[ -z "$policy" ] || $SUDO rm -f "$policy"
+exit $rc

@@ -19,6 +19,12 @@
  * A round trip is one message of size B each way; the first tenth of the
  * iterations warms up and is not measured. The stream ends with a 1-byte
  * acknowledgement, so its time covers delivery, not just buffering.
+ * With libusmc in SMC-R mode a ping-pong line also gives this end's cost per
+ * round trip from the engine counters (usmc_ctx_stats().engine): thread
+ * wake-ups, system calls as the library counts them, completions and
+ * doorbells (wakeups=, syscalls=, cqes=, doorbells=, channel_sleeps=,
+ * spins_ok= per message); the server prints the same for its end on
+ * stdout ("server: ..." lines).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,7 +62,8 @@ struct bconn {
 #define AF_SMC 43
 #endif
 
-static bool use_tcp; /* a kernel socket: TCP or, with sock_family AF_SMC, SMC */
+static bool use_tcp;		   /* a kernel socket: TCP or, with sock_family AF_SMC, SMC */
+static struct usmc_ctx *bench_ctx; /* libusmc's context (NULL with --api tcp|smc) */
 static int sock_family = AF_INET;
 static const char *bind_ip; /* --bind: source address of kernel client sockets */
 
@@ -132,6 +139,40 @@ static void parse_addr(const char *s, struct sockaddr_in *sa)
 	}
 }
 
+/* ---- engine counters ---- */
+
+static void engine_snap(struct usmc_engine_stats *e)
+{
+	struct usmc_ctx_stats st;
+
+	memset(e, 0, sizeof(*e));
+	if (!bench_ctx)
+		return;
+	usmc_ctx_stats(bench_ctx, &st);
+	*e = st.engine;
+}
+
+/* " wakeups=x syscalls=y ..." per message between @a and now, or "" when
+ * there is nothing to count (a kernel socket, a connection on TCP). */
+static void engine_per_msg(const struct usmc_engine_stats *a, uint64_t msgs, char *out, size_t len)
+{
+	struct usmc_engine_stats b;
+	double m = (double)(msgs ? msgs : 1);
+
+	*out = '\0';
+	engine_snap(&b);
+	if (!bench_ctx || b.doorbells == a->doorbells)
+		return;
+	snprintf(out, len,
+		 " wakeups=%.2f syscalls=%.2f cqes=%.2f doorbells=%.2f channel_sleeps=%.2f"
+		 " spins_ok=%.2f cq_arms=%.2f ready_ops=%.2f",
+		 (double)(b.wakeups - a->wakeups) / m, (double)(b.syscalls - a->syscalls) / m,
+		 (double)(b.cqes - a->cqes) / m, (double)(b.doorbells - a->doorbells) / m,
+		 (double)(b.channel_sleeps - a->channel_sleeps) / m,
+		 (double)(b.spins_ok - a->spins_ok) / m, (double)(b.cq_arms - a->cq_arms) / m,
+		 (double)(b.ready_ops - a->ready_ops) / m);
+}
+
 /* ---- server ---- */
 
 static int serve_stream(struct bconn *c, uint8_t *buf, uint64_t total)
@@ -156,10 +197,23 @@ static void *serve_conn(void *arg)
 
 	while (!rc && !recv_all(c, &h, sizeof(h))) {
 		if (h.op == BENCH_PING && h.size <= BENCH_CHUNK) {
+			uint64_t warm = h.count / 11; /* the client's iters / 10 */
+			struct usmc_engine_stats e0;
+			char per[256];
+
+			engine_snap(&e0);
 			for (uint64_t i = 0; !rc && i < h.count; i++) {
+				if (i == warm)
+					engine_snap(&e0);
 				rc = recv_all(c, buf, h.size);
 				if (!rc)
 					rc = send_all(c, buf, h.size);
+			}
+			engine_per_msg(&e0, h.count - warm, per, sizeof(per));
+			if (!rc && *per) {
+				printf("server: test=pingpong size=%u iters=%llu%s\n", h.size,
+				       (unsigned long long)(h.count - warm), per);
+				fflush(stdout);
 			}
 		} else if (h.op == BENCH_STREAM) {
 			rc = serve_stream(c, buf, h.count);
@@ -231,10 +285,15 @@ static int pingpong(struct bconn *c, const char *api, uint32_t size, uint64_t it
 	uint8_t *buf = calloc(1, size ? size : 1);
 	double *lat = calloc(iters, sizeof(double)), sum = 0;
 	int rc = buf && lat ? send_all(c, &h, sizeof(h)) : -ENOMEM;
+	struct usmc_engine_stats e0;
+	char per[256];
 
+	engine_snap(&e0);
 	for (uint64_t i = 0; !rc && i < h.count; i++) {
 		double t0 = mono_ns() / 1e3; /* us */
 
+		if (i == warm)
+			engine_snap(&e0);
 		rc = send_all(c, buf, size);
 		if (!rc)
 			rc = recv_all(c, buf, size);
@@ -242,12 +301,13 @@ static int pingpong(struct bconn *c, const char *api, uint32_t size, uint64_t it
 			lat[i - warm] = mono_ns() / 1e3 - t0;
 	}
 	if (!rc) {
+		engine_per_msg(&e0, iters, per, sizeof(per));
 		for (uint64_t i = 0; i < iters; i++)
 			sum += lat[i];
 		qsort(lat, iters, sizeof(double), cmp_double);
-		printf("api=%s test=pingpong size=%u iters=%llu rtt_us=%.1f p50_us=%.1f p99_us=%.1f\n",
+		printf("api=%s test=pingpong size=%u iters=%llu rtt_us=%.1f p50_us=%.1f p99_us=%.1f%s\n",
 		       api, size, (unsigned long long)iters, sum / (double)iters, lat[iters / 2],
-		       lat[iters * 99 / 100]);
+		       lat[iters * 99 / 100], per);
 	}
 	free(lat);
 	free(buf);
@@ -411,6 +471,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usmc_ctx_create failed%s%s\n", *msg ? ": " : "", msg);
 		return 1;
 	}
+	bench_ctx = ctx;
 	parse_addr(srv ? srv : cli, &sa);
 	if (srv)
 		return run_server(ctx, &sa);

@@ -573,7 +573,7 @@ static void print_human(const struct jv *s)
 	arr = jv_get(s, "link_groups");
 	for (size_t i = 0; arr && i < arr->n; i++) {
 		const struct jv *g = arr->items[i], *llc = jv_get(g, "llc"),
-				*b = jv_get(g, "buffers");
+				*b = jv_get(g, "buffers"), *e = jv_get(g, "engine");
 
 		printf("  LGR 0x%08" PRIx64 " %s %s %s/%" PRIu64 " peer=%s gid %s -> %s qp %" PRIu64
 		       " -> %" PRIu64 " conns=%" PRIu64 "/%" PRIu64 "\n",
@@ -588,6 +588,13 @@ static void print_human(const struct jv *s)
 		       " rkey_confirmed=%" PRIu64 " rkey_deleted=%" PRIu64 "\n",
 		       jv_u64(llc, "test_link_sent"), jv_u64(llc, "test_link_answered"),
 		       jv_u64(llc, "rkey_confirmed"), jv_u64(llc, "rkey_deleted"));
+		if (e)
+			printf("    engine: cqes=%" PRIu64 " wakeups=%" PRIu64
+			       " channel_sleeps=%" PRIu64 " spins_ok=%" PRIu64 " doorbells=%" PRIu64
+			       " cq_arms=%" PRIu64 " ready_ops=%" PRIu64 " syscalls=%" PRIu64 "\n",
+			       jv_u64(e, "cqes"), jv_u64(e, "wakeups"), jv_u64(e, "channel_sleeps"),
+			       jv_u64(e, "spins_ok"), jv_u64(e, "doorbells"), jv_u64(e, "cq_arms"),
+			       jv_u64(e, "ready_ops"), jv_u64(e, "syscalls"));
 	}
 }
 

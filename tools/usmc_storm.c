@@ -853,13 +853,14 @@ static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
 	}
 	printf(" clients=%d secs=%d reqs=%llu req_per_s=%.0f errors=%llu connect_p50_us=%u "
 	       "connect_p99_us=%u client_smcr=%llu client_tcp=%llu client_hs_errors=%llu "
-	       "lgrs_created=%llu declined_busy=%llu drained=%llu abandoned=%llu",
+	       "lgrs_created=%llu declined_busy=%llu drained=%llu abandoned=%llu llc_sent=%llu "
+	       "llc_received=%llu",
 	       cfg.clients, cfg.seconds, (unsigned long long)reqs, reqs * 1e6 / (double)elapsed_us,
 	       (unsigned long long)errors, nlat ? lat[nlat / 2] : 0,
 	       nlat ? lat[nlat * 99 / 100] : 0, (unsigned long long)smcr, (unsigned long long)tcp,
 	       (unsigned long long)hs_err, (unsigned long long)cs.lgrs_created,
-	       (unsigned long long)busy, (unsigned long long)drained,
-	       (unsigned long long)abandoned);
+	       (unsigned long long)busy, (unsigned long long)drained, (unsigned long long)abandoned,
+	       (unsigned long long)cs.llc_sent, (unsigned long long)cs.llc_received);
 	free(lat);
 	return errors;
 }
@@ -884,13 +885,15 @@ static uint64_t report_server(const struct kstats *ks)
 	}
 	printf(" srv_accepted=%llu srv_reqs=%llu srv_smcr=%llu srv_tcp=%llu srv_congested=%llu "
 	       "srv_errors=%llu hs_failed=%llu hs_queue_high=%u backlog_full=%llu "
-	       "listen_drops=%llu accept_uring=%d srv_lgrs_created=%llu",
+	       "listen_drops=%llu accept_uring=%d srv_lgrs_created=%llu srv_llc_sent=%llu "
+	       "srv_llc_received=%llu srv_budget=%llu",
 	       (unsigned long long)srv_accepted, (unsigned long long)srv_reqs,
 	       (unsigned long long)smcr, (unsigned long long)tcp,
 	       (unsigned long long)st.congestion_fallbacks, (unsigned long long)srv_errors,
 	       (unsigned long long)hs_err, st.hs_queue_high, (unsigned long long)st.backlog_full,
 	       (unsigned long long)st.listen_drops, st.accept_uring,
-	       (unsigned long long)cs.lgrs_created);
+	       (unsigned long long)cs.lgrs_created, (unsigned long long)cs.llc_sent,
+	       (unsigned long long)cs.llc_received, (unsigned long long)st.budget_fallbacks);
 	return srv_errors;
 }
 

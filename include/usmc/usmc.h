@@ -219,6 +219,14 @@ enum usmc_opt {
 	 * (docs/usmc-stat.md). Read by usmc_ctx_create(); usmc_ctx_setopt()
 	 * starts or stops it. Env USMC_STAT, default 1. */
 	USMC_OPT_STAT,
+	/* Listener: milliseconds a client's whole SMC-R handshake may take,
+	 * from its accept to its final mode, however slowly it sends (each
+	 * CLC message also within USMC_OPT_CLC_TIMEOUT_MS). Past it the
+	 * connection is dropped and counted in hs_failed. A client that has
+	 * not sent the whole of a CLC message holds no handshake worker: the
+	 * accept thread waits for its bytes. Env USMC_HS_TIMEOUT_MS, default
+	 * 10000, range 100..600000. */
+	USMC_OPT_HS_TIMEOUT_MS,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
@@ -268,6 +276,25 @@ struct usmc_device_info {
  */
 int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max);
 
+/*
+ * Counters of the SMC-R data path: how many completions were polled and
+ * what they cost in thread wake-ups and system calls. Per link group in
+ * usmc_conn_info().lgr_engine (the connection's link group, shared with
+ * the other connections to that peer), summed over every link group the
+ * context ever had in usmc_ctx_stats().engine. Deltas around a workload
+ * divided by its message count give the cost per message (usmc_bench).
+ */
+struct usmc_engine_stats {
+	uint64_t cqes;		 /* work completions polled */
+	uint64_t wakeups;	 /* data-path sleeps that ended: a thread woke */
+	uint64_t channel_sleeps; /* of those, sleeps on the completion channel */
+	uint64_t spins_ok;	 /* waits that polling the CQ ended before any sleep */
+	uint64_t doorbells;	 /* ibv_post_send() calls */
+	uint64_t cq_arms;	 /* ibv_req_notify_cq() calls */
+	uint64_t ready_ops;	 /* writes and reads of the usmc_conn_fd() descriptor */
+	uint64_t syscalls;	 /* system calls of the data path, as the library counts them */
+};
+
 struct usmc_ctx_stats {
 	uint64_t connects;     /* usmc_connect() that established a connection */
 	uint64_t accepts;      /* connections returned by usmc_accept() */
@@ -277,6 +304,14 @@ struct usmc_ctx_stats {
 	uint64_t open_conns;   /* connections not yet closed */
 	uint64_t lgrs_created; /* SMC-R link groups ever created */
 	uint64_t lgrs_open;    /* SMC-R link groups that exist now (idle ones too) */
+	/* LLC messages (the link's 44-byte control messages: CONFIRM_LINK,
+	 * CONFIRM_RKEY, DELETE_RKEY, TEST_LINK ..., requests and responses)
+	 * sent and received over all of this context's link groups; 0 from a
+	 * library older than these fields */
+	uint64_t llc_sent;
+	uint64_t llc_received;
+	/* appended after 0.2: the SMC-R engine, all link groups ever */
+	struct usmc_engine_stats engine;
 };
 
 /**
@@ -466,6 +501,10 @@ struct usmc_listener_stats {
 	uint64_t listen_drops;	       /* kernel: connections this listen socket dropped */
 	uint64_t hs_time_hist[USMC_HS_HIST_BUCKETS]; /* CLC handshakes by duration */
 	int accept_uring;			     /* 1: io_uring multishot accept; 0: accept4 */
+	/* of congestion_fallbacks, those declined while the handshake queue was
+	 * below its threshold: a storm's SMC-R admission budget was spent
+	 * (docs/listener.md "Admission by cost"); 0 from an older library */
+	uint64_t budget_fallbacks;
 };
 
 /**
@@ -520,6 +559,24 @@ int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_
 		      unsigned int flags);
 
 /**
+ * usmc_conn_connect_fd() - usmc_conn_connect() on @fd, a TCP socket of the
+ * caller (AF_INET or AF_INET6 as @addr, SOCK_STREAM, IPPROTO_TCP, not
+ * connected) instead of a new one: a socket already bound (bind(2) to a
+ * local address or port) or with options set before the connect
+ * (SO_RCVBUF, IP_TOS, SO_MARK, TCP_NODELAY, ...). Returns as
+ * usmc_conn_connect(). The checks made before it takes @fd fail with
+ * -EINVAL (bad arguments; a listening, non-TCP or connected socket),
+ * -EBADF, -ENOTSOCK or -EAFNOSUPPORT (@fd is not of @addr's family), and
+ * @fd then stays the caller's. Past them the connection owns @fd whatever
+ * the call returns: the library sets O_NONBLOCK and FD_CLOEXEC on it, and
+ * usmc_close() closes it. A connect that fails with the socket's own
+ * errno (-ECONNREFUSED, -EADDRNOTAVAIL, ...) leaves the connection to be
+ * closed, as usmc_conn_connect().
+ */
+int usmc_conn_connect_fd(struct usmc_conn *c, int fd, const struct sockaddr *addr,
+			 socklen_t addrlen, unsigned int flags);
+
+/**
  * usmc_connect_finish() - complete a non-blocking connect: 0 when the
  * connection is established, -EINPROGRESS if not yet (poll again), or the
  * negative errno of the failed connect (the connection must then be closed).
@@ -536,14 +593,19 @@ int usmc_connect_finish(struct usmc_conn *c);
  * library keeps exactly in step with the connection (docs/smcr.md). It is
  * stable from the moment the connection is established: after a
  * non-blocking connect, take it again once usmc_connect_finish() returned 0.
- * Do not read, write or close it yourself.
+ * Do not read, write or close it yourself. In SMC-R mode the first call
+ * creates it: a connection whose user only blocks in usmc_recv/usmc_send
+ * pays nothing for readiness. Returns the descriptor, -EINVAL (NULL), or
+ * the negative errno of creating it (-EMFILE...).
  */
 int usmc_conn_fd(const struct usmc_conn *c);
 
 /**
  * usmc_send() / usmc_sendv() - send bytes; returns how many were taken
  * (> 0), -EAGAIN if non-blocking and no room, -EPIPE after usmc_shutdown()
- * (SHUT_WR), -ECONNRESET or -EPIPE after a peer reset (below), or
+ * (SHUT_WR), -EPIPE in SMC-R mode once the peer closed the connection (not
+ * a shutdown(SHUT_WR): it reads nothing more; a TCP peer answers such data
+ * with a reset), -ECONNRESET or -EPIPE after a peer reset (below), or
  * another negative errno (-ETIMEDOUT, -EPROTO, ...) when the connection
  * failed. Never raises SIGPIPE.
  * After a peer reset (usmc_abort(), close with unread data, the peer
@@ -624,6 +686,8 @@ struct usmc_conn_info {
 	uint8_t smc_version; /* 2 for SMC-Rv2 when SMC-R, else 0 */
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
+	/* appended after 0.2: the engine counters of its link group (SMC-R), else 0 */
+	struct usmc_engine_stats lgr_engine;
 };
 
 /**

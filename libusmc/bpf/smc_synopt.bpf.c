@@ -8,7 +8,8 @@
  *  client: its SYN carries the option; the SYN-ACK tells whether the
  *          server answered with it (KC_SOCK_PEER_SMC on the socket).
  *  server: its SYN-ACK carries the option only if the SYN had it and the
- *          listener is not congested (the kernel's SMC_LIMIT_HS); the
+ *          listener is not congested (the kernel's SMC_LIMIT_HS) nor in a
+ *          storm (libusmc's admission by cost, docs/listener.md); the
  *          accepted socket gets KC_SOCK_PEER_SMC when it did.
  *
  * Only sockets libusmc marked (KC_SOCK_USMC in usmc_socks, set through the
@@ -133,6 +134,12 @@ static int syn_flow(struct bpf_sock_ops *skops, struct kc_flow_key *k)
 	return 0;
 }
 
+/* Answer SMC SYNs without the option: congested, or in a storm. */
+static int suppressed(const struct kc_listen_val *l)
+{
+	return l->congested || bpf_ktime_get_ns() < l->storm_until_ns;
+}
+
 /* An SMC SYN answered without the option: the accepted socket learns why. */
 static void note_suppressed(struct kc_listen_val *l, struct kc_flow_key *k)
 {
@@ -163,7 +170,7 @@ static void hdr_len(struct bpf_sock_ops *skops)
 		__sync_fetch_and_add(&l->plain, 1);
 		return;
 	}
-	if (had > 0 && l->congested) {
+	if (had > 0 && suppressed(l)) {
 		if (!syn_flow(skops, &k))
 			note_suppressed(l, &k);
 		return;
@@ -194,7 +201,7 @@ static void write_synack(struct bpf_sock_ops *skops)
 	}
 	if (!had)
 		return;
-	if (l->congested) { /* became congested since the length callback */
+	if (suppressed(l)) { /* became congested since the length callback */
 		note_suppressed(l, &k);
 		return;
 	}

@@ -48,8 +48,30 @@ static void apply_flags(struct cdc_rx_state *s, const struct cdc_msg *m)
 		s->peer_abort = true;
 }
 
+/*
+ * EOF is held from the CDC that ends the peer's stream if that CDC says the
+ * peer is blocked on our window, and ends with the first later CDC that
+ * says it is not (cdc_rx.h). An abort ends the stream with an error: nothing
+ * is held for it.
+ */
+static void apply_hold(struct cdc_rx_state *s, bool ended_before)
+{
+	if (s->peer_abort || !(s->peer_done_writing || s->peer_closed))
+		s->eof_held = false;
+	else if (!ended_before)
+		s->eof_held = s->peer_write_blocked;
+	else if (!s->peer_write_blocked)
+		s->eof_held = false;
+}
+
+void cdc_rx_hold_end(struct cdc_rx_state *s)
+{
+	s->eof_held = false;
+}
+
 enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m)
 {
+	bool ended = s->peer_done_writing || s->peer_closed;
 	int64_t prod, cons;
 
 	if (!cdc_curs_valid(m->prod, s->rmb_len) || !cdc_curs_valid(m->cons, s->peer_len))
@@ -62,12 +84,13 @@ enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m
 		return CDC_RX_BAD_CONS;
 	/* cursors are sequenced: one that went back is stale, not news */
 	if ((uint64_t)prod > s->rx_prod) {
-		if (s->peer_done_writing || s->peer_closed)
+		if (ended && !s->eof_held)
 			return CDC_RX_PROD_AFTER_DONE;
 		s->rx_prod = (uint64_t)prod;
 	}
 	if ((uint64_t)cons > s->peer_cons)
 		s->peer_cons = (uint64_t)cons;
 	apply_flags(s, m);
+	apply_hold(s, ended);
 	return CDC_RX_OK;
 }

@@ -15,7 +15,26 @@
  *   peer_cons <= tx_sent and tx_sent - peer_cons <= peer_len: the send
  *     window is never negative;
  *   an honest CDC (cons = tx_sent) always reopens the whole window: a lie
- *     costs the liar's connection, never a stall it cannot clear.
+ *     costs the liar's connection, never a stall it cannot clear;
+ *   eof_held only while the peer ended its stream (done writing or closed)
+ *     and has not aborted, and once cdc_rx_eof() holds, rx_prod never moves
+ *     again: data after the end the application was told of is refused.
+ *
+ * Held EOF: Linux's close gives up waiting for its send buffer when a
+ * signal is pending (net/smc/smc_close.c smc_close_active() ->
+ * smc_close_stream_wait()) and sends peer_conn_closed with the producer
+ * cursor as it stands; when our consumer cursor opens the window its
+ * receive path writes the rest after the close, close flag still set
+ * (net/smc/smc_cdc.c smc_cdc_msg_recv_action() -> smc_tx_pending()). Linux
+ * sets write_blocked at every write that fills our window (net/smc/smc_tx.c
+ * smc_tx_rdma_writes(): to_send >= rmbespace) and keeps it until a write
+ * that does not, so a stream that ends with the flag set may still have
+ * data behind it: EOF waits (eof_held) and producer advances are taken,
+ * within the window as ever, until a CDC comes without the flag (the
+ * peer's last write took all it had) or the caller ends the hold
+ * (cdc_rx_hold_end(): it asked and the peer had nothing, or its bound
+ * passed). A usmc peer never sets the flag on the CDC that ends its
+ * stream (it lingers until all is sent), so it never holds EOF.
  */
 #ifndef USMC_CDC_RX_H
 #define USMC_CDC_RX_H
@@ -34,6 +53,7 @@ struct cdc_rx_state {
 	uint64_t tx_sent;      /* RDMA-written to the peer up to here */
 	uint64_t peer_cons;    /* the peer consumed up to here */
 	bool peer_write_blocked, peer_done_writing, peer_closed, peer_abort;
+	bool eof_held;	      /* the peer ended its stream while blocked: EOF waits */
 	bool cons_update_due; /* the peer asked, or waits, for our consumer cursor */
 };
 
@@ -43,11 +63,22 @@ enum cdc_rx_verdict {
 	CDC_RX_BAD_CURSOR,	/* a cursor outside its ring */
 	CDC_RX_BAD_PROD,	/* producer behind our consumer cursor or a ring beyond it */
 	CDC_RX_BAD_CONS,	/* consumer cursor ahead of what we sent, or below zero */
-	CDC_RX_PROD_AFTER_DONE, /* data after the peer said it was done writing */
+	CDC_RX_PROD_AFTER_DONE, /* data after the end of the peer's stream (not held) */
 };
 
 /* Apply @m to @s. On a refusal @s is unchanged: the connection must end. */
 enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m);
+
+/* The peer's stream has ended and nothing is held back: a reader that took
+ * everything up to rx_prod sees EOF. */
+static inline bool cdc_rx_eof(const struct cdc_rx_state *s)
+{
+	return (s->peer_done_writing || s->peer_closed) && !s->eof_held;
+}
+
+/* The caller ends a held EOF (the peer had nothing more, or the bound
+ * passed): from now on its producer cursor may not move. */
+void cdc_rx_hold_end(struct cdc_rx_state *s);
 
 /* The cursor of stream total @total on a ring of @size bytes. */
 struct cdc_cursor cdc_rx_curs_of(uint64_t total, uint32_t size);

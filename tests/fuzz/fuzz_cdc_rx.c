@@ -5,16 +5,18 @@
  * from the peer (cursors at offsets from what it could honestly know, so
  * that both honest values and lies just past them come up, plus raw wire
  * values) or a step of our own side (the application reads, we send data,
- * we tell the peer our consumer cursor). After every operation the
- * invariants of cdc_rx.h must hold; at the end an honest CDC must be
- * accepted and reopen the whole send window.
+ * we tell the peer our consumer cursor, we end a held EOF). After every
+ * operation the invariants of cdc_rx.h must hold, among them that once
+ * cdc_rx_eof() says the stream ended its producer cursor never moves again;
+ * at the end an honest CDC must be accepted and reopen the whole send
+ * window.
  */
 #include <string.h>
 
 #include "cdc_rx.h"
 #include "fuzz_common.h"
 
-enum op { OP_PEER_CDC, OP_PEER_RAW, OP_READ, OP_SEND, OP_TELL, OP_COUNT };
+enum op { OP_PEER_CDC, OP_PEER_RAW, OP_READ, OP_SEND, OP_TELL, OP_HOLD_END, OP_COUNT };
 
 struct script {
 	const uint8_t *p;
@@ -35,8 +37,19 @@ static uint32_t take(struct script *s, int bytes)
 	return v;
 }
 
-static void check_invariants(const struct cdc_rx_state *st)
+static void check_invariants(const struct cdc_rx_state *st, const struct cdc_rx_state *before)
 {
+	bool ended = st->peer_done_writing || st->peer_closed;
+
+	/* the reader was told of the end: nothing after it is taken */
+	if (cdc_rx_eof(before))
+		FUZZ_ASSERT(st->rx_prod == before->rx_prod && cdc_rx_eof(st));
+	/* held only for a stream that ended without an abort, and never again
+	 * once released */
+	FUZZ_ASSERT(!st->eof_held || (ended && !st->peer_abort));
+	if (st->eof_held)
+		FUZZ_ASSERT(before->eof_held ||
+			    !(before->peer_done_writing || before->peer_closed));
 	FUZZ_ASSERT(st->rx_cons <= st->rx_prod);
 	FUZZ_ASSERT(st->rx_cons_sent <= st->rx_cons);
 	FUZZ_ASSERT(st->rx_prod - st->rx_cons_sent <= st->rmb_len);
@@ -88,6 +101,9 @@ static void step(struct cdc_rx_state *st, struct script *s)
 	case OP_TELL: /* a CDC of ours carried the consumer cursor */
 		st->rx_cons_sent = st->rx_cons;
 		break;
+	case OP_HOLD_END: /* the peer had nothing more, or the bound passed */
+		cdc_rx_hold_end(st);
+		break;
 	}
 }
 
@@ -98,15 +114,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				  .peer_len = 16384u << (take(&s, 1) % 6)};
 	struct cdc_msg honest;
 
-	while (s.left)
-		step(&st, &s), check_invariants(&st);
+	while (s.left) {
+		struct cdc_rx_state before = st;
+
+		step(&st, &s);
+		check_invariants(&st, &before);
+	}
 	/* no stall the peer cannot clear: an honest CDC reopens the window */
 	honest = (struct cdc_msg){.prod = cdc_rx_curs_of(st.rx_prod, st.rmb_len),
 				  .cons = cdc_rx_curs_of(st.tx_sent, st.peer_len)};
-	if (!st.peer_done_writing && !st.peer_closed)
+	if (!cdc_rx_eof(&st))
 		honest.prod = cdc_rx_curs_of(st.rx_cons_sent + st.rmb_len, st.rmb_len);
-	FUZZ_ASSERT(cdc_rx_apply(&st, &honest) == CDC_RX_OK);
+	{
+		struct cdc_rx_state before = st;
+
+		FUZZ_ASSERT(cdc_rx_apply(&st, &honest) == CDC_RX_OK);
+		check_invariants(&st, &before);
+	}
 	FUZZ_ASSERT(st.peer_cons == st.tx_sent);
-	check_invariants(&st);
 	return 0;
 }

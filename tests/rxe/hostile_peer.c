@@ -463,6 +463,37 @@ static void conn_init(struct hp_link *lk, struct hp_conn *c)
 	lk->conns[lk->nconns++] = c;
 }
 
+/* The PROPOSAL of an honest SMC-Rv2 client on @lk. */
+static void build_proposal(const struct hp_link *lk, struct clc_proposal *pp)
+{
+	struct clc_proposal p = {0};
+
+	p.version = CLC_V2;
+	p.typev1 = CLC_TYPE_N;
+	p.typev2 = CLC_TYPE_R;
+	memcpy(p.peer_id, lk->peer_id, CLC_PEER_ID_LEN);
+	memcpy(p.gid, lk->gid, CLC_GID_LEN);
+	memcpy(p.mac, lk->mac, CLC_MAC_LEN);
+	p.has_smcd_info = true;
+	p.has_v2_ext = true;
+	p.eid_count = 1;
+	memcpy(p.eid[0], lk->ueid, CLC_EID_LEN);
+	p.release = CLC_RELEASE_1;
+	memcpy(p.roce_gid, lk->gid, CLC_GID_LEN);
+	p.max_conns = 255;
+	p.max_links = 1;
+	p.feature_mask = 1;
+	*pp = p;
+}
+
+int hp_proposal_bytes(const struct hp_link *lk, uint8_t *buf, size_t cap)
+{
+	struct clc_proposal p;
+
+	build_proposal(lk, &p);
+	return clc_proposal_encode(&p, buf, cap);
+}
+
 void hp_propose(struct hp_link *lk, struct hp_conn *c, const struct sockaddr_in *srv,
 		void (*edit)(struct clc_proposal *p, void *arg), void *arg)
 {
@@ -484,21 +515,7 @@ void hp_propose(struct hp_link *lk, struct hp_conn *c, const struct sockaddr_in 
 	CHECK(!getsockname(c->fd, (struct sockaddr *)&me, &sl), "getsockname");
 	c->port = ntohs(me.sin_port);
 
-	p.version = CLC_V2;
-	p.typev1 = CLC_TYPE_N;
-	p.typev2 = CLC_TYPE_R;
-	memcpy(p.peer_id, lk->peer_id, CLC_PEER_ID_LEN);
-	memcpy(p.gid, lk->gid, CLC_GID_LEN);
-	memcpy(p.mac, lk->mac, CLC_MAC_LEN);
-	p.has_smcd_info = true;
-	p.has_v2_ext = true;
-	p.eid_count = 1;
-	memcpy(p.eid[0], lk->ueid, CLC_EID_LEN);
-	p.release = CLC_RELEASE_1;
-	memcpy(p.roce_gid, lk->gid, CLC_GID_LEN);
-	p.max_conns = 255;
-	p.max_links = 1;
-	p.feature_mask = 1;
+	build_proposal(lk, &p);
 	if (edit)
 		edit(&p, arg);
 	len = clc_proposal_encode(&p, buf, sizeof(buf));
@@ -615,33 +632,53 @@ static void fill_ac(struct clc_accept_confirm *m, uint8_t type, const struct hp_
 	m->psn = lk->psn;
 }
 
+/* The CONFIRM an honest peer answers @c's ACCEPT with (@edit may lie). */
+static void build_confirm(struct hp_conn *c, struct clc_accept_confirm *m,
+			  void (*edit)(struct clc_accept_confirm *m, void *arg), void *arg)
+{
+	struct hp_link *lk = c->lk;
+	const struct clc_accept_confirm *a = &c->acc;
+
+	memset(m, 0, sizeof(*m));
+	fill_ac(m, CLC_CONFIRM, c, a->first_contact);
+	memcpy(m->eid, a->eid, CLC_EID_LEN);
+	if (a->first_contact) {
+		m->fce.v2_direct = true;
+		m->fce.os_type = CLC_OS_LINUX;
+		m->fce.release = a->fce.release > CLC_RELEASE_1 ? CLC_RELEASE_1 : a->fce.release;
+		memset(m->fce.hostname, ' ', sizeof(m->fce.hostname));
+		memcpy(m->fce.hostname, "hostile", 7);
+		m->fce.max_conns = a->fce.max_conns;
+		m->fce.max_links = a->fce.max_links;
+		m->fce.feature_mask = a->fce.feature_mask & 1;
+		m->gid_count = 1;
+		memcpy(m->gids[0], lk->gid, CLC_GID_LEN);
+	}
+	if (edit)
+		edit(m, arg);
+}
+
+int hp_confirm_bytes(struct hp_conn *c, uint8_t *buf, size_t cap)
+{
+	struct clc_accept_confirm m;
+
+	build_confirm(c, &m, NULL, NULL);
+	return clc_accept_confirm_encode(&m, buf, cap);
+}
+
 int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, void *arg), void *arg)
 {
 	struct hp_link *lk = c->lk;
 	const struct clc_accept_confirm *a = &c->acc;
-	struct clc_accept_confirm m = {0};
+	struct clc_accept_confirm m;
 	uint8_t buf[CLC_ACCEPT_MAX_LEN];
 	double deadline;
 	struct llc_msg r;
 	int len, rc;
 
-	fill_ac(&m, CLC_CONFIRM, c, a->first_contact);
-	memcpy(m.eid, a->eid, CLC_EID_LEN);
-	if (a->first_contact) {
-		m.fce.v2_direct = true;
-		m.fce.os_type = CLC_OS_LINUX;
-		m.fce.release = a->fce.release > CLC_RELEASE_1 ? CLC_RELEASE_1 : a->fce.release;
-		memset(m.fce.hostname, ' ', sizeof(m.fce.hostname));
-		memcpy(m.fce.hostname, "hostile", 7);
-		m.fce.max_conns = a->fce.max_conns;
-		m.fce.max_links = a->fce.max_links;
-		m.fce.feature_mask = a->fce.feature_mask & 1;
-		m.gid_count = 1;
-		memcpy(m.gids[0], lk->gid, CLC_GID_LEN);
+	build_confirm(c, &m, edit, arg);
+	if (a->first_contact)
 		qp_rtr(lk, a);
-	}
-	if (edit)
-		edit(&m, arg);
 	len = clc_accept_confirm_encode(&m, buf, sizeof(buf));
 	CHECK(len > 0, "clc_accept_confirm_encode: %d", len);
 	send_all_fd(c->fd, buf, (size_t)len);

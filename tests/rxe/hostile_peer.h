@@ -123,6 +123,11 @@ int hp_await_accept(struct hp_conn *c, int timeout_ms);
  * wait for CONFIRM_LINK, go to RTS and answer it). @edit may lie. Returns 0
  * or a negative errno. */
 int hp_confirm(struct hp_conn *c, void (*edit)(struct clc_accept_confirm *m, void *arg), void *arg);
+/* The bytes of the CONFIRM hp_confirm() would send (a scenario sends them
+ * its own way); their length, or a negative WIRE_E_* code. */
+int hp_confirm_bytes(struct hp_conn *c, uint8_t *buf, size_t cap);
+/* The bytes of the PROPOSAL hp_propose() would send from @lk. */
+int hp_proposal_bytes(const struct hp_link *lk, uint8_t *buf, size_t cap);
 /* hp_propose + hp_await_accept + hp_confirm, all must succeed. */
 void hp_connect(struct hp_link *lk, struct hp_conn *c, const struct sockaddr_in *srv);
 /* Close the TCP socket (no close CDC: a rude peer). */

@@ -8,6 +8,7 @@
 #define USMC_TEST_SMCR_COMMON_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +29,19 @@ static inline struct sockaddr_in host_addr(const char *env, uint16_t port)
 
 	CHECK(h && inet_pton(AF_INET, h, &sa.sin_addr) == 1, "%s not set (run in the guest)", env);
 	return sa;
+}
+
+/* Open descriptors of this process, less ., .. and the directory's own. */
+static inline int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	CHECK(d, "opendir /proc/self/fd");
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3;
 }
 
 static inline long env_long(const char *name, long def)

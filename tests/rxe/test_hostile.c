@@ -817,13 +817,13 @@ static int cmp_d(const void *a, const void *b)
 
 /* @n honest handshakes (reuse of the honest link group), one at a time;
  * a failed one counts with the time it took to fail. Returns the median. */
-static double median_connect(int n, double *all, int *failed)
+static double median_connect_to(const struct sockaddr_in *to, int n, double *all, int *failed)
 {
 	*failed = 0;
 	for (int i = 0; i < n; i++) {
 		struct usmc_conn *c;
 		double t0 = mono_s();
-		int rc = usmc_connect(ch, (struct sockaddr *)&srv_addr, sizeof(srv_addr), 0, &c);
+		int rc = usmc_connect(ch, (const struct sockaddr *)to, sizeof(*to), 0, &c);
 
 		all[i] = mono_s() - t0;
 		if (rc) {
@@ -838,6 +838,11 @@ static double median_connect(int n, double *all, int *failed)
 	}
 	qsort(all, (size_t)n, sizeof(*all), cmp_d);
 	return all[n / 2];
+}
+
+static double median_connect(int n, double *all, int *failed)
+{
+	return median_connect_to(&srv_addr, n, all, failed);
 }
 
 static void run_silentfc(void)
@@ -871,6 +876,203 @@ static void run_silentfc(void)
 	CHECK(!fa, "%d of %d honest handshakes failed during the attack", fa, N);
 	CHECK(ma <= 2 * mb, "silent first contacts slow an honest handshake %.1fx (limit 2x)",
 	      ma / mb);
+}
+
+/* ---- 7: slow clients pin no handshake worker ---- */
+
+/*
+ * A server with the default two handshake workers and a whole-handshake
+ * deadline (USMC_OPT_HS_TIMEOUT_MS). Four attackers from the honest
+ * client's address, in a loop: two send a PROPOSAL header and trickle the
+ * rest a byte at a time, two trickle the CONFIRM: one of a first contact
+ * each time (a new system ID), one of a reuse of its own link group
+ * (answering LLC meanwhile, as an honest peer would: this is about slow
+ * CLC, not silent LLC). The honest client's handshakes stay within 2x
+ * of their time without the attackers, and every attacker is cut at the
+ * deadline, not before and not much after.
+ */
+#define TRICKLE_HS_MS	4000
+#define TRICKLE_BYTE_MS 50
+#define TRICKLE_CUT_MS	(TRICKLE_HS_MS + 1500) /* deadline + the guest's slack */
+#define TRICKLERS	4
+
+static struct sockaddr_in trickle_srv;
+static atomic_bool trickle_stop;
+static atomic_int trickle_cuts[TRICKLERS], trickle_early, trickle_late, trickle_declined;
+
+struct trickler {
+	int who;
+	struct hp_link lk;
+	struct hp_conn first; /* the first contact of its link group */
+};
+
+/* Send @buf[@len] from byte @from on, a byte every TRICKLE_BYTE_MS, until
+ * the server closes the socket (attacker @who's cut, checked against the
+ * deadline from @t0), or the attack stops. Never sends the last byte. */
+static void trickle(int who, int fd, const uint8_t *buf, size_t len, size_t from, double t0,
+		    struct hp_link *lk)
+{
+	double ms;
+
+	for (size_t i = from; !atomic_load(&trickle_stop); i++) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		char b[256];
+
+		if (i + 1 < len && send(fd, buf + i, 1, MSG_NOSIGNAL) != 1)
+			break;
+		if (lk) /* answer the link group's LLC meanwhile */
+			hp_poll(lk, TRICKLE_BYTE_MS);
+		if (poll(&pfd, 1, lk ? 0 : TRICKLE_BYTE_MS) > 0 && recv(fd, b, sizeof(b), 0) <= 0)
+			break;
+	}
+	if (atomic_load(&trickle_stop))
+		return;
+	atomic_fetch_add(&trickle_cuts[who], 1);
+	ms = (mono_s() - t0) * 1e3;
+	if (ms > TRICKLE_CUT_MS || ms < TRICKLE_HS_MS - 2 * TRICKLE_BYTE_MS) {
+		printf("  attacker %d cut after %.0f ms (deadline %d ms)\n", who, ms,
+		       TRICKLE_HS_MS);
+		atomic_fetch_add(ms > TRICKLE_CUT_MS ? &trickle_late : &trickle_early, 1);
+	}
+}
+
+/* The PROPOSAL's header at once (an SMC client, says the probe), then the
+ * rest a byte at a time. */
+static void *proposal_trickler(void *arg)
+{
+	struct trickler *t = arg;
+	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
+	int len = hp_proposal_bytes(&t->lk, buf, sizeof(buf));
+
+	CHECK(len > 0, "proposal bytes");
+	while (!atomic_load(&trickle_stop)) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		double t0 = mono_s();
+
+		CHECK(fd >= 0 && !bind(fd, (struct sockaddr *)&t->lk.bind, sizeof(t->lk.bind)) &&
+			      !connect(fd, (struct sockaddr *)&trickle_srv, sizeof(trickle_srv)),
+		      "trickler connect: %s", strerror(errno));
+		CHECK(send(fd, buf, CLC_HDR_LEN, MSG_NOSIGNAL) == CLC_HDR_LEN, "header");
+		trickle(t->who, fd, buf, (size_t)len, CLC_HDR_LEN, t0, NULL);
+		close(fd);
+	}
+	return NULL;
+}
+
+/* Its own link group first, then again and again: a whole PROPOSAL, the
+ * ACCEPT (CONFIRM_RKEY answered), the CONFIRM a byte at a time. */
+static void *confirm_trickler(void *arg)
+{
+	struct trickler *t = arg;
+	bool first_contacts = t->who == 2; /* a new system ID each time */
+
+	if (!first_contacts)
+		hp_connect(&t->lk, &t->first, &trickle_srv);
+	while (!atomic_load(&trickle_stop)) {
+		uint8_t buf[CLC_ACCEPT_MAX_LEN];
+		struct hp_conn c;
+		double t0 = mono_s();
+		int len;
+
+		hp_propose(&t->lk, &c, &trickle_srv, first_contacts ? edit_random_id : NULL, NULL);
+		if (hp_await_accept(&c, TRICKLE_CUT_MS) == 0) {
+			len = hp_confirm_bytes(&c, buf, sizeof(buf));
+			CHECK(len > 0, "confirm bytes");
+			trickle(t->who, c.fd, buf, (size_t)len, 0, t0, &t->lk);
+		} else {
+			atomic_fetch_add(&trickle_declined, 1);
+		}
+		close(c.fd);
+		ibv_dereg_mr(c.rmb_mr);
+		free(c.rmb);
+		/* c lives on this stack: hp_link_close must not see it (the
+		 * link's QP never left INIT for a first contact: reusable) */
+		t->lk.nconns = first_contacts ? 0 : 1;
+	}
+	return NULL;
+}
+
+/* The trickle server's accept queue, emptied as the honest client fills it. */
+static void *trickle_drain(void *arg)
+{
+	struct usmc_listener *l = arg;
+
+	while (!atomic_load(&trickle_stop)) {
+		struct usmc_conn *c;
+
+		if (usmc_accept(l, 0, &c) == 0)
+			usmc_close(c);
+		else
+			usleep(5000);
+	}
+	return NULL;
+}
+
+static bool every_trickler_cut(void)
+{
+	for (int i = 0; i < TRICKLERS; i++)
+		if (!atomic_load(&trickle_cuts[i]))
+			return false;
+	return true;
+}
+
+static void run_trickle(void)
+{
+	enum { N = 7 };
+	struct sockaddr_in sa = host_addr("USMC_TEST_HOST_B", 0);
+	static struct trickler tr[TRICKLERS];
+	pthread_t th[TRICKLERS], drain;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	double base[N], att[N], mb, ma, t0;
+	struct usmc_listener *l;
+	struct usmc_ctx *srv;
+	int fb, fa;
+
+	CHECK(!usmc_ctx_create(&srv), "ctx");
+	CHECK(!usmc_ctx_setopt(srv, USMC_OPT_HS_TIMEOUT_MS, TRICKLE_HS_MS), "hs timeout option");
+	CHECK(!usmc_listen(srv, (struct sockaddr *)&sa, sizeof(sa), 64, USMC_LISTEN_NONBLOCK, &l),
+	      "listen");
+	CHECK(!usmc_listener_addr(l, &ss, &len), "listener addr");
+	memcpy(&trickle_srv, &ss, sizeof(trickle_srv));
+	pthread_create(&drain, NULL, trickle_drain, l);
+	median_connect_to(&trickle_srv, 1, base, &fb); /* the first contact */
+	mb = median_connect_to(&trickle_srv, N, base, &fb);
+	CHECK(!fb, "%d honest handshakes failed without an attacker", fb);
+	for (int i = 0; i < TRICKLERS; i++) {
+		tr[i].who = i;
+		hp_link_open(&tr[i].lk, NULL, &addr_a);
+		pthread_create(&th[i], NULL, i < 2 ? proposal_trickler : confirm_trickler, &tr[i]);
+	}
+	usleep(500000);
+	ma = median_connect_to(&trickle_srv, N, att, &fa);
+	/* let every attacker meet its deadline at least once */
+	for (t0 = mono_s(); !every_trickler_cut() && mono_s() - t0 < 3 * TRICKLE_CUT_MS / 1e3;)
+		usleep(100000);
+	atomic_store(&trickle_stop, true);
+	for (int i = 0; i < TRICKLERS; i++) {
+		pthread_join(th[i], NULL);
+		hp_link_close(&tr[i].lk);
+	}
+	pthread_join(drain, NULL);
+	printf("  honest handshake (reuse), median of %d: %.1f ms without attackers "
+	       "(min %.1f max %.1f), %.1f ms beside %d tricklers (min %.1f max %.1f, %d failed): "
+	       "%.1fx; cut %d+%d (PROPOSAL) %d+%d (CONFIRM) times, %d early, %d late; "
+	       "%d first contacts declined\n",
+	       N, mb * 1e3, base[0] * 1e3, base[N - 1] * 1e3, ma * 1e3, TRICKLERS, att[0] * 1e3,
+	       att[N - 1] * 1e3, fa, ma / mb, atomic_load(&trickle_cuts[0]),
+	       atomic_load(&trickle_cuts[1]), atomic_load(&trickle_cuts[2]),
+	       atomic_load(&trickle_cuts[3]), atomic_load(&trickle_early),
+	       atomic_load(&trickle_late), atomic_load(&trickle_declined));
+	CHECK(!usmc_listener_close(l) && !usmc_ctx_destroy(srv), "close the trickle server");
+	CHECK(!fa, "%d of %d honest handshakes failed beside the tricklers", fa, N);
+	CHECK(ma <= 2 * mb, "tricklers slow an honest handshake %.1fx (limit 2x)", ma / mb);
+	for (int i = 0; i < TRICKLERS; i++)
+		CHECK(atomic_load(&trickle_cuts[i]), "attacker %d was never cut", i);
+	CHECK(!atomic_load(&trickle_late), "%d attackers outlived the deadline",
+	      atomic_load(&trickle_late));
+	CHECK(!atomic_load(&trickle_early), "%d attackers were cut before the deadline",
+	      atomic_load(&trickle_early));
 }
 
 /* ---- 13: link groups per peer address are capped ---- */
@@ -1161,6 +1363,7 @@ int main(int argc, char **argv)
 		{"rkeysilent", run_rkeysilent},
 		{"badconfirm", run_badconfirm},
 		{"silentfc", run_silentfc},
+		{"trickle", run_trickle},
 		{"spoof", run_spoof},
 		{"srvcursor", run_srvcursor},
 		{"srvnolink", run_srvnolink},

@@ -15,10 +15,13 @@
  *   k2u_data_server_close  the same, the server closes, the client sees EOF
  *   u2k_data_client_close  usmc client -> kernel server, client closes
  *   u2k_data_server_close  usmc client -> kernel server, server closes
- *   k2u_sequential         200 connections one after another: 1 link group
- *   u2k_sequential         on each end (kernel: smc_kctl lgr; usmc: stats)
+ *   k2u_sequential         300 connections one after another: 1 link group
+ *   u2k_sequential         on each end (kernel: smc_kctl lgr; usmc: stats);
+ *                          RMBs reused with their rkeys kept: usmc starts
+ *                          no LLC flow in the second half (issue 15)
  *   k2u_concurrent         50 connections open at once, all in 1 link
- *   u2k_concurrent         group on each end, data on all at the same time
+ *   u2k_concurrent         group on each end, data on all at the same time;
+ *                          twice, the second round on the pooled RMBs
  *   k2u_testlink           net.smc.smcr_testlink_time = 1 s: the kernel
  *   u2k_testlink           tests the idle link, usmc answers, data after
  *   killed_kernel_peer     the kernel server process is SIGKILLed while it
@@ -27,7 +30,8 @@
  *                          sends: the kernel client sees EOF/error (the
  *                          kernel finds out by TEST_LINK: 2 s here)
  * Host A (USMC_TEST_HOST_A) runs the clients, host B the servers.
- * Env: USMC_INTEROP_BYTES (64 MiB) for the data scenarios.
+ * Env: USMC_INTEROP_BYTES (64 MiB) for the data scenarios, USMC_INTEROP_SEQ
+ * (300) connections for the sequential ones.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -50,6 +54,8 @@
 
 #include "../common/pattern.h"
 #include "conn.h"
+#include "bufpool.h"
+#include "ctx.h"
 #include "kernel_peer.h"
 #include "lgr.h"
 #include "mono_clock.h"
@@ -59,7 +65,6 @@
 #define UEID	      "USMC-INTEROP-TEST"
 #define TESTLINK_PATH "/proc/sys/net/smc/smcr_testlink_time"
 #define CHUNK	      65536
-#define SEQ_CONNS     200
 #define CONC_CONNS    50
 
 static const char *kctl, *host_a, *host_b;
@@ -436,8 +441,37 @@ static void expect_usmc_lgrs(struct usmc_ctx *ctx)
 	assert_int_equal(st.fallbacks, 0);
 }
 
+/* What the usmc end's LLC did, summed over its link groups. */
+struct llc_view {
+	uint64_t rkey_flows; /* CONFIRM_RKEY and DELETE_RKEY requests it started */
+	uint64_t test_links; /* TEST_LINK probes it started (keepalive, a peer gone quiet) */
+	uint64_t barriers;   /* barrier TEST_LINKs (held EOFs, hang-ups: smcr_llc_barrier()) */
+	uint64_t rmbs;	     /* RMBs its pools hold: each new one costs one CONFIRM_RKEY */
+};
+
+/* The requests usmc itself started, by kind (each counted as it left, never
+ * derived from totals that an answer in flight updates one at a time). */
+static struct llc_view usmc_llc_view(struct usmc_ctx *ctx)
+{
+	struct llc_view v = {0};
+	struct lgr *l;
+
+	pthread_mutex_lock(&ctx->rdma.lock);
+	for (l = ctx->rdma.lgrs; l; l = l->next) {
+		v.rkey_flows += atomic_load(&l->llc.rkey_requests);
+		v.barriers += atomic_load(&l->llc.barrier_gen);
+		v.test_links += atomic_load(&l->llc.test_link_sent);
+		for (uint8_t c = 0; c < SMC_BUF_CLASSES; c++)
+			v.rmbs += bufpool_class_count(l->rmbs, c);
+	}
+	pthread_mutex_unlock(&ctx->rdma.lock);
+	return v;
+}
+
 static void sequential_test(bool k2u)
 {
+	const int seq_conns = (int)strtol(getenv("USMC_INTEROP_SEQ") ?: "300", NULL, 0);
+	struct llc_view half = {0}, end;
 	struct klgr before[KPEER_MAX_LGRS];
 	int nb = kpeer_lgrs(kctl, before, KPEER_MAX_LGRS);
 	uint32_t lgr0 = 0;
@@ -445,11 +479,14 @@ static void sequential_test(bool k2u)
 	double t0 = mono_s();
 
 	assert_true(nb >= 0 && nb <= KPEER_MAX_LGRS);
+	assert_true(seq_conns >= 2);
 	env_open(&v, k2u);
-	for (int i = 0; i < SEQ_CONNS; i++) {
+	for (int i = 0; i < seq_conns; i++) {
 		struct pair p;
 		uint32_t id;
 
+		if (i == seq_conns / 2)
+			half = usmc_llc_view(v.ctx);
 		pair_open(&v, &p);
 		id = expect_smcr(&p);
 		if (!i)
@@ -459,7 +496,29 @@ static void sequential_test(bool k2u)
 		exchange(&p, 16384 + (uint64_t)i * 97, (uint64_t)i << 8, i & 1, i);
 	}
 	print_message("  %d sequential connections, SMC-R and checked on both ends, %.1f s\n",
-		      SEQ_CONNS, mono_s() - t0);
+		      seq_conns, mono_s() - t0);
+	usleep(200000); /* a DELETE_RKEY is not waited for */
+	end = usmc_llc_view(v.ctx);
+	print_message("  second half: usmc started %llu rkey flows (reused RMBs keep their "
+		      "rkeys), %llu TEST_LINK probes, %llu barriers; its pool grew by "
+		      "%llu RMBs to %llu\n",
+		      (unsigned long long)(end.rkey_flows - half.rkey_flows),
+		      (unsigned long long)(end.test_links - half.test_links),
+		      (unsigned long long)(end.barriers - half.barriers),
+		      (unsigned long long)(end.rmbs - half.rmbs), (unsigned long long)end.rmbs);
+	/* a connection that opens before the last one's RMB came back gets a
+	 * new RMB, confirmed once; nothing else may start an rkey flow, and
+	 * no peer went quiet long enough to be probed */
+	if (end.rkey_flows - half.rkey_flows > end.rmbs - half.rmbs)
+		fail_msg("usmc started %llu rkey flows in the steady state, at most %llu "
+			 "(one per new RMB) expected",
+			 (unsigned long long)(end.rkey_flows - half.rkey_flows),
+			 (unsigned long long)(end.rmbs - half.rmbs));
+	if (end.test_links != half.test_links)
+		fail_msg("usmc probed the kernel peer with TEST_LINK in the steady state");
+	if (end.rmbs > 8)
+		fail_msg("%llu RMBs for sequential connections: released RMBs are not reused",
+			 (unsigned long long)end.rmbs);
 	expect_one_new_klgr(before, nb, k2u ? "client" : "server", 0);
 	expect_usmc_lgrs(v.ctx);
 	env_close(&v);
@@ -475,26 +534,36 @@ static void test_u2k_sequential(void **state)
 	sequential_test(false);
 }
 
-static void concurrent_test(bool k2u)
+/* Connections in the one kernel link group made since @before (-1: none). */
+static int klgr_conns(const struct klgr *before, int nb)
+{
+	struct klgr now[KPEER_MAX_LGRS], fresh[KPEER_MAX_LGRS];
+	int nn = kpeer_lgrs(kctl, now, KPEER_MAX_LGRS);
+
+	if (nn < 0 || nn > KPEER_MAX_LGRS || kpeer_new_lgrs(before, nb, now, nn, fresh) != 1)
+		return -1;
+	return (int)fresh[0].conns;
+}
+
+/* One round of CONC_CONNS at once; the second runs on the pooled RMBs. */
+static void concurrent_round(struct env *vp, int round, const struct klgr *before, int nb,
+			     uint32_t *lgr0p)
 {
 	static struct pair p[CONC_CONNS];
 	static struct script cs[CONC_CONNS], ss[CONC_CONNS];
 	pthread_t th[2 * CONC_CONNS];
-	struct klgr before[KPEER_MAX_LGRS];
-	int nb = kpeer_lgrs(kctl, before, KPEER_MAX_LGRS);
-	uint32_t lgr0 = 0;
-	struct env v;
+	struct env v = *vp;
+	bool k2u = v.k2u;
+	uint32_t lgr0 = *lgr0p;
 	double t0;
 
-	assert_true(nb >= 0 && nb <= KPEER_MAX_LGRS);
-	env_open(&v, k2u);
 	for (int i = 0; i < CONC_CONNS; i++) {
 		uint32_t id;
 
 		pair_open(&v, &p[i]);
 		id = expect_smcr(&p[i]);
-		if (!i)
-			lgr0 = id;
+		if (!i && !round)
+			lgr0 = *lgr0p = id;
 		else if (id != lgr0)
 			fail_msg("connection %d in link group %#x, the first in %#x", i, id, lgr0);
 	}
@@ -513,8 +582,25 @@ static void concurrent_test(bool k2u)
 		check_script(&cs[i], k2u ? "kernel client" : "usmc client", i);
 		check_script(&ss[i], k2u ? "usmc server" : "kernel server", i);
 	}
-	print_message("  %d concurrent connections, 1 MiB each way each, checked in %.1f s\n",
-		      CONC_CONNS, mono_s() - t0);
+	print_message("  round %d: %d concurrent connections, 1 MiB each way each, checked in "
+		      "%.1f s\n",
+		      round + 1, CONC_CONNS, mono_s() - t0);
+	/* every connection ended on both sides before the next round */
+	for (int w = 0; w < 100 && klgr_conns(before, nb) != 0; w++)
+		usleep(50000);
+}
+
+static void concurrent_test(bool k2u)
+{
+	struct klgr before[KPEER_MAX_LGRS];
+	int nb = kpeer_lgrs(kctl, before, KPEER_MAX_LGRS);
+	uint32_t lgr0 = 0;
+	struct env v;
+
+	assert_true(nb >= 0 && nb <= KPEER_MAX_LGRS);
+	env_open(&v, k2u);
+	for (int round = 0; round < 2; round++)
+		concurrent_round(&v, round, before, nb, &lgr0);
 	expect_one_new_klgr(before, nb, k2u ? "client" : "server", 0);
 	env_close(&v);
 }

@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Run to completion (smcr_eng.h): the thread that would block polls the
+ * link group's completion queues itself. Modelled on what rsockets does
+ * for one socket (rdma-core librdmacm/rsocket.c: poll under a lock, spin
+ * polling_time, arm only right before sleeping on the channel), extended
+ * to a link group shared by many connections: one token holder polls and
+ * sleeps on the channel, the other waiters sleep on their connection's
+ * condition and are handed the token in turn.
+ *
+ * No lost wake-up: (1) completions: the holder arms the CQ, polls it once
+ * more, and only then sleeps on the channel, so a completion that came
+ * before the arm is polled and one after it raises an event; (2) state
+ * changed by another thread (an error, a shutdown): the holder announces
+ * owner_sleeping under smcr_eng.lock before its last look at its
+ * predicate, and the changer, after its change under the connection's
+ * lock, kicks the eventfd if it sees owner_sleeping; (3) the token: a
+ * waiter registers under its connection's lock and smcr_eng.lock and
+ * sleeps releasing that lock atomically; whoever hands it the token sets
+ * handed under smcr_eng.lock and then broadcasts under the connection's
+ * lock, so the waiter sees one or the other.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "lgr.h"
+#include "smcr_eng.h"
+
+#define ENG_SPIN_START_NS 10000	 /* rsockets' polling_time default: 10 us */
+#define ENG_SPIN_MAX_NS	  100000 /* never spin longer than this */
+#define ENG_SLEEP_MAX_MS  1000	 /* re-check the predicate at least this often */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static long online_cpus(void)
+{
+	static atomic_long n;
+	long v = atomic_load_explicit(&n, memory_order_relaxed);
+
+	if (!v) {
+		v = sysconf(_SC_NPROCESSORS_ONLN);
+		if (v < 1)
+			v = 1;
+		atomic_store_explicit(&n, v, memory_order_relaxed);
+	}
+	return v;
+}
+
+/* Application threads spinning now, process-wide: no spin when they would
+ * outnumber the CPUs (a spinner then takes the CPU its peer needs). */
+static atomic_int eng_spinners;
+
+int smcr_eng_init(struct smcr_eng *e)
+{
+	pthread_mutex_init(&e->lock, NULL);
+	e->owner = ENG_FREE;
+	e->waiters = NULL;
+	e->waiters_tail = &e->waiters;
+	e->avg_wait_ns = ENG_SPIN_START_NS;
+	e->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return e->kick_fd < 0 ? -errno : 0;
+}
+
+void smcr_eng_fini(struct smcr_eng *e)
+{
+	if (e->kick_fd >= 0)
+		close(e->kick_fd);
+	e->kick_fd = -1;
+	pthread_mutex_destroy(&e->lock);
+}
+
+/* ---- the token holder's verbs --------------------------------------- */
+
+int smcr_eng_poll(struct lgr *lgr)
+{
+	return smcr_wr_poll(lgr);
+}
+
+void smcr_eng_arm(struct lgr *lgr, bool scq)
+{
+	struct smcr_eng *e = &lgr->eng;
+
+	if (!e->rcq_armed) {
+		ibv_req_notify_cq(lgr->rcq, 0);
+		e->rcq_armed = true;
+		eng_count(&lgr->st, ENG_CQ_ARMS, 1);
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	}
+	if (scq && !e->scq_armed) {
+		ibv_req_notify_cq(lgr->scq, 0);
+		e->scq_armed = true;
+		eng_count(&lgr->st, ENG_CQ_ARMS, 1);
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	}
+}
+
+bool smcr_eng_get_event(struct lgr *lgr)
+{
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	eng_count(&lgr->st, ENG_SYSCALLS, 1); /* the read() */
+	if (ibv_get_cq_event(lgr->ch, &cq, &cq_ctx))
+		return false;
+	ibv_ack_cq_events(cq, 1);
+	if (cq == lgr->rcq)
+		lgr->eng.rcq_armed = false;
+	else
+		lgr->eng.scq_armed = false;
+	return true;
+}
+
+/* ---- hand-off ------------------------------------------------------- */
+
+static bool progress_needed(struct lgr *lgr)
+{
+	return atomic_load(&lgr->eng.fd_users) > 0 || atomic_load(&lgr->eng.holds) > 0 ||
+	       atomic_load(&lgr->any_pending) || atomic_load(&lgr->state) == LGR_INIT ||
+	       smcr_eng_churning(lgr, clock_now_ms());
+}
+
+bool smcr_eng_progress_needed(struct lgr *lgr)
+{
+	return progress_needed(lgr);
+}
+
+static void kick_progress(struct lgr *lgr)
+{
+	uint64_t one = 1;
+
+	if (write(lgr->stop_fd, &one, sizeof(one)) == sizeof(one))
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+}
+
+/* Two or more threads wait: the progress thread serves them better (its
+ * dispatch wakes exactly the ones whose connection changed, where handing
+ * the token down the queue would wake each in turn). Requires e->lock. */
+static bool crowd_locked(const struct smcr_eng *e)
+{
+	return e->waiters && e->waiters->next;
+}
+
+/* Pass the token on (its holder calls, no lock held): a lone waiter gets
+ * it; a crowd of waiters, or a need for it, gets the progress thread;
+ * else it is free. */
+static void eng_pass(struct lgr *lgr, bool from_progress)
+{
+	struct smcr_eng *e = &lgr->eng;
+	struct smcr_eng_waiter *w = NULL;
+	pthread_mutex_t *mu = NULL;
+	pthread_cond_t *cond = NULL;
+	bool kick = false;
+
+	pthread_mutex_lock(&e->lock);
+	if (!crowd_locked(e) || from_progress)
+		w = e->waiters;
+	if (w) {
+		e->waiters = w->next;
+		if (!e->waiters)
+			e->waiters_tail = &e->waiters;
+		w->next = NULL;
+		w->handed = true;
+		w->passing = true; /* @w stays until we are done with its mu and cond */
+		mu = w->mu;
+		cond = w->cond;
+		e->owner = ENG_APP;
+	} else if (!from_progress && (crowd_locked(e) || progress_needed(lgr))) {
+		e->owner = ENG_PROG;
+		kick = true;
+	} else {
+		e->owner = ENG_FREE;
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (w) {
+		/* @w registered under its lock and sleeps releasing it */
+		pthread_mutex_lock(mu);
+		pthread_cond_broadcast(cond);
+		pthread_mutex_unlock(mu);
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		pthread_mutex_lock(&e->lock);
+		w->passing = false;
+		pthread_mutex_unlock(&e->lock);
+	}
+	if (kick)
+		kick_progress(lgr);
+}
+
+bool smcr_eng_progress_take(struct lgr *lgr, bool force)
+{
+	struct smcr_eng *e = &lgr->eng;
+	bool mine;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->owner == ENG_FREE && (force || progress_needed(lgr)))
+		e->owner = ENG_PROG;
+	mine = e->owner == ENG_PROG;
+	pthread_mutex_unlock(&e->lock);
+	return mine;
+}
+
+bool smcr_eng_progress_release(struct lgr *lgr, bool force)
+{
+	struct smcr_eng *e = &lgr->eng;
+	bool keep;
+
+	pthread_mutex_lock(&e->lock);
+	keep = e->owner != ENG_PROG ||
+	       (!force && (crowd_locked(e) || (progress_needed(lgr) && !e->waiters)));
+	pthread_mutex_unlock(&e->lock);
+	if (keep)
+		return false;
+	eng_pass(lgr, true);
+	return true;
+}
+
+void smcr_eng_kick(struct lgr *lgr)
+{
+	struct smcr_eng *e = &lgr->eng;
+	uint64_t one = 1;
+	bool kick;
+
+	pthread_mutex_lock(&e->lock);
+	kick = e->owner == ENG_APP && e->owner_sleeping;
+	pthread_mutex_unlock(&e->lock);
+	if (kick && write(e->kick_fd, &one, sizeof(one)) == sizeof(one))
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+}
+
+void smcr_eng_want_progress(struct lgr *lgr)
+{
+	struct smcr_eng *e = &lgr->eng;
+	bool kick;
+
+	pthread_mutex_lock(&e->lock);
+	kick = e->owner == ENG_FREE;
+	if (kick)
+		e->owner = ENG_PROG;
+	pthread_mutex_unlock(&e->lock);
+	if (kick)
+		kick_progress(lgr);
+	else
+		smcr_eng_kick(lgr); /* an owner asleep on the receive CQ only */
+}
+
+void smcr_eng_churn(struct lgr *lgr)
+{
+	atomic_store_explicit(&lgr->eng.churn_until_ms, clock_now_ms() + SMCR_ENG_CHURN_MS,
+			      memory_order_relaxed);
+	smcr_eng_want_progress(lgr); /* nobody may be running the completions */
+}
+
+bool smcr_eng_churning(struct lgr *lgr, long now_ms)
+{
+	return now_ms < atomic_load_explicit(&lgr->eng.churn_until_ms, memory_order_relaxed);
+}
+
+void smcr_eng_hold(struct lgr *lgr)
+{
+	atomic_fetch_add(&lgr->eng.holds, 1);
+	smcr_eng_want_progress(lgr);
+}
+
+void smcr_eng_unhold(struct lgr *lgr)
+{
+	atomic_fetch_sub(&lgr->eng.holds, 1);
+}
+
+/* ---- the application's wait ------------------------------------------ */
+
+static bool ready_locked_check(pthread_mutex_t *mu, smcr_eng_ready_fn ready, void *arg)
+{
+	bool r;
+
+	pthread_mutex_lock(mu);
+	r = ready(arg);
+	pthread_mutex_unlock(mu);
+	return r;
+}
+
+/* The spin budget: about the waits seen lately when they are short, none
+ * when they are long (spinning then only takes the peer's CPU). */
+static int64_t spin_budget(const struct smcr_eng *e)
+{
+	int64_t b = e->avg_wait_ns + e->avg_wait_ns / 2;
+
+	if (e->avg_wait_ns > ENG_SPIN_MAX_NS)
+		return 0;
+	return b > ENG_SPIN_MAX_NS ? ENG_SPIN_MAX_NS : b;
+}
+
+/* Sleep on the channel (and the kick eventfd) until @deadline_ms at most. */
+static void owner_sleep(struct lgr *lgr, long deadline_ms)
+{
+	struct smcr_eng *e = &lgr->eng;
+	struct pollfd p[2] = {{.fd = lgr->ch->fd, .events = POLLIN},
+			      {.fd = e->kick_fd, .events = POLLIN}};
+	long ms = deadline_ms - clock_now_ms();
+	uint64_t v;
+
+	if (ms > ENG_SLEEP_MAX_MS)
+		ms = ENG_SLEEP_MAX_MS;
+	if (ms < 0)
+		ms = 0;
+	poll(p, 2, (int)ms);
+	eng_count(&lgr->st, ENG_WAKEUPS, 1);
+	eng_count(&lgr->st, ENG_CH_SLEEPS, 1);
+	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	/* one event (the usual case); another one makes the next poll() return */
+	if (p[0].revents & POLLIN)
+		smcr_eng_get_event(lgr);
+	if ((p[1].revents & POLLIN) && read(e->kick_fd, &v, sizeof(v)) > 0)
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+}
+
+/* The token holder's loop, no lock held; returns when ready or at the deadline. */
+static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn ready, void *arg,
+		      bool scq, long deadline_ms)
+{
+	struct smcr_eng *e = &lgr->eng;
+	int64_t t0 = now_ns(), budget = spin_budget(e);
+	bool busy = lgr->cfg.busy_poll, ok = false, slept = false;
+	int passes = 0;
+	bool can_spin = !busy && budget > 0 &&
+			atomic_fetch_add(&eng_spinners, 1) + 1 <= (online_cpus() + 1) / 2;
+
+	if (!busy && budget > 0 && !can_spin)
+		atomic_fetch_sub(&eng_spinners, 1);
+	for (;;) {
+		bool sleep_ok, want_scq;
+
+		smcr_eng_poll(lgr);
+		if ((ok = ready_locked_check(mu, ready, arg))) {
+			if (passes && !slept)
+				eng_count(&lgr->st, ENG_SPINS_OK, 1);
+			break;
+		}
+		if (clock_now_ms() >= deadline_ms)
+			break;
+		passes++;
+		if (busy || (can_spin && !slept && now_ns() - t0 < budget))
+			continue;
+		pthread_mutex_lock(&e->lock);
+		want_scq = scq || e->scq_wanted > 0 || atomic_load(&lgr->any_pending);
+		e->owner_sleeping = true;
+		pthread_mutex_unlock(&e->lock);
+		/* arm, poll once more, look at the predicate, and only then sleep */
+		smcr_eng_arm(lgr, want_scq);
+		sleep_ok = !smcr_eng_poll(lgr) && !ready_locked_check(mu, ready, arg);
+		if (sleep_ok) {
+			owner_sleep(lgr, deadline_ms);
+			slept = true;
+		}
+		pthread_mutex_lock(&e->lock);
+		e->owner_sleeping = false;
+		pthread_mutex_unlock(&e->lock);
+	}
+	if (can_spin)
+		atomic_fetch_sub(&eng_spinners, 1);
+	if (ok) {
+		/* the reply time this link group sees, for the next spin */
+		e->avg_wait_ns += (now_ns() - t0 - e->avg_wait_ns) / 8;
+	}
+}
+
+bool smcr_eng_try_poll(struct lgr *lgr, pthread_mutex_t *mu)
+{
+	struct smcr_eng *e = &lgr->eng;
+	bool mine;
+
+	pthread_mutex_lock(&e->lock);
+	mine = e->owner == ENG_FREE;
+	if (mine)
+		e->owner = ENG_APP;
+	pthread_mutex_unlock(&e->lock);
+	if (!mine)
+		return false;
+	pthread_mutex_unlock(mu);
+	smcr_eng_poll(lgr);
+	eng_pass(lgr, false);
+	pthread_mutex_lock(mu);
+	return true;
+}
+
+void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
+		   smcr_eng_ready_fn ready, void *arg, bool scq, long deadline_ms)
+{
+	struct smcr_eng *e = &lgr->eng;
+	struct smcr_eng_waiter w = {.mu = mu, .cond = cond};
+	bool owner;
+
+	pthread_mutex_lock(&e->lock);
+	owner = e->owner == ENG_FREE;
+	if (owner) {
+		e->owner = ENG_APP;
+	} else {
+		*e->waiters_tail = &w;
+		e->waiters_tail = &w.next;
+		if (scq && e->scq_wanted++ == 0 && e->owner == ENG_APP && e->owner_sleeping) {
+			uint64_t one = 1;
+
+			/* the owner sleeps on the receive CQ only: let it arm the send CQ */
+			if (write(e->kick_fd, &one, sizeof(one)) == sizeof(one))
+				eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (!owner) {
+		struct timespec ts;
+		long until = deadline_ms;
+
+		if (until > clock_now_ms() + ENG_SLEEP_MAX_MS)
+			until = clock_now_ms() + ENG_SLEEP_MAX_MS;
+		clock_deadline_ts(until, &ts);
+		pthread_cond_timedwait(cond, mu, &ts);
+		eng_count(&lgr->st, ENG_WAKEUPS, 1);
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		pthread_mutex_lock(&e->lock);
+		if (scq)
+			e->scq_wanted--;
+		if (!w.handed) {
+			/* still queued (woken by its connection, or timed out): leave */
+			for (struct smcr_eng_waiter **pp = &e->waiters; *pp; pp = &(*pp)->next)
+				if (*pp == &w) {
+					*pp = w.next;
+					if (!*pp)
+						e->waiters_tail = pp;
+					break;
+				}
+		}
+		owner = w.handed;
+		pthread_mutex_unlock(&e->lock);
+		if (!owner)
+			return;
+		/* the hander may still be broadcasting on our condition: let it finish */
+		pthread_mutex_unlock(mu);
+		for (;;) {
+			bool passing;
+
+			pthread_mutex_lock(&e->lock);
+			passing = w.passing;
+			pthread_mutex_unlock(&e->lock);
+			if (!passing)
+				break;
+			sched_yield();
+		}
+		pthread_mutex_lock(mu);
+		if (ready(arg)) {
+			/* handed the token but done already: pass it on */
+			pthread_mutex_unlock(mu);
+			eng_pass(lgr, false);
+			pthread_mutex_lock(mu);
+			return;
+		}
+	}
+	pthread_mutex_unlock(mu);
+	owner_run(lgr, mu, ready, arg, scq, deadline_ms);
+	eng_pass(lgr, false);
+	pthread_mutex_lock(mu);
+}

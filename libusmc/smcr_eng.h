@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Who runs a link group's completions (docs/smcr.md "Run to completion"):
+ * a thread about to block in the data path polls the link group's CQs
+ * itself and dispatches what it finds, spins a little, then arms the
+ * receive CQ, polls once more and sleeps on the completion channel. One
+ * thread at a time holds that right (the token); the others wait on their
+ * connection's condition and are handed the token when its holder is done.
+ * The progress thread holds the token only while somebody needs
+ * completions run without waiting for them (a readiness descriptor in use,
+ * an LLC flow, a send that found the queue full, a link group in its
+ * handshake), and otherwise drains the CQs at its timer tick.
+ *
+ * Lock order: a connection's lock -> smcr_eng.lock; the token holder
+ * dispatches with no engine lock held.
+ */
+#ifndef USMC_SMCR_ENG_H
+#define USMC_SMCR_ENG_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct lgr;
+
+enum smcr_eng_owner {
+	ENG_FREE, /* nobody polls: the next thread that waits takes it */
+	ENG_APP,  /* an application thread (in usmc_recv/send/close) */
+	ENG_PROG, /* the progress thread */
+};
+
+/* A thread waiting on its connection's condition while another one holds
+ * the token (on the waiter's stack, in smcr_eng.waiters). */
+struct smcr_eng_waiter {
+	pthread_mutex_t *mu;
+	pthread_cond_t *cond;
+	bool handed;  /* the token is now the waiter's (under smcr_eng.lock) */
+	bool passing; /* the hander still uses mu and cond: the waiter may not leave */
+	struct smcr_eng_waiter *next;
+};
+
+struct smcr_eng {
+	pthread_mutex_t lock; /* protects the fields up to 'atomics' */
+	int owner;	      /* enum smcr_eng_owner */
+	bool owner_sleeping;  /* the application owner sleeps on the channel */
+	struct smcr_eng_waiter *waiters, **waiters_tail; /* FIFO */
+	int scq_wanted; /* waiters that need send completions (room, linger) */
+
+	/* atomics */
+	atomic_int fd_users;	    /* connections whose readiness descriptor exists */
+	atomic_int holds;	    /* smcr_eng_hold(): completions must run at once */
+	atomic_long churn_until_ms; /* connections come and go: drain often until then */
+	int kick_fd;		    /* eventfd: wakes the application owner's sleep */
+	/* the token holder's only */
+	bool rcq_armed, scq_armed;
+	int64_t avg_wait_ns; /* moving average of an application wait */
+};
+
+/* A predicate on the waiter's state, evaluated with its lock taken by the callee. */
+typedef bool (*smcr_eng_ready_fn)(void *arg);
+
+int smcr_eng_init(struct smcr_eng *e);
+void smcr_eng_fini(struct smcr_eng *e);
+
+/*
+ * smcr_eng_wait() - wait until @ready(@arg) holds or @deadline_ms passes,
+ * running @lgr's completions meanwhile. Called and returns with @mu (the
+ * connection's lock) held; @cond is the condition the connection signals
+ * for this kind of waiter; @scq: the wait needs send completions (room in
+ * the send buffer, linger). May return early (spuriously): the caller
+ * checks its state again.
+ */
+void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
+		   smcr_eng_ready_fn ready, void *arg, bool scq, long deadline_ms);
+
+/*
+ * smcr_eng_try_poll() - a non-blocking call found nothing: run what the CQs
+ * hold if nobody else does (the token is free), without sleeping. Called
+ * and returns with @mu held. True if it polled.
+ */
+bool smcr_eng_try_poll(struct lgr *lgr, pthread_mutex_t *mu);
+
+/*
+ * A connection's state changed outside the token holder's dispatch (an
+ * error, a shutdown): wake the owner if it sleeps on the channel. Requires
+ * the connection's lock (or none).
+ */
+void smcr_eng_kick(struct lgr *lgr);
+
+/* Completions must run without anybody waiting for them (an LLC flow, a
+ * send that found the queue full): the progress thread takes the token. */
+void smcr_eng_hold(struct lgr *lgr);
+void smcr_eng_unhold(struct lgr *lgr);
+/* The same while the caller needs it once (a full send queue). */
+void smcr_eng_want_progress(struct lgr *lgr);
+/*
+ * Connections are coming or going (created, closed, the peer's close seen,
+ * an LLC request of the peer answered): the peer's LLC requests
+ * (CONFIRM_RKEY, DELETE_RKEY, which Linux waits for) may come while nobody
+ * waits in the library, so for SMCR_ENG_CHURN_MS the progress thread holds
+ * the token whenever no application thread does, and sleeps on the channel.
+ */
+#define SMCR_ENG_CHURN_MS 200
+void smcr_eng_churn(struct lgr *lgr);
+bool smcr_eng_churning(struct lgr *lgr, long now_ms);
+
+/* ---- the progress thread's side (lgr.c) ---- */
+
+/* True if the progress thread should own the token now. */
+bool smcr_eng_progress_needed(struct lgr *lgr);
+/* Take the token if it is free and needed (@force: free for a tick's
+ * drain); true if the progress thread holds it now. */
+bool smcr_eng_progress_take(struct lgr *lgr, bool force);
+/* Give the token up if nobody needs the progress thread: to the first
+ * waiter, or free. True if it was given up. */
+bool smcr_eng_progress_release(struct lgr *lgr, bool force);
+
+/* Poll both CQs once and dispatch (the token holder only); returns how many. */
+int smcr_eng_poll(struct lgr *lgr);
+/* Arm the receive CQ (and the send CQ if @scq) unless armed (token holder). */
+void smcr_eng_arm(struct lgr *lgr, bool scq);
+/* Consume one channel event (token holder); false if none was pending. */
+bool smcr_eng_get_event(struct lgr *lgr);
+
+#endif
