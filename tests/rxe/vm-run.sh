@@ -118,7 +118,6 @@ printf '#!/bin/bash\nexec /bin/bash %q\n' "$SRC/guest-run.sh" >"$RUN/start.sh"
 
 # Command output (ttyS0) goes to output.log, streamed to stdout by tail;
 # kernel console and init messages (ttyS1) to console.log.
-: >"$RUN/output.log"
 # shellcheck disable=SC2054 # commas belong to qemu's option syntax
 QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc
 	-accel tcg,thread=multi,tb-size=128 -cpu max
@@ -133,42 +132,55 @@ QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc
 	-device virtio-9p-pci,fsdev=usmcrun,mount_tag=usmcrun)
 printf '%q ' "${QEMU[@]}" >"$RUN/qemu.cmd"
 
-T0=$EPOCHREALTIME
-# Host-side bound: SIGTERM at the timeout, SIGKILL 5 s later.
-timeout -k 5 "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
-QPID=$!
-# Never leave a guest behind: Ctrl-C, SIGTERM or an error here kill it.
-cleanup() {
-	if kill -0 "$QPID" 2>/dev/null; then
-		kill -TERM "$QPID" 2>/dev/null || true
-		sleep 1
-		kill -KILL -- -"$QPID" 2>/dev/null || kill -KILL "$QPID" 2>/dev/null || true
-	fi
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT TERM HUP
-
-# Stream the command's output while qemu runs; tail exits once qemu is gone.
-tail -n +1 -s 0.2 -f --pid="$QPID" "$RUN/output.log" &
-TPID=$!
-# Record (host clock) when the guest reaches each phase: it touches files.
-phases=(script setup cmd-start cmd-end)
-declare -A seen=()
-while kill -0 "$QPID" 2>/dev/null; do
-	for p in "${phases[@]}"; do
-		if [ -z "${seen[$p]:-}" ] && [ -e "$RUN/phase-$p" ]; then
-			seen[$p]=$EPOCHREALTIME
+# A guest that dies before its script starts (a kernel Oops while booting
+# under TCG, seen once in ~1000 boots) is booted once more: it ran nothing.
+for attempt in 1 2; do
+	: >"$RUN/output.log"
+	T0=$EPOCHREALTIME
+	# Host-side bound: SIGTERM at the timeout, SIGKILL 5 s later.
+	timeout -k 5 "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
+	QPID=$!
+	# Never leave a guest behind: Ctrl-C, SIGTERM or an error here kill it.
+	cleanup() {
+		if kill -0 "$QPID" 2>/dev/null; then
+			kill -TERM "$QPID" 2>/dev/null || true
+			sleep 1
+			kill -KILL -- -"$QPID" 2>/dev/null || kill -KILL "$QPID" 2>/dev/null || true
 		fi
+	}
+	trap cleanup EXIT
+	trap 'say "interrupted"; exit 130' INT TERM HUP
+
+	# Stream the command's output while qemu runs; tail exits once qemu is gone.
+	tail -n +1 -s 0.2 -f --pid="$QPID" "$RUN/output.log" &
+	TPID=$!
+	# Record (host clock) when the guest reaches each phase: it touches files.
+	phases=(script setup cmd-start cmd-end)
+	declare -A seen=()
+	while kill -0 "$QPID" 2>/dev/null; do
+		for p in "${phases[@]}"; do
+			if [ -z "${seen[$p]:-}" ] && [ -e "$RUN/phase-$p" ]; then
+				seen[$p]=$EPOCHREALTIME
+			fi
+		done
+		sleep 0.1
 	done
-	sleep 0.1
+	set +e
+	wait "$QPID"
+	QRC=$?
+	set -e
+	T_END=$EPOCHREALTIME
+	wait "$TPID" 2>/dev/null || true
+	trap - EXIT
+	if [ "$attempt" = 1 ] && [ -z "${seen[script]:-}" ] && [ ! -s "$RUN/rc" ] &&
+		[ "$QRC" -ne 124 ] && [ "$QRC" -ne 137 ]; then
+		say "guest died before the command started (qemu exit $QRC): booting once more"
+		grep -m1 -E 'Kernel panic|BUG:|Oops' "$RUN/console.log" >&2 || true
+		mv "$RUN/console.log" "$RUN/console-boot1.log"
+		continue
+	fi
+	break
 done
-set +e
-wait "$QPID"
-QRC=$?
-set -e
-T_END=$EPOCHREALTIME
-wait "$TPID" 2>/dev/null || true
-trap - EXIT
 
 # Seconds between two $EPOCHREALTIME stamps, or "?" if one is missing.
 dt() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", b - a}' || echo "?"; }
