@@ -47,6 +47,8 @@ trap cleanup EXIT
 fail() {
 	echo "--- usmc log (tail)"
 	tail -n 30 "$log" 2>/dev/null || true
+	echo "--- usmc log: failures and fallbacks"
+	grep -E 'failed: |fallback|error' "$log" 2>/dev/null | tail -n 20 || true
 	for f in "$dir"/*.log "$dir"/ngx*/error.log; do
 		[ -f "$f" ] && [ "$f" != "$log" ] && { echo "--- $f"; tail -n 15 "$f"; }
 	done
@@ -134,8 +136,9 @@ elif command -v nginx >/dev/null; then
 		"$HTTPD" -a "$B" -p 18733 >"$dir/httpd.log" 2>&1 &
 		pids+=($!)
 		wait_http "http://$B:18733/"
-		hka=$(wrk_rps "$("$USMC_RUN" wrk -t1 -c4 -d5s "http://$B:18733/" 2>&1)")
-		hcl=$(wrk_rps "$("$USMC_RUN" wrk -t1 -c4 -d5s -H 'Connection: close' "http://$B:18733/" 2>&1)")
+		hka=$(wrk_rps "$("$USMC_RUN" -vv -o "$log" wrk -t1 -c4 -d5s "http://$B:18733/" 2>&1)")
+		hcl=$(wrk_rps "$("$USMC_RUN" -vv -o "$log" wrk -t1 -c4 -d5s -H 'Connection: close' \
+			"http://$B:18733/" 2>&1)")
 		echo "ok: wrk, 0 errors; requests/s (wrk -t1 -c4 -d5s, soft-RoCE under qemu):"
 		printf '  %-44s %12s %18s\n' server keep-alive "Connection: close"
 		printf '  %-44s %12s %18s\n' "nginx under usmc_run, SMC-R" "$ka" "$cl"
