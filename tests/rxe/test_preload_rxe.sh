@@ -44,14 +44,17 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
+# Diagnostics go to stderr: fail may run inside $(...) (wrk_rps).
 fail() {
-	echo "--- usmc log (tail)"
-	tail -n 30 "$log" 2>/dev/null || true
-	echo "--- usmc log: failures and fallbacks"
-	grep -E 'failed: |fallback|error' "$log" 2>/dev/null | tail -n 20 || true
-	for f in "$dir"/*.log "$dir"/ngx*/error.log; do
-		[ -f "$f" ] && [ "$f" != "$log" ] && { echo "--- $f"; tail -n 15 "$f"; }
-	done
+	{
+		echo "--- usmc log (tail)"
+		tail -n 30 "$log" 2>/dev/null || true
+		echo "--- usmc log: failures and fallbacks"
+		grep -E 'failed: |fallback|error' "$log" 2>/dev/null | tail -n 20 || true
+		for f in "$dir"/*.log "$dir"/ngx*/error.log; do
+			[ -f "$f" ] && [ "$f" != "$log" ] && { echo "--- $f"; tail -n 15 "$f"; }
+		done
+	} >&2
 	rxe_fail "$*"
 }
 wait_http() {
@@ -133,7 +136,7 @@ elif command -v nginx >/dev/null; then
 		wait_http "http://$B:$PP/index.html"
 		tka=$(wrk_rps "$(wrk -t1 -c4 -d5s "http://$B:$PP/index.html" 2>&1)")
 		tcl=$(wrk_rps "$(wrk -t1 -c4 -d5s -H 'Connection: close' "http://$B:$PP/index.html" 2>&1)")
-		"$HTTPD" -a "$B" -p 18733 >"$dir/httpd.log" 2>&1 &
+		USMC_LOG=info "$HTTPD" -a "$B" -p 18733 >"$dir/httpd.log" 2>&1 &
 		pids+=($!)
 		wait_http "http://$B:18733/"
 		hka=$(wrk_rps "$("$USMC_RUN" -vv -o "$log" wrk -t1 -c4 -d5s "http://$B:18733/" 2>&1)")
