@@ -125,8 +125,10 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 	pthread_mutex_unlock(&l->qlock);
 }
 
-void listener_drop(struct usmc_listener *l, struct usmc_conn *c)
+void listener_drop(struct usmc_listener *l, struct usmc_conn *c, int err)
 {
+	usmc_log(&l->ctx->log, USMC_LOG_INFO, "listener %s: handshake with %s failed: %s: closed",
+		 log_local(c->fd).s, log_peer(c->fd).s, usmc_strerror(err));
 	atomic_fetch_add(&l->hs_failed, 1);
 	atomic_fetch_add(&c->ctx->hs_errors, 1);
 	atomic_fetch_sub(&l->in_handshake, 1);
@@ -250,7 +252,7 @@ static void handshake(void *arg, struct usmc_conn *c)
 		return;
 	}
 	if (rc) {
-		listener_drop(l, c);
+		listener_drop(l, c, rc);
 		return;
 	}
 	listener_record_hs_time(l, c);

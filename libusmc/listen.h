@@ -109,8 +109,9 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c);
 /* The connection is TCP with @reason: give it to the application. */
 void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason);
 
-/* A handshake ended without a connection (error): drop it. */
-void listener_drop(struct usmc_listener *l, struct usmc_conn *c);
+/* A handshake ended without a connection (error @err, negative): drop it,
+ * and say why (a silent drop leaves operators a client's reset to explain). */
+void listener_drop(struct usmc_listener *l, struct usmc_conn *c, int err);
 
 /* Queue @c (counted in in_handshake) for a handshake worker. */
 void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c);

@@ -168,7 +168,7 @@ static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, stru
 		return false;
 	probe_forget(l, p);
 	if (rc) {
-		listener_drop(l, c);
+		listener_drop(l, c, rc);
 		return true;
 	}
 	listener_record_hs_time(l, c);
@@ -204,7 +204,7 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 		return KC_DECLINE_WAIT; /* the next segment wakes us */
 	probe_forget(l, p);
 	if (rc < 0) { /* malformed, or never completed: a failed handshake */
-		listener_drop(l, c);
+		listener_drop(l, c, rc);
 		return KC_DECLINE_SETTLED;
 	}
 	usmc_log(&l->ctx->log, USMC_LOG_INFO, "CLC: DECLINE from %s: %s (0x%08x)",
@@ -344,11 +344,10 @@ static void hs_expired(struct usmc_listener *l, struct probing *p)
 {
 	struct usmc_conn *c = p->c;
 
-	usmc_log(&l->ctx->log, USMC_LOG_INFO,
-		 "listener %s: %s: no whole CLC message within %ld ms, dropped", log_local(c->fd).s,
-		 log_peer(c->fd).s, c->opts.v[USMC_OPT_HS_TIMEOUT_MS]);
+	usmc_log(&l->ctx->log, USMC_LOG_INFO, "listener %s: %s: no whole CLC message within %ld ms",
+		 log_local(c->fd).s, log_peer(c->fd).s, c->opts.v[USMC_OPT_HS_TIMEOUT_MS]);
 	probe_forget(l, p);
-	listener_drop(l, c);
+	listener_drop(l, c, -ETIMEDOUT);
 }
 
 /* What to do with @p's connection now (on its event, or at its deadline
