@@ -35,6 +35,12 @@ struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opt
 	c->fd = fd;
 	c->opts = *opts;
 	c->is_server = is_server;
+	if (is_server) {
+		/* before the handshake: a client may reset any time after it */
+		c->peer_len = sizeof(c->peer);
+		if (getpeername(fd, (struct sockaddr *)&c->peer, &c->peer_len))
+			c->peer_len = 0;
+	}
 	c->mode = USMC_MODE_CONNECTING;
 	atomic_init(&c->st_fd, fd);
 	atomic_init(&c->st_mode, USMC_MODE_CONNECTING);
@@ -208,6 +214,8 @@ static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr,
 
 	atomic_store(&c->st_fd, c->fd);
 	c->nonblock = flags & USMC_NONBLOCK;
+	memcpy(&c->peer, addr, addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer));
+	c->peer_len = addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer);
 	if (c->opts.v[USMC_OPT_SMC])
 		kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
 	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
@@ -553,8 +561,12 @@ static void conn_info_fill(const struct usmc_conn *c, struct usmc_conn_info *inf
 	info->is_server = c->is_server;
 	len = sizeof(info->local);
 	getsockname(c->fd, (struct sockaddr *)&info->local, &len);
-	len = sizeof(info->peer);
-	getpeername(c->fd, (struct sockaddr *)&info->peer, &len);
+	if (c->peer_len) {
+		memcpy(&info->peer, &c->peer, c->peer_len);
+	} else {
+		len = sizeof(info->peer);
+		getpeername(c->fd, (struct sockaddr *)&info->peer, &len);
+	}
 	if (c->smcr) {
 		info->lgr_id = c->smcr->lgr->id;
 		info->smc_version = CLC_V2;

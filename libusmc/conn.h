@@ -30,6 +30,10 @@ struct usmc_conn {
 	bool peer_declined;
 	bool is_server;
 	bool nonblock;
+	/* the peer's address, kept from the accept or the connect: getpeername()
+	 * fails once the peer has reset (0 length: not known) */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
 	bool counted_open;    /* counted in ctx->open_conns */
 	bool decline_at_once; /* listener congested: decline in the accept thread */
 	int kc_peer;	      /* enum kc_peer: SMC option seen in the handshake */

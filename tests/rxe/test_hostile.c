@@ -23,6 +23,10 @@
  *   deletelink  DELETE_LINK instead of the CONFIRM_RKEY response of a
  *               second connection's handshake; DELETE_LINK between that
  *               handshake's ACCEPT and CONFIRM
+ *   latedecline a second connection's reuse ACCEPT declined 5.5 s later
+ *               (ERR_REGBUF, as a Linux client whose REG_MR failed): the
+ *               server takes it over TCP and it echoes; a third one
+ *               declined and reset at once: accepted, with its peer's port
  *   rkeysilent  a second connection's CONFIRM_RKEY never answered: that
  *               handshake declines within ~2 s, everything else goes on
  *   badconfirm  first-contact CONFIRM with a bad rkey, with rmbe_idx 0,
@@ -56,6 +60,7 @@
 #include <unistd.h>
 
 #include "../common/pattern.h"
+#include "clc_io.h"
 #include "conn.h"
 #include "ctx.h"
 #include "hostile_peer.h"
@@ -657,6 +662,87 @@ static void run_deletelink(void)
 	else
 		printf("  b: second connection (CONFIRM after DELETE_LINK): %s\n",
 		       r ? "fell back to TCP" : "not accepted");
+	hp_link_close(&lk);
+}
+
+/* ---- 8b: a reuse ACCEPT declined late ---- */
+
+/* A Linux client whose REG_MR of its new RMB never completes gives up
+ * after 5 s and declines with ERR_REGBUF (net/smc/smc_wr.c
+ * smc_wr_reg_send(), net/smc/af_smc.c smc_connect_rdma()), then goes on
+ * over TCP: seen with the guest kernel's rxe under loss (docs/faults.md). */
+#define LATE_DECLINE_MS 5500
+
+/* @len bytes written on @fd as plain TCP come back whole within 5 s. */
+static void tcp_echo(int fd, uint32_t len, const char *what)
+{
+	uint8_t out[4096], in[4096];
+	uint32_t got = 0;
+
+	CHECK(len <= sizeof(out), "echo size");
+	for (uint32_t i = 0; i < len; i++)
+		out[i] = (uint8_t)(i * 7 + 3);
+	CHECK(write(fd, out, len) == (ssize_t)len, "%s: write", what);
+	while (got < len) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		CHECK(poll(&p, 1, 5000) == 1, "%s: no echo within 5 s (%u of %u bytes)", what, got,
+		      len);
+		n = read(fd, in + got, len - got);
+		CHECK(n > 0, "%s: read %zd after %u of %u bytes", what, n, got, len);
+		got += (uint32_t)n;
+	}
+	CHECK(!memcmp(in, out, len), "%s: the echo differs", what);
+}
+
+static void run_latedecline(void)
+{
+	struct hp_link lk;
+	struct hp_conn x, y, z;
+	struct rec *r;
+	int rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	hp_connect(&lk, &x, &srv_addr);
+	liar_echo(&x, 100, "first connection");
+	hp_propose(&lk, &y, &srv_addr, NULL, NULL);
+	rc = hp_await_accept(&y, 6000);
+	CHECK(rc == 0 && !y.acc.first_contact, "second connection: reuse ACCEPT expected (%d)", rc);
+	usleep(LATE_DECLINE_MS * 1000);
+	CHECK(!clc_io_send_decline(y.fd, CLC_V2, lk.peer_id, SMC_CLC_DECL_ERR_REGBUF),
+	      "send DECLINE");
+	r = rec_of(y.port, 3000, false);
+	CHECK(r, "a connection declined %d ms after its ACCEPT was not accepted within 3 s",
+	      LATE_DECLINE_MS);
+	CHECK(r->mode == USMC_MODE_TCP, "declined connection accepted as %s",
+	      usmc_mode_name(r->mode));
+	tcp_echo(y.fd, 1000, "declined connection, over TCP");
+	printf("  a: reuse ACCEPT declined after %d ms: accepted over TCP, 1000 bytes echoed\n",
+	       LATE_DECLINE_MS);
+	liar_echo(&x, 100, "first connection after");
+
+	/* b: the DECLINE, then a reset before the server is done with it (a
+	 * Linux client whose link group ends meanwhile aborts the socket):
+	 * accepted all the same, with its peer's address */
+	hp_propose(&lk, &z, &srv_addr, NULL, NULL);
+	rc = hp_await_accept(&z, 6000);
+	CHECK(rc == 0 && !z.acc.first_contact, "third connection: reuse ACCEPT expected (%d)", rc);
+	usleep(LATE_DECLINE_MS * 1000);
+	CHECK(!clc_io_send_decline(z.fd, CLC_V2, lk.peer_id, SMC_CLC_DECL_ERR_REGBUF),
+	      "send DECLINE");
+	{
+		struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+		CHECK(!setsockopt(z.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), "SO_LINGER");
+		hp_conn_drop(&z); /* an RST right behind the DECLINE */
+	}
+	r = rec_of(z.port, 3000, false);
+	CHECK(r, "a connection declined and reset was not accepted with its peer's port "
+		 "within 3 s");
+	printf("  b: reuse ACCEPT declined, then reset: accepted as %s from port %u\n",
+	       usmc_mode_name(r->mode), r->port);
+	liar_echo(&x, 100, "first connection after the reset");
 	hp_link_close(&lk);
 }
 
@@ -1360,6 +1446,7 @@ int main(int argc, char **argv)
 		{"longsend", run_longsend},
 		{"unsolicited", run_unsolicited},
 		{"deletelink", run_deletelink},
+		{"latedecline", run_latedecline},
 		{"rkeysilent", run_rkeysilent},
 		{"badconfirm", run_badconfirm},
 		{"silentfc", run_silentfc},
