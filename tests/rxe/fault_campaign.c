@@ -984,9 +984,26 @@ static int open_pairs(const struct pairing *p, struct usmc_ctx *cc, struct serve
 			}
 		while (sport != port) {
 			rc = server_accept(srv, 30, &sfd, &sc, &sport);
-			CHECK(!rc, "connection %d from port %d not accepted within 30 s", i, port);
+			if (rc)
+				break;
 			if (sport != port && ns < MAX_CONNS)
 				st[ns++] = (struct stash){sfd, sport, sc};
+		}
+		if (rc) {
+			/* ours must accept what its client completed; the kernel's
+			 * may not (seen under 5 % loss): a failed setup */
+			CHECK(p->server == SIDE_KERNEL,
+			      "connection %d from port %d not accepted within 30 s", i, port);
+			printf("  connection %d from port %d: the kernel did not accept it within "
+			       "30 s\n",
+			       i, port);
+			if (c)
+				usmc_close(c);
+			else
+				close(fd);
+			if (!(*setup_failed)++)
+				*err = rc;
+			continue;
 		}
 		x->cport = port;
 		flow_end_init(&x->cli, fd, c, 0, 0, 0, 0, "");
