@@ -696,22 +696,30 @@ static void tcp_echo(int fd, uint32_t len, const char *what)
 	CHECK(!memcmp(in, out, len), "%s: the echo differs", what);
 }
 
+/* @c's PROPOSAL gets a reuse ACCEPT, which it declines LATE_DECLINE_MS later. */
+static void decline_reuse_late(struct hp_link *lk, struct hp_conn *c, const char *which)
+{
+	int rc;
+
+	hp_propose(lk, c, &srv_addr, NULL, NULL);
+	rc = hp_await_accept(c, 6000);
+	CHECK(rc == 0 && !c->acc.first_contact, "%s connection: reuse ACCEPT expected (%d)", which,
+	      rc);
+	usleep(LATE_DECLINE_MS * 1000);
+	CHECK(!clc_io_send_decline(c->fd, CLC_V2, lk->peer_id, SMC_CLC_DECL_ERR_REGBUF),
+	      "%s connection: send DECLINE", which);
+}
+
 static void run_latedecline(void)
 {
 	struct hp_link lk;
 	struct hp_conn x, y, z;
 	struct rec *r;
-	int rc;
 
 	hp_link_open(&lk, NULL, &addr_a);
 	hp_connect(&lk, &x, &srv_addr);
 	liar_echo(&x, 100, "first connection");
-	hp_propose(&lk, &y, &srv_addr, NULL, NULL);
-	rc = hp_await_accept(&y, 6000);
-	CHECK(rc == 0 && !y.acc.first_contact, "second connection: reuse ACCEPT expected (%d)", rc);
-	usleep(LATE_DECLINE_MS * 1000);
-	CHECK(!clc_io_send_decline(y.fd, CLC_V2, lk.peer_id, SMC_CLC_DECL_ERR_REGBUF),
-	      "send DECLINE");
+	decline_reuse_late(&lk, &y, "second");
 	r = rec_of(y.port, 3000, false);
 	CHECK(r, "a connection declined %d ms after its ACCEPT was not accepted within 3 s",
 	      LATE_DECLINE_MS);
@@ -725,12 +733,7 @@ static void run_latedecline(void)
 	/* b: the DECLINE, then a reset before the server is done with it (a
 	 * Linux client whose link group ends meanwhile aborts the socket):
 	 * accepted all the same, with its peer's address */
-	hp_propose(&lk, &z, &srv_addr, NULL, NULL);
-	rc = hp_await_accept(&z, 6000);
-	CHECK(rc == 0 && !z.acc.first_contact, "third connection: reuse ACCEPT expected (%d)", rc);
-	usleep(LATE_DECLINE_MS * 1000);
-	CHECK(!clc_io_send_decline(z.fd, CLC_V2, lk.peer_id, SMC_CLC_DECL_ERR_REGBUF),
-	      "send DECLINE");
+	decline_reuse_late(&lk, &z, "third");
 	{
 		struct linger lg = {.l_onoff = 1, .l_linger = 0};
 
