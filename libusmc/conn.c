@@ -35,12 +35,6 @@ struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opt
 	c->fd = fd;
 	c->opts = *opts;
 	c->is_server = is_server;
-	if (is_server) {
-		/* before the handshake: a client may reset any time after it */
-		c->peer_len = sizeof(c->peer);
-		if (getpeername(fd, (struct sockaddr *)&c->peer, &c->peer_len))
-			c->peer_len = 0;
-	}
 	c->mode = USMC_MODE_CONNECTING;
 	atomic_init(&c->st_fd, fd);
 	atomic_init(&c->st_mode, USMC_MODE_CONNECTING);
@@ -48,6 +42,15 @@ struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opt
 	c->counted_open = true;
 	ctx_register_conn(ctx, c); /* last: the stat thread may read it now */
 	return c;
+}
+
+void conn_keep_peer(struct usmc_conn *c)
+{
+	if (c->peer_len)
+		return;
+	c->peer_len = sizeof(c->peer);
+	if (getpeername(c->fd, (struct sockaddr *)&c->peer, &c->peer_len))
+		c->peer_len = 0;
 }
 
 void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bool peer_declined)

@@ -30,8 +30,9 @@ struct usmc_conn {
 	bool peer_declined;
 	bool is_server;
 	bool nonblock;
-	/* the peer's address, kept from the accept or the connect: getpeername()
-	 * fails once the peer has reset (0 length: not known) */
+	/* the peer's address, kept from the connect or an SMC handshake's start
+	 * (conn_keep_peer()): getpeername() fails once the peer has reset (0
+	 * length: not kept, usmc_conn_info() asks the socket) */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
 	bool counted_open;    /* counted in ctx->open_conns */
@@ -89,6 +90,10 @@ static inline struct usmc_conn *conn_fifo_pop(struct conn_fifo *q)
 /* A connection around TCP socket @fd; the options are copied. */
 struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opts *opts,
 			     bool is_server);
+
+/* Keep the peer's address of an accepted socket (once): a client that
+ * resets later is still named by usmc_conn_info(). */
+void conn_keep_peer(struct usmc_conn *c);
 
 /* The connection reached its final mode: record it and count it. */
 void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bool peer_declined);

@@ -89,6 +89,10 @@ static int serve_step(struct usmc_conn *c)
 /* SMC-Rv2 offered: start serving it with the decoded PROPOSAL @prop. */
 static int serve_smcr(struct usmc_conn *c, const struct clc_proposal *prop)
 {
+	/* a worker's syscall, not the accept thread's: an SMC client may
+	 * decline and reset seconds from now (a Linux client whose REG_MR
+	 * failed); a plain TCP client is named while it lives */
+	conn_keep_peer(c);
 	c->serve = calloc(1, sizeof(*c->serve));
 	if (!c->serve)
 		return -ENOMEM;

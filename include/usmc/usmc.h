@@ -681,7 +681,7 @@ struct usmc_conn_info {
 	int peer_declined; /* 1 if @reason came from the peer's DECLINE */
 	int is_server;	   /* 1 if accepted, 0 if connected */
 	struct sockaddr_storage local;
-	/* the peer's, as at the accept or the connect (kept after a reset) */
+	/* the peer's, kept from the connect or the SMC handshake: after a reset too */
 	struct sockaddr_storage peer;
 	uint32_t lgr_id;     /* link group id when SMC-R, else 0 */
 	uint8_t smc_version; /* 2 for SMC-Rv2 when SMC-R, else 0 */
