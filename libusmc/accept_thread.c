@@ -123,8 +123,10 @@ static void wake_event(struct usmc_listener *l)
 void accept_dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 {
 	struct epoll_event evs[ACCEPT_EVENTS];
-	int n = epoll_wait(l->epfd, evs, ACCEPT_EVENTS, timeout_ms);
+	int n;
 
+	l->lfd_unread = false;
+	n = epoll_wait(l->epfd, evs, ACCEPT_EVENTS, timeout_ms);
 	for (int i = 0; i < n; i++) {
 		if (evs[i].data.ptr == &lfd_tag)
 			accept_epoll_burst(l);
@@ -139,8 +141,10 @@ void accept_poll_lfd(struct usmc_listener *l, bool in)
 {
 	struct epoll_event ev = {.events = in ? EPOLLIN : 0, .data.ptr = &lfd_tag};
 
-	if (l->lfd_in != in && !epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev))
+	if (l->lfd_in != in && !epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev)) {
 		l->lfd_in = in;
+		l->lfd_unread = in;
+	}
 }
 
 /*

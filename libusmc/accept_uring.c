@@ -230,6 +230,18 @@ static void ring_wait(struct usmc_listener *l, int timeout_ms)
 	struct __kernel_timespec ts;
 	struct io_uring_cqe *cqe;
 
+	/*
+	 * Enabling the listen socket in the epoll set wakes the set's pollers
+	 * only if its entry is not on the set's ready list already, and a
+	 * level-triggered entry goes back on that list each time the set
+	 * reports it (fs/eventpoll.c: ep_modify(), ep_send_events()). So the
+	 * ring's poll would sleep through connections queued before: read the
+	 * set once instead of sleeping.
+	 */
+	if (l->lfd_unread) {
+		accept_dispatch_epoll(l, 0);
+		return;
+	}
 	/* without its poll the epoll set is looked at on every round */
 	if (ring_poll_epoll(l))
 		timeout_ms = timeout_ms < 0 || timeout_ms > RING_STOP_WAIT_MS ? RING_STOP_WAIT_MS

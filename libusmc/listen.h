@@ -51,8 +51,9 @@ struct usmc_listener {
 
 	/* accept thread: how it takes connections (accept_backend.h) */
 	const struct accept_backend_ops *ab;
-	void *ab_data; /* accept thread: the backend's own state */
-	bool lfd_in;   /* accept thread: the listen socket is polled for EPOLLIN */
+	void *ab_data;	 /* accept thread: the backend's own state */
+	bool lfd_in;	 /* accept thread: the listen socket is polled for EPOLLIN */
+	bool lfd_unread; /* accept thread: lfd_in set since the epoll set was last read */
 
 	/* accept thread: connections being probed, in deadline order */
 	struct probing *probes, *probes_tail;
