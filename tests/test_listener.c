@@ -167,18 +167,33 @@ static void stats(const struct env *e, struct usmc_listener_stats *st)
 	usmc_listener_stats(e->l, st);
 }
 
+/* What a WAIT_FOR that ran out saw last. */
+static void print_stats(const char *pred, const struct usmc_listener_stats *st)
+{
+	print_message("gave up after %d ms waiting for %s: accepted %llu smcr %llu fallbacks %llu "
+		      "hs_failed %llu in_handshake %u queued %u hs_queue_depth %u kernel_queue %u "
+		      "backlog_full %llu listen_drops %llu\n",
+		      WAIT_MS, pred, (unsigned long long)st->accepted, (unsigned long long)st->smcr,
+		      (unsigned long long)st->fallbacks, (unsigned long long)st->hs_failed,
+		      st->in_handshake, st->queued, st->hs_queue_depth, st->kernel_queue,
+		      (unsigned long long)st->backlog_full, (unsigned long long)st->listen_drops);
+}
+
 /* Poll the stats until @pred holds (the accept thread and workers run
  * asynchronously); fail after WAIT_MS. */
-#define WAIT_FOR(e, st, pred)                                   \
-	do {                                                    \
-		long t0_ = mono_ms();                           \
-		for (;;) {                                      \
-			stats((e), &(st));                      \
-			if (pred)                               \
-				break;                          \
-			assert_true(mono_ms() - t0_ < WAIT_MS); \
-			sleep_ms(2);                            \
-		}                                               \
+#define WAIT_FOR(e, st, pred)                              \
+	do {                                               \
+		long t0_ = mono_ms();                      \
+		for (;;) {                                 \
+			stats((e), &(st));                 \
+			if (pred)                          \
+				break;                     \
+			if (mono_ms() - t0_ >= WAIT_MS) {  \
+				print_stats(#pred, &(st)); \
+				fail();                    \
+			}                                  \
+			sleep_ms(2);                       \
+		}                                          \
 	} while (0)
 
 /* Accept one connection, check its mode/reason, prove it carries data. */
