@@ -691,9 +691,8 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 	rc = smcr_wr_post_send(sc->lgr, wr, k + 1, &p, SMCR_SQ_CDC);
 	if (rc) {
 		atomic_fetch_sub(&sc->refs, 1);
-		if (rc == -EAGAIN) {
+		if (rc == -EAGAIN) { /* the post marked the link group (smcr_wr.h) */
 			sc->tx_pending = true;
-			atomic_store(&sc->lgr->any_pending, true);
 			smcr_eng_want_progress(sc->lgr); /* send completions must run */
 		} else {
 			sc_fail_locked(sc, rc);

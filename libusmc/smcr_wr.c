@@ -101,6 +101,15 @@ int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const stru
 		rc = -ECONNABORTED;
 	else if (sq->used + n > sq_limit(cls))
 		rc = -EAGAIN;
+	/*
+	 * Marked here, under the lock completions are popped under: each pop
+	 * after it is followed by a kick that sees the mark, and a full queue
+	 * has a pop to come. Marked by the caller after the refusal, the mark
+	 * could come after the last send in flight had completed and kicked:
+	 * nothing kicked again, and the data stayed in the send buffer.
+	 */
+	if (rc == -EAGAIN)
+		atomic_store(&lgr->any_pending, true);
 	if (!rc) {
 		rc = -ibv_post_send(lgr->qp, wr, &bad);
 		eng_count(&lgr->st, ENG_DOORBELLS, 1);

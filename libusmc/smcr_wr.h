@@ -66,7 +66,9 @@ void smcr_wr_rx_free(struct lgr *lgr);
 /*
  * smcr_wr_post_send() - post @n chained WRs (the last one signaled),
  * recording @p for its completion. -EAGAIN if @cls's share of the queue has
- * no room for @n, -ECONNABORTED on a DEAD link group (unless forced).
+ * no room for @n: lgr->any_pending is then set, so the completion that makes
+ * room runs ops->kick_pending(); -ECONNABORTED on a DEAD link group (unless
+ * forced).
  */
 int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const struct smcr_tx_pend *p,
 		      enum smcr_sq_class cls);

@@ -131,6 +131,28 @@ static void test_sq_stall(void **state)
 	free(lgr);
 }
 
+/* A send refused for room marks the link group as owed a kick before the
+ * refusal returns: the completions that make room may all run before the
+ * caller could mark it itself, and then nothing would send its data. */
+static void test_sq_full_marks_pending(void **state)
+{
+	struct lgr *lgr = calloc(1, sizeof(*lgr));
+	struct smcr_tx_pend p = {0};
+	struct ibv_send_wr wr = {0};
+
+	assert_non_null(lgr);
+	lgr->state = LGR_ACTIVE;
+	pthread_mutex_init(&lgr->sq.lock, NULL);
+	for (int i = 0; i < SMCR_TX_CDC_WRS; i++)
+		smcr_sq_push_locked(&lgr->sq, &p, 1);
+	assert_false(atomic_load(&lgr->any_pending));
+	assert_int_equal(smcr_wr_post_send(lgr, &wr, 1, &p, SMCR_SQ_CDC), -EAGAIN);
+	assert_true(atomic_load(&lgr->any_pending));
+	assert_int_equal(lgr->sq.used, SMCR_TX_CDC_WRS); /* nothing posted */
+	pthread_mutex_destroy(&lgr->sq.lock);
+	free(lgr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -139,6 +161,7 @@ int main(void)
 		cmocka_unit_test(test_lgr_only_init_activates),
 		cmocka_unit_test(test_sq_ring_across_32bit_wrap),
 		cmocka_unit_test(test_sq_stall),
+		cmocka_unit_test(test_sq_full_marks_pending),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
