@@ -516,10 +516,11 @@ static bool sc_hup_explained(const struct smcr_conn *sc)
  * with no close or abort CDC sends an LLC barrier: the peer answers it
  * after every CDC it posted before (RC order, smcr_llc_barrier()), hence
  * after the close that preceded its hang-up. The answer with no close
- * (sc_barrier()): the peer closed TCP without closing SMC. No answer within
- * SMCR_TCP_EOF_GRACE_MS: the peer is dead (its QP went with its process).
- * Either way ECONNRESET. Requires sc->lock; true while the barrier's answer
- * is awaited.
+ * (sc_barrier()): the peer closed TCP without closing SMC. No answer, and
+ * nothing else from the peer, within SMCR_TCP_EOF_GRACE_MS: the peer is dead
+ * (its QP went with its process; smcr_llc_answer_waits()). Either way
+ * ECONNRESET.
+ * Requires sc->lock; true while the barrier's answer is awaited.
  */
 static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 {
@@ -527,7 +528,7 @@ static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 		return false;
 	if (!sc->hup_barrier)
 		sc->hup_barrier = sc_hup_barrier(sc, now);
-	if (now - sc->tcp_eof_ms <= SMCR_TCP_EOF_GRACE_MS)
+	if (smcr_llc_answer_waits(now, sc->tcp_eof_ms, atomic_load(&sc->lgr->last_rx_ms)))
 		return true;
 	sc_hup_reset_locked(sc, "no answer to the barrier behind it");
 	/* and the link group: is that peer gone altogether? */

@@ -24,7 +24,8 @@
 #define SMCR_CONS_UPDATE_MIN 2304
 /* TCP hung up but no close CDC yet: an LLC barrier behind the hang-up
  * (sc_eof_check_locked()) tells a close still on its way from a dead peer;
- * this long without its answer, the peer is taken for dead. */
+ * this long without its answer and without a word from the peer, the peer
+ * is taken for dead (smcr_llc_answer_waits()). */
 #define SMCR_TCP_EOF_GRACE_MS SMCR_LLC_WAIT_MS
 /* A connection's TCP socket joins the progress thread's epoll set only once
  * it has lived this long: a short-lived one costs no epoll_ctl() pair, and

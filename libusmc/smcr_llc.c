@@ -280,7 +280,7 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		uint32_t gen = barrier_of(&m);
 
 		if (m.type == LLC_TEST_LINK)
-			lgr->llc.tl_deadline = 0;
+			lgr->llc.tl_sent_ms = 0;
 		if (gen)
 			lgr->ops->barrier(lgr, gen);
 		else
@@ -308,19 +308,19 @@ void smcr_llc_tick(struct lgr *lgr, long now)
 {
 	struct smcr_llc *llc = &lgr->llc;
 	struct llc_msg m = {.version = LLC_V2, .type = LLC_TEST_LINK};
+	long sent = atomic_load(&llc->tl_sent_ms);
 
 	if (atomic_load(&lgr->state) != LGR_ACTIVE)
 		return;
-	if (llc->tl_deadline && now > llc->tl_deadline) {
-		lgr_terminate(lgr, -ETIMEDOUT, false); /* TEST_LINK unanswered */
+	if (sent && !smcr_llc_answer_waits(now, sent, atomic_load(&lgr->last_rx_ms))) {
+		lgr_terminate(lgr, -ETIMEDOUT, false); /* TEST_LINK unanswered, the peer silent */
 		return;
 	}
-	if (!llc->tl_deadline &&
-	    (atomic_exchange(&llc->test_now, false) ||
-	     (lgr->cfg.testlink_ms && now - lgr->last_rx_ms > lgr->cfg.testlink_ms))) {
+	if (!sent && (atomic_exchange(&llc->test_now, false) ||
+		      (lgr->cfg.testlink_ms && now - lgr->last_rx_ms > lgr->cfg.testlink_ms))) {
 		if (!smcr_llc_send(lgr, &m)) {
 			atomic_fetch_add(&llc->test_link_sent, 1);
-			llc->tl_deadline = now + SMCR_LLC_WAIT_MS;
+			llc->tl_sent_ms = now;
 		}
 	}
 }

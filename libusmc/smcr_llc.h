@@ -17,6 +17,24 @@
 #define SMCR_LLC_WAIT_MS  2000	/* SMC_LLC_WAIT_TIME */
 #define SMCR_FLOW_WAIT_MS 20000 /* waiting for a running LLC flow to end */
 #define SMCR_TESTLINK_MS  30000 /* SMC_LLC_TESTLINK_DEFAULT_TIME */
+/* an answer awaited while the peer keeps talking: this long at most */
+#define SMCR_LLC_ANSWER_MAX_MS SMCR_TESTLINK_MS
+
+/*
+ * Whether an LLC answer asked for at @asked_ms is still awaited at @now, the
+ * link's last receive at @last_rx_ms: SMCR_LLC_WAIT_MS from the peer's last
+ * word, SMCR_LLC_ANSWER_MAX_MS at most. A peer that still sends is alive,
+ * and its answer comes behind what it sends (RC order): on a lossy or
+ * congested link, seconds behind. Linux asks TEST_LINK only of a link
+ * silent for its testlink time (net/smc/smc_llc.c smc_llc_testlink_work()),
+ * where this is its SMC_LLC_WAIT_TIME.
+ */
+static inline bool smcr_llc_answer_waits(long now, long asked_ms, long last_rx_ms)
+{
+	long quiet_since = last_rx_ms > asked_ms ? last_rx_ms : asked_ms;
+
+	return now - quiet_since <= SMCR_LLC_WAIT_MS && now - asked_ms <= SMCR_LLC_ANSWER_MAX_MS;
+}
 
 struct lgr;
 
@@ -39,7 +57,7 @@ struct smcr_llc {
 	atomic_uint_least64_t rkey_requests; /* CONFIRM_RKEY and DELETE_RKEY requests we sent */
 
 	/* TEST_LINK keepalive: the tick sets, whoever runs the answer's completion clears */
-	atomic_long tl_deadline; /* TEST_LINK sent: answer due by then, 0 none */
+	atomic_long tl_sent_ms;	 /* TEST_LINK sent then, its answer awaited; 0 none */
 	atomic_bool test_now;	 /* a peer looks dead: TEST_LINK at the next tick */
 	atomic_uint barrier_gen; /* the last smcr_llc_barrier() generation */
 };

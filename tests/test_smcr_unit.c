@@ -11,6 +11,7 @@
 
 #include "ctx.h"
 #include "lgr.h"
+#include "smcr_conn.h"
 #include "smcr_ctx.h"
 #include "smcr_wr.h"
 
@@ -153,6 +154,27 @@ static void test_sq_full_marks_pending(void **state)
 	free(lgr);
 }
 
+/* An LLC answer (TEST_LINK's, a barrier's behind a TCP hang-up) is awaited
+ * SMCR_LLC_WAIT_MS from the peer's last word, not from the question: a peer
+ * still sending is alive, and on a slow link its answer is seconds behind. */
+static void test_llc_answer_waits_while_peer_speaks(void **state)
+{
+	long asked = 100000;
+
+	/* a dead peer: silent since before the question */
+	assert_true(smcr_llc_answer_waits(asked + SMCR_LLC_WAIT_MS, asked, asked - 5000));
+	assert_false(smcr_llc_answer_waits(asked + SMCR_LLC_WAIT_MS + 1, asked, asked - 5000));
+	/* a live one: each receive moves the bound */
+	assert_true(smcr_llc_answer_waits(asked + 3 * SMCR_LLC_WAIT_MS, asked,
+					  asked + 2 * SMCR_LLC_WAIT_MS + 1));
+	assert_false(smcr_llc_answer_waits(asked + 3 * SMCR_LLC_WAIT_MS + 2, asked,
+					   asked + 2 * SMCR_LLC_WAIT_MS + 1));
+	/* but never past the cap */
+	assert_false(smcr_llc_answer_waits(asked + SMCR_LLC_ANSWER_MAX_MS + 1, asked,
+					   asked + SMCR_LLC_ANSWER_MAX_MS));
+	assert_int_equal(SMCR_TCP_EOF_GRACE_MS, SMCR_LLC_WAIT_MS); /* the hang-up's grace is it */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -162,6 +184,7 @@ int main(void)
 		cmocka_unit_test(test_sq_ring_across_32bit_wrap),
 		cmocka_unit_test(test_sq_stall),
 		cmocka_unit_test(test_sq_full_marks_pending),
+		cmocka_unit_test(test_llc_answer_waits_while_peer_speaks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
