@@ -574,6 +574,7 @@ static void conn_info_fill(const struct usmc_conn *c, struct usmc_conn_info *inf
 		info->lgr_id = c->smcr->lgr->id;
 		info->smc_version = CLC_V2;
 		lgr_engine_stats(c->smcr->lgr, &info->lgr_engine);
+		smcr_conn_flow_info(c->smcr, info);
 	}
 	info->bytes_sent = atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
 	info->bytes_received = atomic_load_explicit(&c->bytes_received, memory_order_relaxed);

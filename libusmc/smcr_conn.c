@@ -766,6 +766,22 @@ static void sc_kick_pending(struct lgr *lgr)
 	}
 }
 
+void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info)
+{
+	pthread_mutex_lock(&sc->lock);
+	info->snd_unsent = sc->tx_prep - sc->rx.tx_sent;
+	info->snd_unconsumed = sc->rx.tx_sent - sc->rx.peer_cons;
+	info->rcv_unread = sc->rx.rx_prod - sc->rx.rx_cons;
+	info->flow_flags =
+		(info->snd_unsent && sc->rx.peer_len && info->snd_unconsumed == sc->rx.peer_len
+			 ? USMC_FLOW_WINDOW_FULL
+			 : 0) |
+		(sc->tx_pending ? USMC_FLOW_SQ_WAIT : 0) |
+		(sc->rx.peer_write_blocked ? USMC_FLOW_PEER_BLOCKED : 0) |
+		(sc->rx.eof_held ? USMC_FLOW_EOF_HELD : 0);
+	pthread_mutex_unlock(&sc->lock);
+}
+
 /* ---- held EOF -------------------------------------------------------- */
 
 /* Arm (again) the bound of a held EOF; requires sc->lock. */

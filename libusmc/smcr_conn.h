@@ -139,6 +139,9 @@ void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd);
  * created at the first call; a negative errno if it cannot be. */
 int smcr_conn_fd(struct smcr_conn *sc);
 
+/* Where the stream's bytes stand: usmc_conn_info's snd_unsent onwards. */
+void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info);
+
 /* The user's calls; @nonblock: the connection's or MSG_DONTWAIT. */
 ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock);
 ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,

@@ -689,7 +689,19 @@ struct usmc_conn_info {
 	uint64_t bytes_received;
 	/* appended after 0.2: the engine counters of its link group (SMC-R), else 0 */
 	struct usmc_engine_stats lgr_engine;
+	/* appended after lgr_engine: where the stream's bytes stand (SMC-R), else 0 */
+	uint64_t snd_unsent;	 /* in the send buffer, not yet written into the peer's RMB */
+	uint64_t snd_unconsumed; /* in the peer's RMB, not yet consumed there, as its last
+				    consumer cursor says */
+	uint64_t rcv_unread;	 /* in our RMB, not yet read by the application */
+	uint32_t flow_flags;	 /* USMC_FLOW_* */
 };
+
+/* usmc_conn_info.flow_flags: why an SMC-R stream is not moving. */
+#define USMC_FLOW_WINDOW_FULL  0x1 /* the peer's RMB is full: we wait for its consumer cursor */
+#define USMC_FLOW_SQ_WAIT      0x2 /* data waits for room in the link's send queue */
+#define USMC_FLOW_PEER_BLOCKED 0x4 /* the peer said it waits for room in our RMB */
+#define USMC_FLOW_EOF_HELD     0x8 /* the peer's end of stream waits for data it still holds */
 
 /**
  * usmc_conn_info_sized() - mode, fallback reason, addresses, link group,

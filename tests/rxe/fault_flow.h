@@ -314,28 +314,62 @@ static inline struct flow_tally flow_tally(struct flow_end **ends, int n)
 	return t;
 }
 
-/* One line per end that did not complete. */
+/* Where an end's bytes stand: usmc_conn_info's flow fields, or the kernel
+ * socket's queues (AF_SMC answers SIOCINQ/SIOCOUTQ, net/smc/af_smc.c
+ * smc_ioctl()). */
+static inline void flow_print_queues(const struct flow_end *e)
+{
+	struct usmc_conn_info ci;
+	int inq = -1, outq = -1;
+
+	if (e->c && !usmc_conn_info(e->c, &ci) && ci.mode == USMC_MODE_SMCR) {
+		printf("; unsent %llu, unconsumed %llu, unread %llu%s%s%s%s",
+		       (unsigned long long)ci.snd_unsent, (unsigned long long)ci.snd_unconsumed,
+		       (unsigned long long)ci.rcv_unread,
+		       ci.flow_flags & USMC_FLOW_WINDOW_FULL ? ", window full" : "",
+		       ci.flow_flags & USMC_FLOW_SQ_WAIT ? ", waits for the send queue" : "",
+		       ci.flow_flags & USMC_FLOW_PEER_BLOCKED ? ", peer blocked" : "",
+		       ci.flow_flags & USMC_FLOW_EOF_HELD ? ", EOF held" : "");
+	} else if (e->fd >= 0 && !e->closed) {
+		if (ioctl(e->fd, SIOCINQ, &inq))
+			inq = -1;
+		if (ioctl(e->fd, SIOCOUTQ, &outq))
+			outq = -1;
+		printf("; kernel queues: in %d, out %d", inq, outq);
+	}
+}
+
+static inline void flow_report_one(const struct flow_end *e)
+{
+	printf("  %s: %s%s%s, sent %llu of %lld, got %llu of %lld%s", e->who,
+	       flow_state_name(e->state), e->err ? " " : "", e->err ? usmc_strerror(e->err) : "",
+	       (unsigned long long)e->sent,
+	       e->bytes_out == UINT64_MAX ? -1LL : (long long)e->bytes_out,
+	       (unsigned long long)e->got,
+	       e->bytes_in == UINT64_MAX ? -1LL : (long long)e->bytes_in, e->eof ? ", EOF" : "");
+	if (e->state == FLOW_CORRUPT)
+		printf(", first bad byte at %lld", e->bad_off);
+	if (e->state == FLOW_HUNG)
+		flow_print_queues(e);
+	printf("\n");
+}
+
+/* One line per end that did not complete, at most @max_lines: the ones that
+ * must never happen first (hung, truncated, corrupt), then the failed. */
 static inline void flow_report(struct flow_end **ends, int n, int max_lines)
 {
 	int shown = 0;
 
-	for (int i = 0; i < n && shown < max_lines; i++) {
-		const struct flow_end *e = ends[i];
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n && shown < max_lines; i++) {
+			enum flow_state st = ends[i]->state;
+			bool never = st != FLOW_COMPLETE && st != FLOW_FAILED;
 
-		if (e->state == FLOW_COMPLETE)
-			continue;
-		shown++;
-		printf("  %s: %s%s%s, sent %llu of %lld, got %llu of %lld%s", e->who,
-		       flow_state_name(e->state), e->err ? " " : "",
-		       e->err ? usmc_strerror(e->err) : "", (unsigned long long)e->sent,
-		       e->bytes_out == UINT64_MAX ? -1LL : (long long)e->bytes_out,
-		       (unsigned long long)e->got,
-		       e->bytes_in == UINT64_MAX ? -1LL : (long long)e->bytes_in,
-		       e->eof ? ", EOF" : "");
-		if (e->state == FLOW_CORRUPT)
-			printf(", first bad byte at %lld", e->bad_off);
-		printf("\n");
-	}
+			if (st == FLOW_COMPLETE || never != (pass == 0))
+				continue;
+			flow_report_one(ends[i]);
+			shown++;
+		}
 }
 
 #endif

@@ -399,6 +399,66 @@ static void run_abort(void)
 
 /* ---- issue 17's API in SMC-R mode ---- */
 
+static void flow_info(const struct usmc_conn *c, struct usmc_conn_info *info)
+{
+	CHECK(!usmc_conn_info(c, info), "conn info");
+}
+
+/*
+ * usmc_conn_info's flow fields: the server reads nothing until the client's
+ * window and send buffer are full, then everything. Bytes the server read
+ * before may still count as unconsumed at the client: a consumer cursor goes
+ * back only past the update limit (Linux's smc_tx_consumer_update()).
+ */
+static void check_flow_info(struct usmc_conn *c, struct usmc_conn *s, long rmb)
+{
+	static char buf[1 << 16];
+	struct usmc_conn_info ci, si;
+	long long sent = 0, got = 0;
+	double t0 = mono_s();
+	uint64_t before;
+	ssize_t n;
+
+	flow_info(c, &ci);
+	before = ci.snd_unconsumed;
+	CHECK(!ci.snd_unsent && !ci.rcv_unread && !ci.flow_flags && before < SMCR_CONS_UPDATE_MIN,
+	      "an idle connection's flow: unsent %llu unconsumed %llu unread %llu flags %#x",
+	      (unsigned long long)ci.snd_unsent, (unsigned long long)before,
+	      (unsigned long long)ci.rcv_unread, ci.flow_flags);
+	for (;;) {
+		n = usmc_send(c, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n > 0) {
+			sent += n;
+			continue;
+		}
+		CHECK(n == -EAGAIN, "send: %s", usmc_strerror((int)n));
+		flow_info(c, &ci);
+		flow_info(s, &si);
+		if (ci.flow_flags & USMC_FLOW_WINDOW_FULL &&
+		    si.rcv_unread == ci.snd_unconsumed - before)
+			break;
+		CHECK(mono_s() - t0 < 10, "the window never filled: sent %lld, unread %llu", sent,
+		      (unsigned long long)si.rcv_unread);
+		usleep(1000);
+	}
+	CHECK(ci.snd_unconsumed >= (uint64_t)rmb && ci.snd_unsent == sent - si.rcv_unread,
+	      "client: sent %lld, unsent %llu, unconsumed %llu; server: unread %llu, RMB %ld", sent,
+	      (unsigned long long)ci.snd_unsent, (unsigned long long)ci.snd_unconsumed,
+	      (unsigned long long)si.rcv_unread, rmb);
+	while (got < sent) {
+		n = usmc_recv(s, buf, sizeof(buf), 0);
+		CHECK(n > 0, "server recv: %zd", n);
+		got += n;
+	}
+	flow_info(s, &si);
+	CHECK(!si.rcv_unread, "server: unread %llu after reading all",
+	      (unsigned long long)si.rcv_unread);
+	for (t0 = mono_s(); flow_info(c, &ci), ci.snd_unsent || ci.flow_flags; usleep(1000))
+		CHECK(mono_s() - t0 < 10,
+		      "client: unsent %llu, flags %#x after the server read all",
+		      (unsigned long long)ci.snd_unsent, ci.flow_flags);
+}
+
 static void run_api(void)
 {
 	struct usmc_conn *c = connect_b(cc), *s = accept_one();
@@ -428,6 +488,7 @@ static void run_api(void)
 	CHECK(usmc_conn_setsockopt(s, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) == -EOPNOTSUPP,
 	      "SO_SNDBUF set in SMC-R mode");
 	CHECK(!usmc_conn_getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &len) && v == 0, "SO_ERROR");
+	check_flow_info(c, s, rmb);
 	/* a reset seen first by a send */
 	CHECK(!usmc_abort(c), "abort");
 	pfd = (struct pollfd){.fd = usmc_conn_fd(s), .events = POLLIN};
