@@ -277,7 +277,7 @@ void smcr_conn_put(struct smcr_conn *sc)
 		sc_rmb_release(sc);
 	if (sc->orphan)
 		atomic_fetch_sub(&sc->lgr->orphans, 1);
-	if (sc->eof_deadline_ms)
+	if (sc->eof_asked_ms)
 		atomic_fetch_sub(&sc->lgr->eof_holds, 1);
 	if (sc->sndbuf) /* the ring from offset 0, as far as the user's bytes went */
 		bufpool_release_dirty(sc->lgr->sndbufs, sc->sndbuf, sc->tx_prep);
@@ -787,16 +787,16 @@ void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info)
 /* Arm (again) the bound of a held EOF; requires sc->lock. */
 static void sc_eof_arm_locked(struct smcr_conn *sc)
 {
-	if (!sc->eof_deadline_ms)
+	if (!sc->eof_asked_ms)
 		atomic_fetch_add(&sc->lgr->eof_holds, 1);
-	sc->eof_deadline_ms = clock_now_ms() + SMCR_EOF_HOLD_MS;
+	sc->eof_asked_ms = clock_now_ms();
 }
 
 static void sc_eof_disarm_locked(struct smcr_conn *sc)
 {
-	if (sc->eof_deadline_ms)
+	if (sc->eof_asked_ms)
 		atomic_fetch_sub(&sc->lgr->eof_holds, 1);
-	sc->eof_deadline_ms = 0;
+	sc->eof_asked_ms = 0;
 	sc->eof_ask = false;
 	sc->eof_barrier = 0;
 }
@@ -814,7 +814,7 @@ static void sc_eof_disarm_locked(struct smcr_conn *sc)
 static void sc_eof_ask_locked(struct smcr_conn *sc)
 {
 	if (!sc->rx.eof_held) {
-		if (sc->eof_deadline_ms)
+		if (sc->eof_asked_ms)
 			sc_eof_disarm_locked(sc);
 		return;
 	}
@@ -822,7 +822,7 @@ static void sc_eof_ask_locked(struct smcr_conn *sc)
 		/* data came since we asked: the bound waits only on a peer that
 		 * says nothing, never on a slow reader (ended then, the hold
 		 * would refuse what the peer still writes) */
-		if (sc->eof_deadline_ms)
+		if (sc->eof_asked_ms)
 			sc_eof_disarm_locked(sc);
 		return;
 	}
@@ -835,15 +835,20 @@ static void sc_eof_ask_locked(struct smcr_conn *sc)
 	sc_tx_push_locked(sc);
 }
 
-/* The bound of a held EOF passed: give EOF. Requires sc->lock; true if it did. */
+/* The bound of a held EOF passed: SMCR_EOF_HOLD_MS since the question with
+ * no word from the peer (a late answer is still coming from a peer that
+ * talks: smcr_llc_answer_waits()). Give EOF. Requires sc->lock; true if it
+ * did. */
 static bool sc_eof_expire_locked(struct smcr_conn *sc, long now)
 {
-	if (!sc->eof_deadline_ms || now < sc->eof_deadline_ms)
+	if (!sc->eof_asked_ms ||
+	    smcr_llc_answer_waits(now, sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)))
 		return false;
 	cdc_rx_hold_end(&sc->rx);
-	usmc_log(sc->lgr->sctx->log, USMC_LOG_DEBUG,
-		 "connection %08x: held EOF given at %llu bytes: no answer within %d ms", sc->token,
-		 (unsigned long long)sc->rx.rx_prod, SMCR_EOF_HOLD_MS);
+	usmc_log(
+		sc->lgr->sctx->log, USMC_LOG_DEBUG,
+		"connection %08x: held EOF given at %llu bytes: no answer, and no word from the peer for %d ms",
+		sc->token, (unsigned long long)sc->rx.rx_prod, SMCR_EOF_HOLD_MS);
 	sc_eof_disarm_locked(sc);
 	sc_wake_locked(sc, SC_RD);
 	sc_update_ready_locked(sc);
@@ -1134,7 +1139,8 @@ static void sc_consumer_update_locked(struct smcr_conn *sc)
  * bound of a held EOF. Requires sc->lock. */
 static long sc_rd_wait_ms(const struct smcr_conn *sc)
 {
-	long left = sc->eof_deadline_ms ? sc->eof_deadline_ms - clock_now_ms() + 1 : 1000;
+	long left =
+		sc->eof_asked_ms ? sc->eof_asked_ms + SMCR_EOF_HOLD_MS - clock_now_ms() + 1 : 1000;
 
 	return left < 1 ? 1 : left > 1000 ? 1000 : left;
 }

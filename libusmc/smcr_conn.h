@@ -36,8 +36,8 @@
 /* A held EOF (wire/cdc_rx.h: the peer closed while blocked on our window)
  * is given this long after we asked the peer for what it still holds (the
  * reader had taken everything) if neither data nor the answer to the LLC
- * barrier behind the question came: as long as an LLC answer may take
- * (SMC_LLC_WAIT_TIME). */
+ * barrier behind the question came, nor any word from the peer since: as
+ * long as an LLC answer may take (SMC_LLC_WAIT_TIME; smcr_llc_answer_waits()). */
 #define SMCR_EOF_HOLD_MS SMCR_LLC_WAIT_MS
 
 struct bufpool_buf;
@@ -92,7 +92,7 @@ struct smcr_conn {
 	bool eof_asked; /* asked with rx.rx_prod at eof_ask_prod */
 	uint64_t eof_ask_prod;
 	uint32_t eof_barrier; /* the smcr_llc_barrier() behind the question, 0 none */
-	long eof_deadline_ms; /* EOF is given then at the latest (SMCR_EOF_HOLD_MS), 0 none */
+	long eof_asked_ms;    /* the held EOF's question went then (SMCR_EOF_HOLD_MS), 0 none */
 	int err;	      /* sticky negative errno (LGR down, protocol error) */
 	bool err_after_eof;   /* err came after the peer's clean close: reads see EOF */
 	/* readiness: the user polls ev[0] (see docs/smcr.md); created by the

@@ -172,7 +172,9 @@ static void test_llc_answer_waits_while_peer_speaks(void **state)
 	/* but never past the cap */
 	assert_false(smcr_llc_answer_waits(asked + SMCR_LLC_ANSWER_MAX_MS + 1, asked,
 					   asked + SMCR_LLC_ANSWER_MAX_MS));
-	assert_int_equal(SMCR_TCP_EOF_GRACE_MS, SMCR_LLC_WAIT_MS); /* the hang-up's grace is it */
+	/* the hang-up's grace and a held EOF's bound are this rule */
+	assert_int_equal(SMCR_TCP_EOF_GRACE_MS, SMCR_LLC_WAIT_MS);
+	assert_int_equal(SMCR_EOF_HOLD_MS, SMCR_LLC_WAIT_MS);
 }
 
 int main(void)
