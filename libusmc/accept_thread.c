@@ -66,7 +66,7 @@ static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 		usmc_log(
 			&l->ctx->log, USMC_LOG_WARN,
 			"listener %s: handshake queue congested: SYN-ACK to %s without the SMC option, TCP",
-			log_local(c->fd).s, log_peer(c->fd).s);
+			log_local(c->fd).s, conn_log_peer(c).s);
 		atomic_fetch_add(&l->congestion_fallbacks, 1);
 		listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 		return true;

@@ -53,6 +53,11 @@ void conn_keep_peer(struct usmc_conn *c)
 		c->peer_len = 0;
 }
 
+struct log_addr conn_log_peer(const struct usmc_conn *c)
+{
+	return c->peer_len ? log_sockaddr(&c->peer) : log_peer(c->fd);
+}
+
 void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bool peer_declined)
 {
 	c->mode = mode;

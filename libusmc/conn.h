@@ -95,6 +95,9 @@ struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opt
  * resets later is still named by usmc_conn_info(). */
 void conn_keep_peer(struct usmc_conn *c);
 
+/* For messages: the peer's address as kept, else as the socket tells now. */
+struct log_addr conn_log_peer(const struct usmc_conn *c);
+
 /* The connection reached its final mode: record it and count it. */
 void conn_set_mode(struct usmc_conn *c, enum usmc_mode mode, uint32_t reason, bool peer_declined);
 

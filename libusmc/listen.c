@@ -128,7 +128,7 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 void listener_drop(struct usmc_listener *l, struct usmc_conn *c, int err)
 {
 	usmc_log(&l->ctx->log, USMC_LOG_INFO, "listener %s: handshake with %s failed: %s: closed",
-		 log_local(c->fd).s, log_peer(c->fd).s, usmc_strerror(err));
+		 log_local(c->fd).s, conn_log_peer(c).s, usmc_strerror(err));
 	atomic_fetch_add(&l->hs_failed, 1);
 	atomic_fetch_add(&c->ctx->hs_errors, 1);
 	atomic_fetch_sub(&l->in_handshake, 1);

@@ -124,7 +124,7 @@ int listen_handshake(struct usmc_conn *c)
 	/* SMC-R v1 (RoCE v1 GIDs) is not offered: decline in the proposal's
 	 * version, both ends continue over TCP */
 	usmc_log(&c->ctx->log, USMC_LOG_INFO, "CLC: DECLINE to %s: %s (0x%08x), SMC-R v%u%s",
-		 log_peer(c->fd).s, log_reason(SMC_CLC_DECL_NOSMCRDEV), SMC_CLC_DECL_NOSMCRDEV,
+		 conn_log_peer(c).s, log_reason(SMC_CLC_DECL_NOSMCRDEV), SMC_CLC_DECL_NOSMCRDEV,
 		 prop.version, c->opts.v[USMC_OPT_SMC] ? " not offered" : " off");
 	rc = clc_io_send_decline(c->fd, prop.version, NULL, SMC_CLC_DECL_NOSMCRDEV);
 	if (rc)

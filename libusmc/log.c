@@ -168,27 +168,33 @@ const char *log_reason(uint32_t code)
 	return d ? d->name : "?";
 }
 
-static struct log_addr log_addr_of(int fd, bool peer)
+struct log_addr log_sockaddr(const struct sockaddr_storage *ss)
 {
 	struct log_addr out = {"?"};
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
 	char ip[INET6_ADDRSTRLEN];
 
-	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &len))
-		return out;
-	if (ss.ss_family == AF_INET) {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
 
 		if (inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip)))
 			snprintf(out.s, sizeof(out.s), "%s:%u", ip, ntohs(a->sin_port));
-	} else if (ss.ss_family == AF_INET6) {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
 
 		if (inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip)))
 			snprintf(out.s, sizeof(out.s), "[%s]:%u", ip, ntohs(a->sin6_port));
 	}
 	return out;
+}
+
+static struct log_addr log_addr_of(int fd, bool peer)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t len = sizeof(ss);
+
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &len))
+		ss.ss_family = AF_UNSPEC;
+	return log_sockaddr(&ss);
 }
 
 struct log_addr log_peer(int fd)

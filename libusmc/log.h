@@ -81,5 +81,6 @@ struct log_addr {
 };
 struct log_addr log_peer(int fd);
 struct log_addr log_local(int fd);
+struct log_addr log_sockaddr(const struct sockaddr_storage *ss);
 
 #endif

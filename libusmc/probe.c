@@ -174,7 +174,7 @@ static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, stru
 	listener_record_hs_time(l, c);
 	usmc_log(&l->ctx->log, USMC_LOG_WARN,
 		 "listener %s: handshake queue congested: DECLINE SERVER_BUSY to %s, TCP",
-		 log_local(c->fd).s, log_peer(c->fd).s);
+		 log_local(c->fd).s, conn_log_peer(c).s);
 	atomic_fetch_add(&l->congestion_fallbacks, 1);
 	listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 	atomic_fetch_sub(&l->in_handshake, 1);
@@ -208,7 +208,7 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 		return KC_DECLINE_SETTLED;
 	}
 	usmc_log(&l->ctx->log, USMC_LOG_INFO, "CLC: DECLINE from %s: %s (0x%08x)",
-		 log_peer(c->fd).s, log_reason(reason), reason);
+		 conn_log_peer(c).s, log_reason(reason), reason);
 	conn_set_mode(c, USMC_MODE_TCP, reason, true);
 	listener_enqueue(l, c);
 	atomic_fetch_sub(&l->in_handshake, 1);
@@ -345,7 +345,7 @@ static void hs_expired(struct usmc_listener *l, struct probing *p)
 	struct usmc_conn *c = p->c;
 
 	usmc_log(&l->ctx->log, USMC_LOG_INFO, "listener %s: %s: no whole CLC message within %ld ms",
-		 log_local(c->fd).s, log_peer(c->fd).s, c->opts.v[USMC_OPT_HS_TIMEOUT_MS]);
+		 log_local(c->fd).s, conn_log_peer(c).s, c->opts.v[USMC_OPT_HS_TIMEOUT_MS]);
 	probe_forget(l, p);
 	listener_drop(l, c, -ETIMEDOUT);
 }
