@@ -13,7 +13,10 @@
  *   lossy <fault> <pairing>       netem <fault> on both veths while
  *                                 FAULT_CONNS (100) connections move
  *                                 FAULT_BYTES (16 MiB) each way at once:
- *                                 every connection must complete intact
+ *                                 every connection must complete intact;
+ *                                 FAULT_AFTER_SETUP=1: netem only once the
+ *                                 connections are up (the data path alone:
+ *                                 a kernel end's REG_MR runs at setup)
  *   linkdown <pairing>            host A's netdev down for FAULT_DOWN_S (5)
  *                                 while streams run and idle connections
  *                                 wait; new connections during and after
@@ -1070,11 +1073,12 @@ static void run_lossy(const char *fault_name, const char *pairing_name)
 	double t0, t_setup, dt;
 	struct lgr_census lc;
 	bool kernel = p->client == SIDE_KERNEL || p->server == SIDE_KERNEL;
+	bool after_setup = env_long("FAULT_AFTER_SETUP", 0) != 0;
 	long regmr_replays = 0;
 
 	CHECK(n > 0 && n <= MAX_CONNS, "FAULT_CONNS 1..%d", MAX_CONNS);
-	res_add("scenario=lossy fault=%s pairing=%s conns=%ld bytes_each_way=%llu", f->name,
-		p->name, n, (unsigned long long)bytes);
+	res_add("scenario=lossy fault=%s pairing=%s%s conns=%ld bytes_each_way=%llu", f->name,
+		p->name, after_setup ? " phase=data" : "", n, (unsigned long long)bytes);
 	if (kernel)
 		kernel_ueid();
 	if (p->client == SIDE_USMC)
@@ -1089,11 +1093,14 @@ static void run_lossy(const char *fault_name, const char *pairing_name)
 	/* a kernel end's own REG_MR can kill its link under loss: watch it */
 	if (kernel)
 		CHECK(!rxe_regmr_watch_start(), "kprobe on rxe_reg_fast_mr");
-	CHECK(!fnet_netem(f->netem), "netem %s", f->netem);
+	if (!after_setup)
+		CHECK(!fnet_netem(f->netem), "netem %s", f->netem);
 	t0 = mono_s();
 	opened = open_pairs(p, cc, &srv, cp, (int)n, &setup_failed, &err);
 	t_setup = mono_s() - t0;
 	kernel_modes(p, cp, opened);
+	if (after_setup)
+		CHECK(!fnet_netem(f->netem), "netem %s", f->netem);
 	for (int i = 0; i < opened; i++) {
 		uint64_t s = cycle_seed(cp[i].cport, 1);
 
