@@ -958,13 +958,34 @@ struct conn_pair {
  * one from that port (others are stashed). Returns how many opened; the
  * failures are counted in *@setup_failed with the first error in *@err.
  */
+/* A server end accepted before its client's turn came. */
+struct accepted_end {
+	int fd, port;
+	struct usmc_conn *c;
+};
+
+/* What our listener did while a connection its client completed did not
+ * come: its counters, and the ports of the @ns ends it handed out that no
+ * client has claimed yet. */
+static void not_accepted_report(const struct server *srv, const struct accepted_end *st, int ns)
+{
+	struct usmc_listener_stats ls;
+
+	usmc_listener_stats(srv->l, &ls);
+	printf("  listener: accepted %llu (SMC-R %llu, TCP %llu), handshakes failed %llu, in "
+	       "handshake %u, queued %u; handed out and not matched:",
+	       (unsigned long long)ls.accepted, (unsigned long long)ls.smcr,
+	       (unsigned long long)ls.fallbacks, (unsigned long long)ls.hs_failed, ls.in_handshake,
+	       ls.queued);
+	for (int j = 0; j < ns; j++)
+		printf(" port %d", st[j].port);
+	printf("%s\n", ns ? "" : " none");
+}
+
 static int open_pairs(const struct pairing *p, struct usmc_ctx *cc, struct server *srv,
 		      struct conn_pair *cp, int n, int *setup_failed, int *err)
 {
-	struct stash {
-		int fd, port;
-		struct usmc_conn *c;
-	} *st = calloc(MAX_CONNS, sizeof(*st));
+	struct accepted_end *st = calloc(MAX_CONNS, sizeof(*st));
 	int k = 0, ns = 0;
 
 	*setup_failed = 0;
@@ -990,9 +1011,11 @@ static int open_pairs(const struct pairing *p, struct usmc_ctx *cc, struct serve
 			if (rc)
 				break;
 			if (sport != port && ns < MAX_CONNS)
-				st[ns++] = (struct stash){sfd, sport, sc};
+				st[ns++] = (struct accepted_end){sfd, sport, sc};
 		}
 		if (rc) {
+			if (p->server == SIDE_USMC)
+				not_accepted_report(srv, st, ns);
 			/* ours must accept what its client completed; the kernel's
 			 * may not (seen under 5 % loss): a failed setup */
 			CHECK(p->server == SIDE_KERNEL,
