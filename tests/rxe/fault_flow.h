@@ -66,6 +66,7 @@ struct flow_end {
 	double t_progress; /* last byte moved */
 	long long bad_off; /* FLOW_CORRUPT: the stream offset */
 	char who[48];
+	char at_hang[160]; /* FLOW_HUNG: where its bytes stood when it was declared hung */
 };
 
 static inline void flow_end_init(struct flow_end *e, int fd, struct usmc_conn *c, uint64_t seed_out,
@@ -220,6 +221,32 @@ static inline void flow_step(struct flow_end *e)
 		flow_finish(e, FLOW_COMPLETE, 0);
 }
 
+/* Where an end's bytes stand, into @out: usmc_conn_info's flow fields, or
+ * the kernel socket's queues (AF_SMC answers SIOCINQ/SIOCOUTQ,
+ * net/smc/af_smc.c smc_ioctl()). */
+static inline void flow_queues(const struct flow_end *e, char *out, size_t cap)
+{
+	struct usmc_conn_info ci;
+	int inq = -1, outq = -1;
+
+	*out = 0;
+	if (e->c && !usmc_conn_info(e->c, &ci) && ci.mode == USMC_MODE_SMCR) {
+		snprintf(out, cap, "unsent %llu, unconsumed %llu, unread %llu%s%s%s%s",
+			 (unsigned long long)ci.snd_unsent, (unsigned long long)ci.snd_unconsumed,
+			 (unsigned long long)ci.rcv_unread,
+			 ci.flow_flags & USMC_FLOW_WINDOW_FULL ? ", window full" : "",
+			 ci.flow_flags & USMC_FLOW_SQ_WAIT ? ", waits for the send queue" : "",
+			 ci.flow_flags & USMC_FLOW_PEER_BLOCKED ? ", peer blocked" : "",
+			 ci.flow_flags & USMC_FLOW_EOF_HELD ? ", EOF held" : "");
+	} else if (e->fd >= 0 && !e->closed) {
+		if (ioctl(e->fd, SIOCINQ, &inq))
+			inq = -1;
+		if (ioctl(e->fd, SIOCOUTQ, &outq))
+			outq = -1;
+		snprintf(out, cap, "kernel queues: in %d, out %d", inq, outq);
+	}
+}
+
 /*
  * Drive @ends until each has ended, @stop is set (then the running ones
  * are left running), or @deadline (mono_s; 0 = none) passed. An end
@@ -241,8 +268,10 @@ static inline int flow_run(struct flow_end **ends, int n, double stall_s, double
 		for (int i = 0; i < n; i++) {
 			struct flow_end *e = ends[i];
 
-			if (e->state == FLOW_RUNNING && now - e->t_progress > stall_s)
+			if (e->state == FLOW_RUNNING && now - e->t_progress > stall_s) {
+				flow_queues(e, e->at_hang, sizeof(e->at_hang));
 				flow_finish(e, FLOW_HUNG, 0);
+			}
 			if (e->state != FLOW_RUNNING) {
 				if (close_done)
 					flow_close(e);
@@ -314,31 +343,6 @@ static inline struct flow_tally flow_tally(struct flow_end **ends, int n)
 	return t;
 }
 
-/* Where an end's bytes stand: usmc_conn_info's flow fields, or the kernel
- * socket's queues (AF_SMC answers SIOCINQ/SIOCOUTQ, net/smc/af_smc.c
- * smc_ioctl()). */
-static inline void flow_print_queues(const struct flow_end *e)
-{
-	struct usmc_conn_info ci;
-	int inq = -1, outq = -1;
-
-	if (e->c && !usmc_conn_info(e->c, &ci) && ci.mode == USMC_MODE_SMCR) {
-		printf("; unsent %llu, unconsumed %llu, unread %llu%s%s%s%s",
-		       (unsigned long long)ci.snd_unsent, (unsigned long long)ci.snd_unconsumed,
-		       (unsigned long long)ci.rcv_unread,
-		       ci.flow_flags & USMC_FLOW_WINDOW_FULL ? ", window full" : "",
-		       ci.flow_flags & USMC_FLOW_SQ_WAIT ? ", waits for the send queue" : "",
-		       ci.flow_flags & USMC_FLOW_PEER_BLOCKED ? ", peer blocked" : "",
-		       ci.flow_flags & USMC_FLOW_EOF_HELD ? ", EOF held" : "");
-	} else if (e->fd >= 0 && !e->closed) {
-		if (ioctl(e->fd, SIOCINQ, &inq))
-			inq = -1;
-		if (ioctl(e->fd, SIOCOUTQ, &outq))
-			outq = -1;
-		printf("; kernel queues: in %d, out %d", inq, outq);
-	}
-}
-
 static inline void flow_report_one(const struct flow_end *e)
 {
 	printf("  %s: %s%s%s, sent %llu of %lld, got %llu of %lld%s", e->who,
@@ -349,8 +353,12 @@ static inline void flow_report_one(const struct flow_end *e)
 	       e->bytes_in == UINT64_MAX ? -1LL : (long long)e->bytes_in, e->eof ? ", EOF" : "");
 	if (e->state == FLOW_CORRUPT)
 		printf(", first bad byte at %lld", e->bad_off);
-	if (e->state == FLOW_HUNG)
-		flow_print_queues(e);
+	if (e->state == FLOW_HUNG) {
+		char now[160];
+
+		flow_queues(e, now, sizeof(now));
+		printf("; at the hang: %s; now: %s", e->at_hang, now);
+	}
 	printf("\n");
 }
 
