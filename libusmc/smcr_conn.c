@@ -1136,11 +1136,14 @@ static void sc_consumer_update_locked(struct smcr_conn *sc)
 }
 
 /* How long a reader waits before it looks again: a second, or until the
- * bound of a held EOF. Requires sc->lock. */
+ * bound of a held EOF (which a talking peer moves on). Requires sc->lock. */
 static long sc_rd_wait_ms(const struct smcr_conn *sc)
 {
-	long left =
-		sc->eof_asked_ms ? sc->eof_asked_ms + SMCR_EOF_HOLD_MS - clock_now_ms() + 1 : 1000;
+	long left = 1000;
+
+	if (sc->eof_asked_ms)
+		left = smcr_llc_answer_due_ms(sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)) -
+		       clock_now_ms() + 1;
 
 	return left < 1 ? 1 : left > 1000 ? 1000 : left;
 }

@@ -21,19 +21,26 @@
 #define SMCR_LLC_ANSWER_MAX_MS SMCR_TESTLINK_MS
 
 /*
- * Whether an LLC answer asked for at @asked_ms is still awaited at @now, the
- * link's last receive at @last_rx_ms: SMCR_LLC_WAIT_MS from the peer's last
- * word, SMCR_LLC_ANSWER_MAX_MS at most. A peer that still sends is alive,
+ * Until when an LLC answer asked for at @asked_ms is awaited, the link's
+ * last receive at @last_rx_ms (and whether it still is at @now):
+ * SMCR_LLC_WAIT_MS from the peer's last word, SMCR_LLC_ANSWER_MAX_MS at
+ * most. A peer that still sends is alive,
  * and its answer comes behind what it sends (RC order): on a lossy or
  * congested link, seconds behind. Linux asks TEST_LINK only of a link
  * silent for its testlink time (net/smc/smc_llc.c smc_llc_testlink_work()),
  * where this is its SMC_LLC_WAIT_TIME.
  */
-static inline bool smcr_llc_answer_waits(long now, long asked_ms, long last_rx_ms)
+static inline long smcr_llc_answer_due_ms(long asked_ms, long last_rx_ms)
 {
 	long quiet_since = last_rx_ms > asked_ms ? last_rx_ms : asked_ms;
+	long due = quiet_since + SMCR_LLC_WAIT_MS;
 
-	return now - quiet_since <= SMCR_LLC_WAIT_MS && now - asked_ms <= SMCR_LLC_ANSWER_MAX_MS;
+	return due < asked_ms + SMCR_LLC_ANSWER_MAX_MS ? due : asked_ms + SMCR_LLC_ANSWER_MAX_MS;
+}
+
+static inline bool smcr_llc_answer_waits(long now, long asked_ms, long last_rx_ms)
+{
+	return now <= smcr_llc_answer_due_ms(asked_ms, last_rx_ms);
 }
 
 struct lgr;

@@ -169,6 +169,9 @@ static void test_llc_answer_waits_while_peer_speaks(void **state)
 					  asked + 2 * SMCR_LLC_WAIT_MS + 1));
 	assert_false(smcr_llc_answer_waits(asked + 3 * SMCR_LLC_WAIT_MS + 2, asked,
 					   asked + 2 * SMCR_LLC_WAIT_MS + 1));
+	/* a reader sleeps until the same moment the wait ends */
+	assert_int_equal(smcr_llc_answer_due_ms(asked, asked + 2 * SMCR_LLC_WAIT_MS + 1),
+			 asked + 3 * SMCR_LLC_WAIT_MS + 1);
 	/* but never past the cap */
 	assert_false(smcr_llc_answer_waits(asked + SMCR_LLC_ANSWER_MAX_MS + 1, asked,
 					   asked + SMCR_LLC_ANSWER_MAX_MS));
