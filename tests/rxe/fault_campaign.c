@@ -330,6 +330,37 @@ static int kdiag_dump(struct kdiag_line *out, int max)
 	return n < max ? n : max;
 }
 
+/* flow_kernel_detail: the smc_diag cursors of kernel socket @fd, found by
+ * its two ports, so that a hang report says what the kernel last heard
+ * from its peer (rx_*) and what it will tell it next (tx_*). */
+static void kdiag_cursors(int fd, char *out, size_t cap)
+{
+	struct sockaddr_in self, peer;
+	socklen_t ls = sizeof(self), lp = sizeof(peer);
+	char cmd[512], line[1024], lpat[32], ppat[32];
+	FILE *f;
+
+	if (getsockname(fd, (struct sockaddr *)&self, &ls) ||
+	    getpeername(fd, (struct sockaddr *)&peer, &lp))
+		return;
+	snprintf(lpat, sizeof(lpat), ":%u peer=", ntohs(self.sin_port));
+	snprintf(ppat, sizeof(ppat), ":%u fallback=", ntohs(peer.sin_port));
+	snprintf(cmd, sizeof(cmd), "'%s' diag", kctl);
+	f = popen(cmd, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *t = strstr(line, " token=");
+
+		if (t && strstr(line, lpat) && strstr(line, ppat)) {
+			t[strcspn(t, "\n")] = 0;
+			snprintf(out, cap, ";%s", t);
+			break;
+		}
+	}
+	pclose(f);
+}
+
 /* The kernel socket with local port @lport (and peer port @pport, if > 0). */
 static const struct kdiag_line *kdiag_find(const struct kdiag_line *d, int n, int lport, int pport)
 {
@@ -2346,6 +2377,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	kctl = argv[1];
+	flow_kernel_detail = kdiag_cursors;
 	sc = argv[2];
 	host_a = getenv("USMC_TEST_HOST_A");
 	host_b = getenv("USMC_TEST_HOST_B");

@@ -66,7 +66,7 @@ struct flow_end {
 	double t_progress; /* last byte moved */
 	long long bad_off; /* FLOW_CORRUPT: the stream offset */
 	char who[48];
-	char at_hang[160]; /* FLOW_HUNG: where its bytes stood when it was declared hung */
+	char at_hang[640]; /* FLOW_HUNG: where its bytes stood when it was declared hung */
 };
 
 static inline void flow_end_init(struct flow_end *e, int fd, struct usmc_conn *c, uint64_t seed_out,
@@ -221,13 +221,18 @@ static inline void flow_step(struct flow_end *e)
 		flow_finish(e, FLOW_COMPLETE, 0);
 }
 
+/* Set by the driver: what else it knows of kernel socket @fd (the campaign:
+ * its smc_diag cursors), appended to @out; NULL: nothing. */
+static void (*flow_kernel_detail)(int fd, char *out, size_t cap);
+
 /* Where an end's bytes stand, into @out: usmc_conn_info's flow fields, or
  * the kernel socket's queues (AF_SMC answers SIOCINQ/SIOCOUTQ,
- * net/smc/af_smc.c smc_ioctl()). */
+ * net/smc/af_smc.c smc_ioctl()) and flow_kernel_detail's. */
 static inline void flow_queues(const struct flow_end *e, char *out, size_t cap)
 {
 	struct usmc_conn_info ci;
 	int inq = -1, outq = -1;
+	size_t len;
 
 	*out = 0;
 	if (e->c && !usmc_conn_info(e->c, &ci) && ci.mode == USMC_MODE_SMCR) {
@@ -244,6 +249,9 @@ static inline void flow_queues(const struct flow_end *e, char *out, size_t cap)
 		if (ioctl(e->fd, SIOCOUTQ, &outq))
 			outq = -1;
 		snprintf(out, cap, "kernel queues: in %d, out %d", inq, outq);
+		len = strlen(out);
+		if (flow_kernel_detail && len + 1 < cap)
+			flow_kernel_detail(e->fd, out + len, cap - len);
 	}
 }
 
@@ -354,7 +362,7 @@ static inline void flow_report_one(const struct flow_end *e)
 	if (e->state == FLOW_CORRUPT)
 		printf(", first bad byte at %lld", e->bad_off);
 	if (e->state == FLOW_HUNG) {
-		char now[160];
+		char now[sizeof(e->at_hang)];
 
 		flow_queues(e, now, sizeof(now));
 		printf("; at the hang: %s; now: %s", e->at_hang, now);

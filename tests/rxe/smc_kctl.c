@@ -7,7 +7,8 @@
  *   smc_kctl ueid flush | show
  *   smc_kctl lgr                  SMC-R link groups (role, conns, SMC version)
  *   smc_kctl diag                 kernel SMC sockets (smc_diag): mode
- *                                 (SMC-R / SMC-D / fallback), fallback reason
+ *                                 (SMC-R / SMC-D / fallback), fallback reason,
+ *                                 an SMC-R connection's cursors
  *
  * Needs `modprobe smc smc_diag`; root for ueid add/del/flush.
  */
@@ -208,6 +209,21 @@ static void format_addr(char *out, size_t size, const __be32 a[4], __be16 port)
 	}
 }
 
+/* The connection's cursors (net/smc/smc_diag.c __smc_diag_dump(): rx_* as
+ * the peer's last CDC set them, tx_* as this end's next CDC will carry
+ * them, tx_prep/sent/fin in its send buffer) and flags, as wrap:count. */
+static void print_conninfo(const struct smc_diag_conninfo *ci)
+{
+	printf(" token=%08x rmbe=%u peer_rmbe=%u rx_prod=%u:%u rx_cons=%u:%u tx_prod=%u:%u "
+	       "tx_cons=%u:%u rx_flags=%02x/%02x tx_flags=%02x/%02x tx_prep=%u:%u tx_sent=%u:%u "
+	       "tx_fin=%u:%u",
+	       ci->token, ci->rmbe_size, ci->peer_rmbe_size, ci->rx_prod.wrap, ci->rx_prod.count,
+	       ci->rx_cons.wrap, ci->rx_cons.count, ci->tx_prod.wrap, ci->tx_prod.count,
+	       ci->tx_cons.wrap, ci->tx_cons.count, ci->rx_prod_flags, ci->rx_conn_state_flags,
+	       ci->tx_prod_flags, ci->tx_conn_state_flags, ci->tx_prep.wrap, ci->tx_prep.count,
+	       ci->tx_sent.wrap, ci->tx_sent.count, ci->tx_fin.wrap, ci->tx_fin.count);
+}
+
 static int diag_cb(const struct nlmsghdr *h, void *arg)
 {
 	const char *data = NLMSG_DATA(h);
@@ -215,6 +231,7 @@ static int diag_cb(const struct nlmsghdr *h, void *arg)
 	struct smc_diag_msg msg, *m = &msg;
 	const struct smc_diag_fallback *fb = NULL;
 	const struct smc_diag_lgrinfo *lgr = NULL;
+	const struct smc_diag_conninfo *ci = NULL;
 	const char *mode = "?", *rsn = "-";
 	char src[64], dst[64];
 	size_t off = NLMSG_ALIGN(sizeof(*m));
@@ -228,6 +245,8 @@ static int diag_cb(const struct nlmsghdr *h, void *arg)
 			fb = nla_data_of(a);
 		else if (nla_type_of(a) == SMC_DIAG_LGRINFO && nla_len_of(a) >= sizeof(*lgr))
 			lgr = nla_data_of(a);
+		else if (nla_type_of(a) == SMC_DIAG_CONNINFO && nla_len_of(a) >= sizeof(*ci))
+			ci = nla_data_of(a);
 	}
 	switch (m->diag_mode) {
 	case SMC_DIAG_MODE_SMCR:
@@ -256,6 +275,8 @@ static int diag_cb(const struct nlmsghdr *h, void *arg)
 		       (int)sizeof(lgr->lnk[0].ibname), (const char *)lgr->lnk[0].ibname,
 		       lgr->role ? "server" : "client", (const char *)lgr->lnk[0].gid,
 		       (const char *)lgr->lnk[0].peer_gid);
+	if (ci)
+		print_conninfo(ci);
 	printf("\n");
 	++*(int *)arg;
 	return 0;
@@ -265,7 +286,7 @@ static int cmd_diag(void)
 {
 	struct smc_diag_req r = {
 		.diag_family = AF_SMC,
-		.diag_ext = 1 << (SMC_DIAG_LGRINFO - 1),
+		.diag_ext = 1 << (SMC_DIAG_LGRINFO - 1) | 1 << (SMC_DIAG_CONNINFO - 1),
 	};
 	union nlbuf req;
 	int count = 0, err;
