@@ -1170,6 +1170,9 @@ static void run_lossy(const char *fault_name, const char *pairing_name)
 		snprintf(cp[i].srv.who, sizeof(cp[i].srv.who), "server %d (port %d)", i,
 			 cp[i].cport);
 		cp[i].cli.t_progress = cp[i].srv.t_progress = mono_s();
+		/* hung is a connection's verdict: neither end moves while served */
+		cp[i].cli.peer = &cp[i].srv;
+		cp[i].srv.peer = &cp[i].cli;
 		ce[i] = &cp[i].cli;
 		se[i] = &cp[i].srv;
 	}
