@@ -332,6 +332,7 @@ static void test_rate_limit(void **state)
 	pthread_t t[RL_THREADS];
 	struct usmc_logger lg;
 	int evaluated = 0, n, last;
+	long t0, ran_ms;
 
 	(void)state;
 	unsetenv("USMC_LOG");
@@ -343,15 +344,18 @@ static void test_rate_limit(void **state)
 	assert_int_equal(evaluated, 0);
 	assert_int_equal(capture_count(), 0);
 
+	t0 = mono_ms();
 	for (int i = 0; i < RL_THREADS; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, flood, &lg), 0);
 	for (int i = 0; i < RL_THREADS; i++)
 		pthread_join(t[i], NULL);
+	ran_ms = mono_ms() - t0;
 	n = capture_count();
-	print_message("%d events -> %d lines\n", RL_THREADS * RL_EVENTS, n);
-	/* the burst, plus what refilled while the threads ran */
+	print_message("%d events -> %d lines in %ld ms\n", RL_THREADS * RL_EVENTS, n, ran_ms);
+	/* the burst, plus what refilled while the threads ran (a loaded
+	 * machine stretches that: the bound follows the time they took) */
 	assert_true(n >= LOG_RATE_BURST);
-	assert_true(n <= LOG_RATE_BURST + 2 * LOG_RATE_PER_SEC);
+	assert_true(n <= LOG_RATE_BURST + (ran_ms * LOG_RATE_PER_SEC) / 1000 + 1);
 
 	/* one level's flood does not silence another level */
 	usmc_log(&lg, USMC_LOG_ERR, "an error");
