@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "abi.h"
 #include "conn.h"
@@ -11,6 +12,25 @@
 #include "kcompat.h"
 #include "log.h"
 #include "smcr_dev.h"
+
+#define FORK_MARK_LEN 4096 /* one page: MADV_WIPEONFORK works on pages */
+
+/* The page ctx_forked() reads, or NULL (getpid() then): MADV_WIPEONFORK is
+ * Linux 4.14's. */
+static const volatile uint8_t *fork_mark_map(void)
+{
+	uint8_t *p = mmap(NULL, FORK_MARK_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	if (madvise(p, FORK_MARK_LEN, MADV_WIPEONFORK)) {
+		munmap(p, FORK_MARK_LEN);
+		return NULL;
+	}
+	*p = CTX_FORK_MARK;
+	return p;
+}
 
 int usmc_ctx_create(struct usmc_ctx **out)
 {
@@ -42,6 +62,7 @@ int usmc_ctx_create(struct usmc_ctx **out)
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
 	ctx->pid = getpid();
+	ctx->fork_mark = fork_mark_map();
 	pthread_mutex_init(&ctx->reg_lock, NULL);
 	pthread_mutex_init(&ctx->stat_lock, NULL);
 	/* publication (usmc-stat): failing to publish never fails the context */
@@ -108,6 +129,8 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 	kcompat_close(ctx->kc);
 	free(ctx->devs);
 	usmc_logger_fini(&ctx->log);
+	if (ctx->fork_mark)
+		munmap((void *)ctx->fork_mark, FORK_MARK_LEN);
 	free(ctx);
 	return 0;
 }

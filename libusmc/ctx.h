@@ -33,6 +33,9 @@ struct usmc_ctx {
 	struct usmc_logger log; /* its own lock; the layers below get &log */
 
 	pid_t pid; /* fixed: the process that created it (fork, ctx_forked()) */
+	/* fixed: a page that reads CTX_FORK_MARK in the creator and 0 in any
+	 * child of fork() (MADV_WIPEONFORK); NULL where the kernel lacks it */
+	const volatile uint8_t *fork_mark;
 
 	/*
 	 * Registry of open connections and listeners, for usmc-stat (stat.c):
@@ -49,12 +52,19 @@ struct usmc_ctx {
 	struct usmc_stat *stat;	   /* guarded by stat_lock; NULL when not published */
 };
 
+#define CTX_FORK_MARK 0xa5
+
 /* True in a child that inherited @ctx through fork(): its threads (accept
  * thread, handshake workers, link group progress) live only in the parent,
  * so the context, its listeners and its SMC-R connections are unusable here
- * (usmc.h, USMC_EFORKED). One getpid() call: kept off the data path. */
+ * (usmc.h, USMC_EFORKED). A load from the wiped-on-fork page, which the
+ * kernel zeroes in every child however it was forked (fork(), _Fork(),
+ * clone() without CLONE_VM), so no system call per connection; getpid()
+ * on kernels before 4.14. */
 static inline bool ctx_forked(const struct usmc_ctx *ctx)
 {
+	if (ctx->fork_mark)
+		return *ctx->fork_mark != CTX_FORK_MARK;
 	return getpid() != ctx->pid;
 }
 

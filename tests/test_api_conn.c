@@ -238,15 +238,16 @@ static void test_connect_fd(void **state)
 
 /* After fork() a child gets USMC_EFORKED from an inherited listener or
  * context at once, instead of blocking on an accept queue that no thread
- * of its own fills. The parent's listener keeps working. */
-static void test_fork_child_refused(void **state)
+ * of its own fills. The parent's listener keeps working. @forker: fork(),
+ * or _Fork(), which runs no atfork handler (the check must not rely on
+ * one). */
+static void fork_child_refused(struct pair *p, pid_t (*forker)(void))
 {
-	struct pair *p = *state;
 	int status, res = -1, pfd[2];
 	pid_t pid;
 
 	assert_int_equal(pipe(pfd), 0);
-	pid = fork();
+	pid = forker();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct usmc_conn *c;
@@ -292,6 +293,16 @@ static void test_fork_child_refused(void **state)
 		conn_read_exact(p->s, buf, 2);
 		assert_memory_equal(buf, "ok", 2);
 	}
+}
+
+static void test_fork_child_refused(void **state)
+{
+	fork_child_refused(*state, fork);
+}
+
+static void test_fork_child_refused_no_atfork(void **state)
+{
+	fork_child_refused(*state, _Fork);
 }
 
 /* The *_sized calls fill min(size, sizeof) bytes and zero the rest. */
@@ -409,6 +420,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reset_errors, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_sized_structs, pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_refused, pair_setup, pair_teardown),
+		cmocka_unit_test_setup_teardown(test_fork_child_refused_no_atfork, pair_setup,
+						pair_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
