@@ -346,7 +346,15 @@ static void *server_main(void *arg)
 				struct epoll_event cev = {.events = EPOLLIN, .data.ptr = s};
 				int one = 1;
 
-				setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+				/* a usmc connection's fd is its readiness descriptor:
+				 * the option goes to its TCP socket (no effect on the
+				 * SMC-R data path, one system call) */
+				if (s->uc)
+					usmc_conn_setsockopt(s->uc, IPPROTO_TCP, TCP_NODELAY, &one,
+							     sizeof(one));
+				else
+					setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one,
+						   sizeof(one));
 				epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &cev);
 				s->next = sconns;
 				if (sconns)
