@@ -651,7 +651,11 @@ static void run_deletelink(void)
 	rc = hp_await_accept(&y, 6000);
 	CHECK(rc == 0 && !y.acc.first_contact, "second connection: reuse ACCEPT expected (%d)", rc);
 	m = delete_link_msg(&lk);
-	CHECK(!hp_send_llc(&lk, &m), "send DELETE_LINK");
+	rc = hp_send_llc(&lk, &m);
+	/* seen once in ~40 runs: -ETIMEDOUT with no completion (no ACK, or
+	 * RNR retried forever); say which, and what the QP had seen */
+	CHECK(!rc, "send DELETE_LINK: %d (%s), QP error %d, sends done %lu", rc,
+	      strerror(rc < 0 ? -rc : rc), lk.qp_err, (unsigned long)lk.wr_done);
 	usleep(100000);
 	CHECK(!hp_confirm(&y, NULL, NULL), "CONFIRM");
 	expect_server_error(&x, ERR_WAIT_MS, "b: first connection after DELETE_LINK");
