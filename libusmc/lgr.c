@@ -272,11 +272,10 @@ static void lgr_async_events(struct lgr *lgr)
 
 /*
  * Sleep until an event or the tick: the completion channel while the
- * progress thread holds the engine's token (@ch_armed: its one-shot
- * registration is armed), the stop/kick eventfd, the TCP sockets, the
- * verbs context's async events.
+ * progress thread holds the engine's token (lgr_ep_channel()), the
+ * stop/kick eventfd, the TCP sockets, the verbs context's async events.
  */
-static void lgr_wait_event(struct lgr *lgr, bool *ch_armed, bool owner)
+static void lgr_wait_event(struct lgr *lgr, bool owner)
 {
 	struct epoll_event ev[16];
 	int n = epoll_wait(lgr->ep, ev, 16, LGR_TICK_MS);
@@ -289,8 +288,7 @@ static void lgr_wait_event(struct lgr *lgr, bool *ch_armed, bool owner)
 	for (int i = 0; i < n; i++) {
 		if (ev[i].data.u64 & LGR_EP_TCP) {
 			lgr->ops->tcp_hup(lgr, (uint32_t)ev[i].data.u64);
-		} else if (ev[i].data.u64 == LGR_EP_CH) {
-			*ch_armed = false; /* one-shot */
+		} else if (ev[i].data.u64 == LGR_EP_CH && owner) {
 			smcr_eng_get_event(lgr);
 		} else if (ev[i].data.u64 == LGR_EP_STOP && read(lgr->stop_fd, &v, sizeof(v)) > 0) {
 			eng_count(&lgr->st, ENG_SYSCALLS, 1);
@@ -300,17 +298,21 @@ static void lgr_wait_event(struct lgr *lgr, bool *ch_armed, bool owner)
 	}
 }
 
-/* The channel in the progress thread's epoll set only while it holds the token. */
-static void lgr_ep_channel(struct lgr *lgr, bool *ch_armed, bool want)
+/*
+ * The channel in the progress thread's epoll set only while it holds the
+ * token: an application owner reads it otherwise. Level-triggered: the
+ * event read after each report clears it, so the registration changes only
+ * when the token does, not once per event.
+ */
+static void lgr_ep_channel(struct lgr *lgr, bool *ch_watched, bool want)
 {
-	struct epoll_event ch = {.events = want ? EPOLLIN | EPOLLONESHOT : 0,
-				 .data.u64 = LGR_EP_CH};
+	struct epoll_event ch = {.events = want ? EPOLLIN : 0, .data.u64 = LGR_EP_CH};
 
-	if (*ch_armed == want)
+	if (*ch_watched == want)
 		return;
 	epoll_ctl(lgr->ep, EPOLL_CTL_MOD, lgr->ch->fd, &ch);
 	eng_count(&lgr->st, ENG_SYSCALLS, 1);
-	*ch_armed = want;
+	*ch_watched = want;
 }
 
 int lgr_watch_tcp(struct lgr *lgr, uint32_t token, int fd)
@@ -350,7 +352,7 @@ static void *lgr_progress(void *arg)
 {
 	struct lgr *lgr = arg;
 	long next_tick = 0;
-	bool ch_armed = false;
+	bool ch_watched = false;
 
 	thread_name_set(pthread_self(), "usmc-lgr/%x", lgr->id);
 	while (!atomic_load(&lgr->stop)) {
@@ -377,12 +379,12 @@ static void *lgr_progress(void *arg)
 			if (n || lgr->cfg.busy_poll)
 				continue;
 			/* arm, then drain once more so no completion slips between */
-			smcr_eng_arm(lgr, true);
+			smcr_eng_progress_arm(lgr);
 			if (smcr_wr_drain_cq(lgr))
 				continue;
 		}
-		lgr_ep_channel(lgr, &ch_armed, owner);
-		lgr_wait_event(lgr, &ch_armed, owner);
+		lgr_ep_channel(lgr, &ch_watched, owner);
+		lgr_wait_event(lgr, owner);
 	}
 	return NULL;
 }

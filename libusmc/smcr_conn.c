@@ -112,10 +112,14 @@ static void sc_update_ready_locked(struct smcr_conn *sc)
 		while (ops++, write(sc->ev[0], fill, sizeof(fill)) > 0)
 			;
 		sc->wr_blocked_sig = true;
+		/* room comes with send completions: have them run as they come */
+		if (atomic_fetch_add(&sc->lgr->eng.room_waiters, 1) == 0)
+			smcr_eng_scq_demand_raised(sc->lgr);
 	} else if (wr && sc->wr_blocked_sig) {
 		while (ops++, read(sc->ev[1], tmp, sizeof(tmp)) > 0)
 			;
 		sc->wr_blocked_sig = false;
+		atomic_fetch_sub(&sc->lgr->eng.room_waiters, 1);
 		ops += sc_ready_shutdowns_locked(sc); /* EPOLLHUP waited for the drain */
 	}
 	if (ops) {
@@ -284,6 +288,8 @@ void smcr_conn_put(struct smcr_conn *sc)
 	if (sc->ev[0] >= 0) {
 		close(sc->ev[0]);
 		atomic_fetch_sub(&sc->lgr->eng.fd_users, 1);
+		if (sc->wr_blocked_sig)
+			atomic_fetch_sub(&sc->lgr->eng.room_waiters, 1);
 	}
 	if (sc->ev[1] >= 0)
 		close(sc->ev[1]);

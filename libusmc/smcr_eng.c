@@ -143,6 +143,50 @@ static void kick_progress(struct lgr *lgr)
 		eng_count(&lgr->st, ENG_SYSCALLS, 1);
 }
 
+/* ---- send completions as they come --------------------------------- */
+
+bool smcr_eng_scq_demand_locked(struct lgr *lgr)
+{
+	return lgr->eng.scq_wanted > 0 || atomic_load(&lgr->any_pending) ||
+	       atomic_load(&lgr->eng.room_waiters) > 0;
+}
+
+void smcr_eng_progress_arm(struct lgr *lgr)
+{
+	struct smcr_eng *e = &lgr->eng;
+	bool scq;
+
+	/* decided under the lock a demand is raised under: a raiser after it
+	 * sees prog_scq_off and kicks us */
+	pthread_mutex_lock(&e->lock);
+	scq = smcr_eng_scq_demand_locked(lgr);
+	e->prog_scq_off = !scq && !e->scq_armed;
+	pthread_mutex_unlock(&e->lock);
+	smcr_eng_arm(lgr, scq);
+}
+
+/* Wake the owner if it sleeps with the send CQ unarmed; requires e->lock. */
+static void scq_demand_kick_locked(struct lgr *lgr)
+{
+	struct smcr_eng *e = &lgr->eng;
+	uint64_t one = 1;
+
+	if (e->owner == ENG_APP && e->owner_sleeping) {
+		if (write(e->kick_fd, &one, sizeof(one)) == sizeof(one))
+			eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	} else if (e->owner == ENG_PROG && e->prog_scq_off) {
+		e->prog_scq_off = false; /* one kick is enough */
+		kick_progress(lgr);
+	}
+}
+
+void smcr_eng_scq_demand_raised(struct lgr *lgr)
+{
+	pthread_mutex_lock(&lgr->eng.lock);
+	scq_demand_kick_locked(lgr);
+	pthread_mutex_unlock(&lgr->eng.lock);
+}
+
 /* Two or more threads wait: the progress thread serves them better (its
  * dispatch wakes exactly the ones whose connection changed, where handing
  * the token down the queue would wake each in turn). Requires e->lock. */
@@ -205,6 +249,7 @@ bool smcr_eng_progress_take(struct lgr *lgr, bool force)
 	if (e->owner == ENG_FREE && (force || progress_needed(lgr)))
 		e->owner = ENG_PROG;
 	mine = e->owner == ENG_PROG;
+	e->prog_scq_off = false; /* awake: it decides again before it sleeps */
 	pthread_mutex_unlock(&e->lock);
 	return mine;
 }
@@ -246,11 +291,11 @@ void smcr_eng_want_progress(struct lgr *lgr)
 	kick = e->owner == ENG_FREE;
 	if (kick)
 		e->owner = ENG_PROG;
+	else
+		scq_demand_kick_locked(lgr); /* an owner asleep on the receive CQ only */
 	pthread_mutex_unlock(&e->lock);
 	if (kick)
 		kick_progress(lgr);
-	else
-		smcr_eng_kick(lgr); /* an owner asleep on the receive CQ only */
 }
 
 void smcr_eng_churn(struct lgr *lgr)
@@ -351,7 +396,7 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 		if (busy || (can_spin && !slept && now_ns() - t0 < budget))
 			continue;
 		pthread_mutex_lock(&e->lock);
-		want_scq = scq || e->scq_wanted > 0 || atomic_load(&lgr->any_pending);
+		want_scq = scq || smcr_eng_scq_demand_locked(lgr);
 		e->owner_sleeping = true;
 		pthread_mutex_unlock(&e->lock);
 		/* arm, poll once more, look at the predicate, and only then sleep */
@@ -406,13 +451,9 @@ void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
 	} else {
 		*e->waiters_tail = &w;
 		e->waiters_tail = &w.next;
-		if (scq && e->scq_wanted++ == 0 && e->owner == ENG_APP && e->owner_sleeping) {
-			uint64_t one = 1;
-
-			/* the owner sleeps on the receive CQ only: let it arm the send CQ */
-			if (write(e->kick_fd, &one, sizeof(one)) == sizeof(one))
-				eng_count(&lgr->st, ENG_SYSCALLS, 1);
-		}
+		/* the owner may sleep on the receive CQ only: let it arm the send CQ */
+		if (scq && e->scq_wanted++ == 0)
+			scq_demand_kick_locked(lgr);
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (!owner) {

@@ -9,7 +9,9 @@
  * The progress thread holds the token only while somebody needs
  * completions run without waiting for them (a readiness descriptor in use,
  * an LLC flow, a send that found the queue full, a link group in its
- * handshake), and otherwise drains the CQs at its timer tick.
+ * handshake), and otherwise drains the CQs at its timer tick. Whoever
+ * sleeps arms the send CQ only on demand (smcr_eng_scq_demand_locked()):
+ * a send completion nobody waits for wakes nobody.
  *
  * Lock order: a connection's lock -> smcr_eng.lock; the token holder
  * dispatches with no engine lock held.
@@ -44,11 +46,13 @@ struct smcr_eng {
 	pthread_mutex_t lock; /* protects the fields up to 'atomics' */
 	int owner;	      /* enum smcr_eng_owner */
 	bool owner_sleeping;  /* the application owner sleeps on the channel */
+	bool prog_scq_off;    /* the progress thread owns and sleeps, send CQ unarmed */
 	struct smcr_eng_waiter *waiters, **waiters_tail; /* FIFO */
 	int scq_wanted; /* waiters that need send completions (room, linger) */
 
 	/* atomics */
 	atomic_int fd_users;	    /* connections whose readiness descriptor exists */
+	atomic_int room_waiters;    /* of those, the ones whose descriptor shows no room */
 	atomic_int holds;	    /* smcr_eng_hold(): completions must run at once */
 	atomic_long churn_until_ms; /* connections come and go: drain often until then */
 	int kick_fd;		    /* eventfd: wakes the application owner's sleep */
@@ -115,6 +119,25 @@ bool smcr_eng_progress_take(struct lgr *lgr, bool force);
 /* Give the token up if nobody needs the progress thread: to the first
  * waiter, or free. True if it was given up. */
 bool smcr_eng_progress_release(struct lgr *lgr, bool force);
+
+/*
+ * Arm before the progress thread sleeps: the receive CQ always, the send CQ
+ * only if somebody needs send completions run as they come
+ * (smcr_eng_scq_demand()); otherwise they wait for the next drain (a
+ * receive, the tick), and a request, a response and a close cost no
+ * wake-up each for their own completion.
+ */
+void smcr_eng_progress_arm(struct lgr *lgr);
+
+/*
+ * Send completions are needed as they come: a writer or a linger waits
+ * (scq_wanted), data waits for room in the send queue (any_pending), or a
+ * readiness descriptor shows a full send buffer (room_waiters). Requires
+ * smcr_eng.lock.
+ */
+bool smcr_eng_scq_demand_locked(struct lgr *lgr);
+/* That demand rose from nothing: wake an owner asleep without the send CQ. */
+void smcr_eng_scq_demand_raised(struct lgr *lgr);
 
 /* Poll both CQs once and dispatch (the token holder only); returns how many. */
 int smcr_eng_poll(struct lgr *lgr);

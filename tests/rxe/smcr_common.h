@@ -9,12 +9,14 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/epoll.h>
 
 #include <usmc/usmc.h>
 
@@ -105,6 +107,22 @@ static inline uint64_t echo_until_eof(struct usmc_conn *c, uint8_t *buf, size_t 
 			return echoed;
 		send_all(c, buf, (size_t)n);
 		echoed += (uint64_t)n;
+	}
+}
+
+/* The peer's EOF on non-blocking @c, announced by readiness on @ep (its
+ * descriptor registered); dies on data, an error or @ms without readiness. */
+static inline void await_eof_epoll(struct usmc_conn *c, int ep, int ms)
+{
+	for (;;) {
+		struct epoll_event e;
+		uint8_t b;
+		ssize_t r = usmc_recv(c, &b, 1, 0);
+
+		if (r == 0)
+			return;
+		CHECK(r == -EAGAIN, "EOF expected, got %zd", r);
+		CHECK(epoll_wait(ep, &e, 1, ms) == 1, "no readiness for the EOF in %d ms", ms);
 	}
 }
 

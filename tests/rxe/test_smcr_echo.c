@@ -85,15 +85,7 @@ static void client_run(struct usmc_conn *c, uint64_t total)
 		}
 	}
 	/* the server closes after the echo: EOF, announced by readiness */
-	for (;;) {
-		struct epoll_event e;
-		ssize_t r = usmc_recv(c, in, 1, 0);
-
-		if (r == 0)
-			break;
-		CHECK(r == -EAGAIN, "EOF expected after the echo, got %zd", r);
-		CHECK(epoll_wait(ep, &e, 1, EPOLL_MS) == 1, "no readiness for the EOF");
-	}
+	await_eof_epoll(c, ep, EPOLL_MS);
 	close(ep);
 }
 
