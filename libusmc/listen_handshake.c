@@ -56,10 +56,11 @@ static int serve_done(struct usmc_conn *c, int rc, const struct smcr_hs *hs)
 /* The ACCEPT went: take the CONFIRM if it comes soon, else park. */
 static int serve_after_accept(struct usmc_conn *c, struct smcr_hs *hs)
 {
-	if (clc_io_wait(c->fd, CLC_PROPOSAL_MAX_LEN, hs_left_ms(c, LISTEN_HS_PARK_MS)) ==
-		    -ETIMEDOUT &&
-	    hs_left_ms(c, 1) > 0)
+	int len = clc_io_wait(c->fd, CLC_PROPOSAL_MAX_LEN, hs_left_ms(c, LISTEN_HS_PARK_MS));
+
+	if (len == -ETIMEDOUT && hs_left_ms(c, 1) > 0)
 		return LISTEN_HS_PARKED;
+	hs->waiting = len > 0 ? (size_t)len : 0; /* whole: no second peek */
 	return serve_done(c, smcr_clc_serve_confirm(hs, c->serve), hs);
 }
 
@@ -115,7 +116,7 @@ int listen_handshake(struct usmc_conn *c)
 	if (c->serve)
 		return serve_step(c);
 	len = clc_io_recv(c->fd, buf, sizeof(buf),
-			  hs_left_ms(c, c->opts.v[USMC_OPT_CLC_TIMEOUT_MS]), &hdr);
+			  hs_left_ms(c, c->opts.v[USMC_OPT_CLC_TIMEOUT_MS]), 0, &hdr);
 	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;

@@ -283,7 +283,7 @@ static bool whole_message(struct probing *p)
 {
 	size_t need;
 
-	if (!clc_io_ready(p->c->fd, CLC_PROPOSAL_MAX_LEN, &need))
+	if (clc_io_ready(p->c->fd, CLC_PROPOSAL_MAX_LEN, &need) != -EAGAIN)
 		return true;
 	probe_lowat(p, need);
 	return false;

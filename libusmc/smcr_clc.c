@@ -214,9 +214,10 @@ static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t
 			   struct clc_accept_confirm *ac, int timeout_ms)
 {
 	struct clc_hdr hdr;
-	int len = clc_io_recv(hs->fd, buf, cap, timeout_ms, &hdr);
+	int len = clc_io_recv(hs->fd, buf, cap, timeout_ms, hs->waiting, &hdr);
 	int rc;
 
+	hs->waiting = 0; /* taken, or the handshake failed */
 	if (len < 0)
 		return len;
 	if (hdr.type == CLC_DECLINE) {
