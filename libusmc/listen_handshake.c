@@ -35,6 +35,8 @@ static void serve_hs_init(struct usmc_conn *c, struct smcr_hs *hs)
 	conn_hs_init(c, hs);
 	hs->have_device = ctx_has_smcr_device(c->ctx);
 	hs->deadline_ms = listen_hs_deadline_ms(c);
+	hs->waiting = c->clc_waiting; /* a parked CONFIRM the accept thread saw */
+	c->clc_waiting = 0;
 }
 
 /* Milliseconds left before @c's deadline, at most @ms, at least 0. */
@@ -115,8 +117,10 @@ int listen_handshake(struct usmc_conn *c)
 
 	if (c->serve)
 		return serve_step(c);
+	/* normally the accept thread saw it whole (c->clc_waiting): one recv() */
 	len = clc_io_recv(c->fd, buf, sizeof(buf),
-			  hs_left_ms(c, c->opts.v[USMC_OPT_CLC_TIMEOUT_MS]), 0, &hdr);
+			  hs_left_ms(c, c->opts.v[USMC_OPT_CLC_TIMEOUT_MS]), c->clc_waiting, &hdr);
+	c->clc_waiting = 0;
 	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
@@ -139,9 +143,14 @@ int listen_decline_now(struct usmc_conn *c, uint32_t reason)
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal prop;
 	struct clc_hdr hdr;
-	int len = clc_io_take(c->fd, buf, sizeof(buf), &hdr);
-	int rc = proposal_of(buf, len, &hdr, &prop);
+	size_t waiting = c->clc_waiting;
+	int len, rc;
 
+	c->clc_waiting = 0;
+	/* seen whole (c->clc_waiting): take it without a second peek */
+	len = waiting ? clc_io_recv(c->fd, buf, sizeof(buf), 0, waiting, &hdr)
+		      : clc_io_take(c->fd, buf, sizeof(buf), &hdr);
+	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return rc;
 	/* a DECLINE (<= 44 bytes) always fits a new socket's send buffer */
