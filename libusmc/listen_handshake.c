@@ -35,7 +35,8 @@ static void serve_hs_init(struct usmc_conn *c, struct smcr_hs *hs)
 	conn_hs_init(c, hs);
 	hs->have_device = ctx_has_smcr_device(c->ctx);
 	hs->deadline_ms = listen_hs_deadline_ms(c);
-	hs->waiting = c->clc_waiting; /* a parked CONFIRM the accept thread saw */
+	hs->peer = c->peer_len ? &c->peer : NULL; /* conn_keep_peer() */
+	hs->waiting = c->clc_waiting;		  /* a parked CONFIRM the accept thread saw */
 	c->clc_waiting = 0;
 }
 
