@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "clc_io.h"
@@ -12,10 +11,13 @@
 
 /*
  * Wait until @fd holds @need bytes, its peer has closed (*@closed set), or
- * @deadline passes. A peek sees the same bytes again until more arrive, so
- * "readable" alone would wake at once for a partial message: SO_RCVLOWAT
- * makes poll() wait for the count instead (tcp_poll() honours it), and is
- * put back afterwards because the application gets this socket.
+ * @deadline passes (a deadline already past still looks once, so a message
+ * that came just in time is taken). A peek sees the same bytes again until
+ * more arrive, so "readable" alone would wake at once for a partial
+ * message: SO_RCVLOWAT makes poll() wait for the count instead
+ * (net/ipv4/tcp.c tcp_poll() honours it), and is put back afterwards
+ * because the application gets this socket. With @need 1 (nothing seen
+ * yet, the common case) it is one poll() and SO_RCVLOWAT is not touched.
  */
 static int wait_bytes(int fd, size_t need, long deadline, bool *closed)
 {
@@ -28,7 +30,7 @@ static int wait_bytes(int fd, size_t need, long deadline, bool *closed)
 	do {
 		long left = deadline - clock_now_ms();
 
-		rc = left <= 0 ? 0 : poll(&p, 1, (int)left);
+		rc = poll(&p, 1, left > 0 ? (int)left : 0);
 	} while (rc < 0 && errno == EINTR);
 	if (rc < 0)
 		rc = -errno;
@@ -38,24 +40,6 @@ static int wait_bytes(int fd, size_t need, long deadline, bool *closed)
 		setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &old, sizeof(old));
 	*closed = p.revents & (POLLRDHUP | POLLHUP | POLLERR);
 	return rc;
-}
-
-int clc_io_take_peeked(int fd, uint8_t *buf, size_t n, size_t cap, struct clc_hdr *hdr)
-{
-	int rc;
-
-	if (n < CLC_HDR_LEN)
-		return -EAGAIN;
-	rc = clc_hdr_decode(buf, n, hdr);
-	if (rc)
-		return rc;
-	if (hdr->length > cap)
-		return WIRE_E_LENGTH;
-	if (n < hdr->length)
-		return -EAGAIN;
-	if (recv(fd, buf, hdr->length, MSG_DONTWAIT) != (ssize_t)hdr->length)
-		return -EIO; /* cannot happen: the bytes were peeked */
-	return hdr->length;
 }
 
 /* Peek what @fd holds (up to @cap) into @buf; -EAGAIN if nothing yet. */
@@ -68,6 +52,59 @@ static ssize_t peek(int fd, uint8_t *buf, size_t cap)
 	return n ? n : -ECONNRESET;
 }
 
+int clc_io_peeked(const uint8_t *buf, ssize_t n, size_t cap, struct clc_hdr *hdr, size_t *need)
+{
+	int rc;
+
+	if (n == -EAGAIN) {
+		*need = 1; /* nothing yet: any byte */
+		return -EAGAIN;
+	}
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n < CLC_HDR_LEN) {
+		*need = CLC_HDR_LEN;
+		return -EAGAIN;
+	}
+	rc = clc_hdr_decode(buf, (size_t)n, hdr);
+	if (rc)
+		return rc;
+	if (hdr->length > cap)
+		return WIRE_E_LENGTH;
+	if ((size_t)n < hdr->length) {
+		*need = hdr->length;
+		return -EAGAIN;
+	}
+	return hdr->length;
+}
+
+/*
+ * Consume the @len bytes of the one message that was peeked whole at the
+ * start of @fd's stream (into @buf, again) and check its header. Nobody
+ * else reads the socket meanwhile, so the bytes are still those.
+ */
+static int take(int fd, uint8_t *buf, size_t cap, size_t len, struct clc_hdr *hdr)
+{
+	int rc;
+
+	if (len < CLC_HDR_LEN || len > cap)
+		return -EINVAL;
+	if (recv(fd, buf, len, MSG_DONTWAIT) != (ssize_t)len)
+		return -EIO; /* cannot happen: the bytes were peeked */
+	rc = clc_hdr_decode(buf, len, hdr);
+	if (rc)
+		return rc;
+	return hdr->length == len ? (int)len : -EIO;
+}
+
+int clc_io_take_peeked(int fd, uint8_t *buf, size_t n, size_t cap, struct clc_hdr *hdr)
+{
+	size_t need;
+	int len = clc_io_peeked(buf, (ssize_t)n, cap, hdr, &need);
+
+	return len > 0 ? take(fd, buf, cap, (size_t)len, hdr) : len;
+}
+
 int clc_io_take(int fd, uint8_t *buf, size_t cap, struct clc_hdr *hdr)
 {
 	ssize_t n = peek(fd, buf, cap);
@@ -77,67 +114,70 @@ int clc_io_take(int fd, uint8_t *buf, size_t cap, struct clc_hdr *hdr)
 
 int clc_io_ready(int fd, size_t cap, size_t *need)
 {
-	uint8_t hb[CLC_HDR_LEN];
+	uint8_t buf[CLC_MAX_LEN];
 	struct clc_hdr hdr;
-	ssize_t n = peek(fd, hb, sizeof(hb));
-	int avail;
-
-	if (n == -EAGAIN || (n >= 0 && n < CLC_HDR_LEN)) {
-		*need = CLC_HDR_LEN;
-		return -EAGAIN;
-	}
-	if (n < 0 || clc_hdr_decode(hb, (size_t)n, &hdr) || hdr.length > cap)
-		return 0;
-	if (ioctl(fd, FIONREAD, &avail) || (size_t)avail >= hdr.length)
-		return 0;
-	*need = hdr.length;
-	return -EAGAIN;
-}
-
-int clc_io_wait(int fd, size_t cap, int timeout_ms)
-{
-	long deadline = clock_now_ms() + timeout_ms;
-	bool closed = false;
-	size_t need;
 	int rc;
 
-	while ((rc = clc_io_ready(fd, cap, &need)) == -EAGAIN && !closed) {
-		rc = wait_bytes(fd, need, deadline, &closed);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	if (cap > sizeof(buf))
+		cap = sizeof(buf);
+	rc = clc_io_peeked(buf, peek(fd, buf, cap), cap, &hdr, need);
+	return rc > 0 || rc == -EAGAIN ? rc : 0;
 }
 
 /*
- * Peek, and take the message once it is whole: its header's length says
- * how many bytes are ours, so nothing after it is ever consumed.
+ * Wait until the start of @fd's stream holds a whole CLC message (peeked
+ * into @buf: its length), or something that ends the wait (EOF inside it,
+ * an error, a malformed header, -ETIMEDOUT at @deadline). It polls before
+ * it peeks: a caller waits for the answer to what it has just sent, which
+ * cannot be there yet, and poll() returns at once if it is. A message that
+ * comes in pieces is waited for with SO_RCVLOWAT (wait_bytes()), so a
+ * trickling peer costs no wake-up per byte.
  */
-int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr)
+static int wait_whole(int fd, uint8_t *buf, size_t cap, long deadline, struct clc_hdr *hdr)
 {
-	long deadline = clock_now_ms() + timeout_ms;
 	bool closed = false;
+	size_t need = 1;
 
-	if (cap < CLC_HDR_LEN)
-		return -EINVAL;
 	for (;;) {
-		ssize_t n = peek(fd, buf, cap);
-		size_t need;
-		int rc;
+		int rc = wait_bytes(fd, need, deadline, &closed);
 
-		if (n < 0 && n != -EAGAIN)
-			return (int)n;
-		rc = n < 0 ? -EAGAIN : clc_io_take_peeked(fd, buf, (size_t)n, cap, hdr);
+		if (rc)
+			return rc;
+		rc = clc_io_peeked(buf, peek(fd, buf, cap), cap, hdr, &need);
 		if (rc != -EAGAIN)
 			return rc;
 		if (closed)
 			return -ECONNRESET; /* EOF inside the message */
-		/* nothing yet: any byte wakes us; part of it: the rest does */
-		need = n <= 0 ? 1 : n < CLC_HDR_LEN ? CLC_HDR_LEN : hdr->length;
-		rc = wait_bytes(fd, need, deadline, &closed);
-		if (rc)
-			return rc;
 	}
+}
+
+int clc_io_wait(int fd, size_t cap, int timeout_ms)
+{
+	uint8_t buf[CLC_MAX_LEN];
+	struct clc_hdr hdr;
+	int rc;
+
+	if (cap > sizeof(buf))
+		cap = sizeof(buf);
+	rc = wait_whole(fd, buf, cap, clock_now_ms() + timeout_ms, &hdr);
+	return rc > 0 || rc == -ETIMEDOUT ? rc : 0;
+}
+
+/*
+ * Wait for the message, then take it: its header's length says how many
+ * bytes are ours, so nothing after it is ever consumed.
+ */
+int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, size_t waiting,
+		struct clc_hdr *hdr)
+{
+	int len;
+
+	if (cap < CLC_HDR_LEN)
+		return -EINVAL;
+	if (waiting)
+		return take(fd, buf, cap, waiting, hdr);
+	len = wait_whole(fd, buf, cap, clock_now_ms() + timeout_ms, hdr);
+	return len > 0 ? take(fd, buf, cap, (size_t)len, hdr) : len;
 }
 
 int clc_io_send(int fd, const uint8_t *buf, size_t len)

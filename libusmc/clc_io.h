@@ -8,16 +8,21 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "clc.h"
 
 /*
  * clc_io_recv() - read one CLC message into @buf (@cap bytes) within
- * @timeout_ms. Returns its length and fills @hdr, or -ETIMEDOUT,
- * -ECONNRESET (EOF), a WIRE_E_* code (malformed header, or longer than
- * @cap), or another -errno.
+ * @timeout_ms. @waiting is 0, or the length of a whole message the caller
+ * saw waiting (clc_io_ready(), clc_io_wait()): it is then taken at once,
+ * with one recv(). Otherwise it polls first (the peer answers what we have
+ * just sent) and peeks what came. Returns its length and fills @hdr, or
+ * -ETIMEDOUT, -ECONNRESET (EOF), a WIRE_E_* code (malformed header, or
+ * longer than @cap), or another -errno.
  */
-int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr);
+int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, size_t waiting,
+		struct clc_hdr *hdr);
 
 /*
  * clc_io_take() - without blocking, read the one CLC message that starts
@@ -35,18 +40,30 @@ int clc_io_take(int fd, uint8_t *buf, size_t cap, struct clc_hdr *hdr);
 int clc_io_take_peeked(int fd, uint8_t *buf, size_t n, size_t cap, struct clc_hdr *hdr);
 
 /*
- * clc_io_ready() - without blocking or consuming anything: does @fd hold a
- * whole CLC message (at most @cap bytes)? 0 when the reader has something
- * to act on: the whole message, or EOF, an error or a malformed header,
- * which its clc_io_recv() will report. -EAGAIN while it is incomplete;
- * *@need is then the byte count that completes what is known of it (the
- * header first, then the message), for SO_RCVLOWAT.
+ * clc_io_peeked() - what a peek of the start of a socket's stream says
+ * (pure): @n is what it returned (bytes in @buf, or -EAGAIN for nothing
+ * yet, -ECONNRESET for EOF, another -errno). The length of the whole CLC
+ * message @buf holds (@hdr filled); -EAGAIN while it is incomplete, with
+ * *@need the byte count that completes what is known of it (any byte,
+ * the header, then the message), for SO_RCVLOWAT; else @n's error or a
+ * WIRE_E_* code (malformed header, longer than @cap).
+ */
+int clc_io_peeked(const uint8_t *buf, ssize_t n, size_t cap, struct clc_hdr *hdr, size_t *need);
+
+/*
+ * clc_io_ready() - without blocking or consuming anything (one peek): does
+ * @fd hold a whole CLC message (at most @cap bytes)? Its length when it
+ * does; 0 when the reader has something else to act on (EOF, an error, a
+ * malformed header: its clc_io_recv() reports it); -EAGAIN while it is
+ * incomplete, *@need as clc_io_peeked() says.
  */
 int clc_io_ready(int fd, size_t cap, size_t *need);
 
 /*
- * clc_io_wait() - wait up to @timeout_ms until clc_io_ready() says 0.
- * Returns 0, -ETIMEDOUT, or another -errno of poll().
+ * clc_io_wait() - wait up to @timeout_ms until clc_io_ready() would not
+ * say -EAGAIN; poll first, as clc_io_recv(). Returns the whole message's
+ * length (for clc_io_recv()'s @waiting), 0 (something else for the reader)
+ * or -ETIMEDOUT.
  */
 int clc_io_wait(int fd, size_t cap, int timeout_ms);
 

@@ -140,6 +140,7 @@ static int connect_held(struct usmc_conn *c, struct smcr_hs *hs)
 	int n = 0, rc;
 
 	if (!getpeername(c->fd, (struct sockaddr *)&ss, &len)) {
+		hs->peer = &ss; /* the handshake need not ask again */
 		if (ss.ss_family == AF_INET)
 			peer = ((struct sockaddr_in *)&ss)->sin_addr;
 		else if (ss.ss_family == AF_INET6 &&

@@ -38,6 +38,9 @@ struct usmc_conn {
 	bool counted_open;    /* counted in ctx->open_conns */
 	bool decline_at_once; /* listener congested: decline in the accept thread */
 	int kc_peer;	      /* enum kc_peer: SMC option seen in the handshake */
+	/* listener: the length of a whole CLC message the accept thread saw
+	 * waiting on @fd (peeked), so the worker takes it with one recv() */
+	size_t clc_waiting;
 	uint64_t t_accept_ns; /* listener: when the accept thread took it (CLOCK_MONOTONIC) */
 	struct usmc_opts opts;
 	struct smcr_serve *serve; /* listener: a handshake between ACCEPT and CONFIRM */

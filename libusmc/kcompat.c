@@ -81,22 +81,20 @@ int kcompat_client_decline(enum kc_peer peer, int fd, uint32_t reason)
 
 _Static_assert(KC_OPT_MAGIC == CLC_EYECATCHER_SMCR, "SMC option magic is \"SMCR\" in EBCDIC");
 
-int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason)
+int kcompat_take_decline(enum kc_peer peer, int fd, uint8_t *buf, ssize_t n, uint32_t *reason)
 {
-	uint8_t buf[CLC_DECLINE_V2_LEN]; /* the longest DECLINE */
 	struct clc_decline d;
 	struct clc_hdr hdr;
-	ssize_t n;
 	int rc;
 
 	if (peer != KC_PEER_SMC)
 		return 0;
-	n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n <= 0) /* nothing yet, EOF or an error: the probe decides */
 		return 0;
 	if (!clc_hdr_starts(buf, (size_t)n, CLC_DECLINE))
 		return 0;
-	rc = clc_io_take_peeked(fd, buf, (size_t)n, sizeof(buf), &hdr);
+	/* the longest DECLINE is the most we may take */
+	rc = clc_io_take_peeked(fd, buf, (size_t)n, CLC_DECLINE_V2_LEN, &hdr);
 	if (rc < 0)
 		return rc;
 	rc = clc_decline_decode(buf, (size_t)rc, &d);

@@ -81,11 +81,13 @@ int kcompat_client_decline(enum kc_peer peer, int fd, uint32_t reason);
  * kcompat_take_decline() - a client that signalled SMC (@peer is
  * KC_PEER_SMC) may answer with a DECLINE instead of a PROPOSAL, as a Linux
  * client without a usable device does. Without blocking: if the first
- * bytes on socket @fd are a complete DECLINE, consume it, set *@reason to its diagnosis
- * and return 1; -EAGAIN while they may still become one; 0 if they are
- * not one (or the client did not signal SMC); a WIRE_E_* code if malformed.
+ * bytes on socket @fd, which the caller peeked into @buf (@n: what the
+ * peek returned, <= 0 for nothing, EOF or an error), are a complete
+ * DECLINE, consume it, set *@reason to its diagnosis and return 1;
+ * -EAGAIN while they may still become one; 0 if they are not one (or the
+ * client did not signal SMC); a WIRE_E_* code if malformed.
  */
-int kcompat_take_decline(enum kc_peer peer, int fd, uint32_t *reason);
+int kcompat_take_decline(enum kc_peer peer, int fd, uint8_t *buf, ssize_t n, uint32_t *reason);
 
 /* A listener's registration; written before its threads start, then only
  * congested changes (atomically, from the accept thread and workers). */

@@ -35,6 +35,9 @@ static void serve_hs_init(struct usmc_conn *c, struct smcr_hs *hs)
 	conn_hs_init(c, hs);
 	hs->have_device = ctx_has_smcr_device(c->ctx);
 	hs->deadline_ms = listen_hs_deadline_ms(c);
+	hs->peer = c->peer_len ? &c->peer : NULL; /* conn_keep_peer() */
+	hs->waiting = c->clc_waiting;		  /* a parked CONFIRM the accept thread saw */
+	c->clc_waiting = 0;
 }
 
 /* Milliseconds left before @c's deadline, at most @ms, at least 0. */
@@ -56,10 +59,11 @@ static int serve_done(struct usmc_conn *c, int rc, const struct smcr_hs *hs)
 /* The ACCEPT went: take the CONFIRM if it comes soon, else park. */
 static int serve_after_accept(struct usmc_conn *c, struct smcr_hs *hs)
 {
-	if (clc_io_wait(c->fd, CLC_PROPOSAL_MAX_LEN, hs_left_ms(c, LISTEN_HS_PARK_MS)) ==
-		    -ETIMEDOUT &&
-	    hs_left_ms(c, 1) > 0)
+	int len = clc_io_wait(c->fd, CLC_PROPOSAL_MAX_LEN, hs_left_ms(c, LISTEN_HS_PARK_MS));
+
+	if (len == -ETIMEDOUT && hs_left_ms(c, 1) > 0)
 		return LISTEN_HS_PARKED;
+	hs->waiting = len > 0 ? (size_t)len : 0; /* whole: no second peek */
 	return serve_done(c, smcr_clc_serve_confirm(hs, c->serve), hs);
 }
 
@@ -114,8 +118,10 @@ int listen_handshake(struct usmc_conn *c)
 
 	if (c->serve)
 		return serve_step(c);
+	/* normally the accept thread saw it whole (c->clc_waiting): one recv() */
 	len = clc_io_recv(c->fd, buf, sizeof(buf),
-			  hs_left_ms(c, c->opts.v[USMC_OPT_CLC_TIMEOUT_MS]), &hdr);
+			  hs_left_ms(c, c->opts.v[USMC_OPT_CLC_TIMEOUT_MS]), c->clc_waiting, &hdr);
+	c->clc_waiting = 0;
 	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
@@ -138,9 +144,14 @@ int listen_decline_now(struct usmc_conn *c, uint32_t reason)
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal prop;
 	struct clc_hdr hdr;
-	int len = clc_io_take(c->fd, buf, sizeof(buf), &hdr);
-	int rc = proposal_of(buf, len, &hdr, &prop);
+	size_t waiting = c->clc_waiting;
+	int len, rc;
 
+	c->clc_waiting = 0;
+	/* seen whole (c->clc_waiting): take it without a second peek */
+	len = waiting ? clc_io_recv(c->fd, buf, sizeof(buf), 0, waiting, &hdr)
+		      : clc_io_take(c->fd, buf, sizeof(buf), &hdr);
+	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
 		return rc;
 	/* a DECLINE (<= 44 bytes) always fits a new socket's send buffer */

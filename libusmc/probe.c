@@ -21,7 +21,16 @@
 #include "listen_handshake.h"
 #include "probe.h"
 
-#define PROBE_PEEK_LEN 8 /* a CLC header: all probe_classify() needs */
+/*
+ * What one peek of a client's first bytes saw. It takes as much as a whole
+ * PROPOSAL can be, not just the header probe_classify() needs: one peek
+ * then tells an SMC client, a kernel client's DECLINE and whether the
+ * PROPOSAL is whole, and the worker takes it without looking again.
+ */
+struct first_bytes {
+	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
+	ssize_t n; /* what the peek returned: bytes, -EAGAIN, -ECONNRESET (EOF), -errno */
+};
 
 /* What the accept thread waits for on a connection. */
 enum probe_wait {
@@ -132,18 +141,25 @@ static uint32_t plain_client_reason(struct usmc_listener *l)
 	return ctx_has_smcr_device(l->ctx) ? USMC_REASON_PEERNOSMC : USMC_REASON_NOSMCRDEV;
 }
 
+/* Peek at the client's first bytes into @fb. */
+static void peek_first(int fd, struct first_bytes *fb)
+{
+	fb->n = recv(fd, fb->buf, sizeof(fb->buf), MSG_PEEK | MSG_DONTWAIT);
+	if (fb->n < 0)
+		fb->n = errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
+	else if (!fb->n)
+		fb->n = -ECONNRESET;
+}
+
 /* What the client's first bytes say so far. EOF or a socket error mean
  * TCP: the application will see them. */
-static enum probe_verdict peek_verdict(int fd)
+static enum probe_verdict peek_verdict(const struct first_bytes *fb)
 {
-	uint8_t buf[PROBE_PEEK_LEN];
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (fb->n == -EAGAIN)
 		return PROBE_NEED_MORE;
-	if (n <= 0)
+	if (fb->n < 0)
 		return PROBE_TCP;
-	return probe_classify(buf, (size_t)n);
+	return probe_classify(fb->buf, (size_t)fb->n);
 }
 
 /*
@@ -193,10 +209,11 @@ enum kc_decline {
  * @p may be NULL before the probe started.
  */
 static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usmc_conn *c,
-					     struct probing *p, bool expired)
+					     struct probing *p, struct first_bytes *fb,
+					     bool expired)
 {
 	uint32_t reason;
-	int rc = kcompat_take_decline(c->kc_peer, c->fd, &reason);
+	int rc = kcompat_take_decline(c->kc_peer, c->fd, fb->buf, fb->n, &reason);
 
 	if (rc == 0)
 		return KC_DECLINE_NONE;
@@ -219,20 +236,21 @@ static enum kc_decline kcompat_probe_decline(struct usmc_listener *l, struct usm
 #define PROBE_SETTLED ((enum probe_verdict)(PROBE_TCP + 1))
 
 /*
- * What @c's first bytes say. In kernel-compat mode a client that signalled
- * SMC may send a DECLINE instead of a PROPOSAL: that is looked for after
- * the probe's peek, never before, so a DECLINE that arrives between two
- * peeks is seen by the second and never mistaken for a plain client's
- * data.
+ * What @c's first bytes say (peeked into @fb). In kernel-compat mode a
+ * client that signalled SMC may send a DECLINE instead of a PROPOSAL: the
+ * same peeked bytes say whether they are one, so a DECLINE is never
+ * mistaken for a plain client's data.
  */
 static enum probe_verdict classify(struct usmc_listener *l, struct usmc_conn *c, struct probing *p,
-				   bool expired)
+				   struct first_bytes *fb, bool expired)
 {
-	enum probe_verdict v = peek_verdict(c->fd);
+	enum probe_verdict v;
 
+	peek_first(c->fd, fb);
+	v = peek_verdict(fb);
 	if (v == PROBE_SMC)
 		return v;
-	switch (kcompat_probe_decline(l, c, p, expired)) { /* kernel-compat */
+	switch (kcompat_probe_decline(l, c, p, fb, expired)) { /* kernel-compat */
 	case KC_DECLINE_SETTLED:
 		return PROBE_SETTLED;
 	case KC_DECLINE_WAIT:
@@ -275,15 +293,29 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, enum probe_
 }
 
 /*
- * Is the CLC message @p waits for whole (or is there something else for
- * the worker to see: EOF, an error, a malformed header)? If not, raise
+ * What a peek said of the CLC message @c's handshake waits for (@rc, from
+ * clc_io_peeked() or clc_io_ready()): is there something for a worker? The
+ * whole message (its length kept, so the worker takes it with one recv()
+ * and no peek), or EOF, an error, a malformed header, which the worker's
+ * read reports.
+ */
+static bool for_worker(struct usmc_conn *c, int rc)
+{
+	if (rc == -EAGAIN)
+		return false;
+	c->clc_waiting = rc > 0 ? (size_t)rc : 0;
+	return true;
+}
+
+/*
+ * Is the CLC message @p waits for whole (for_worker())? If not, raise
  * SO_RCVLOWAT to what completes it and keep waiting.
  */
 static bool whole_message(struct probing *p)
 {
-	size_t need;
+	size_t need = 1;
 
-	if (!clc_io_ready(p->c->fd, CLC_PROPOSAL_MAX_LEN, &need))
+	if (for_worker(p->c, clc_io_ready(p->c->fd, CLC_PROPOSAL_MAX_LEN, &need)))
 		return true;
 	probe_lowat(p, need);
 	return false;
@@ -304,13 +336,23 @@ static void proposal_ready(struct usmc_listener *l, struct usmc_conn *c, struct 
 }
 
 /*
- * @c showed a PROPOSAL header: an SMC client. Its whole PROPOSAL is read
- * here, by the accept thread, never by a waiting worker (issue 13 item 7):
- * now, or when the rest arrives (at most until the handshake's deadline).
+ * @c showed a PROPOSAL header (in @fb): an SMC client. Its whole PROPOSAL
+ * is waited for here, by the accept thread, never by a waiting worker
+ * (issue 13 item 7): now, or when the rest arrives (at most until the
+ * handshake's deadline).
  */
-static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
+static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct probing *p,
+		       const struct first_bytes *fb)
 {
+	struct clc_hdr hdr;
+	size_t need = 1;
+	int rc = clc_io_peeked(fb->buf, fb->n, CLC_PROPOSAL_MAX_LEN, &hdr, &need);
+
 	should_decline(l, c); /* decided now, from the pool's state now */
+	if (for_worker(c, rc)) {
+		proposal_ready(l, c, p);
+		return;
+	}
 	if (!p && probe_start(l, c, PROBE_PROPOSAL, hs_deadline_ns(c), &p)) {
 		/* cannot be watched (out of memory): a worker waits for it */
 		c->decline_at_once = false;
@@ -323,10 +365,9 @@ static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct prob
 		p->deadline_ns = hs_deadline_ns(c);
 		probe_insert(l, p);
 	}
-	if (whole_message(p)) {
-		proposal_ready(l, c, p);
-		return;
-	}
+	/* what came since the peek is reported by the epoll entry: ADD and
+	 * MOD report bytes already there, the SO_RCVLOWAT set here the rest */
+	probe_lowat(p, need);
 	if (!p->armed)
 		probe_arm(l, p, EPOLL_CTL_MOD);
 }
@@ -355,15 +396,16 @@ static void hs_expired(struct usmc_listener *l, struct probing *p)
 static void probe_step(struct usmc_listener *l, struct probing *p, bool expired)
 {
 	struct usmc_conn *c = p->c;
+	struct first_bytes fb;
 	enum probe_verdict v;
 
 	switch (p->wait) {
 	case PROBE_FIRST_BYTES:
-		v = classify(l, c, p, expired);
+		v = classify(l, c, p, &fb, expired);
 		if (v == PROBE_SETTLED)
 			return;
 		if (v == PROBE_SMC)
-			smc_client(l, c, p);
+			smc_client(l, c, p, &fb);
 		else if (v == PROBE_TCP || expired) /* silence or a partial header: plain */
 			plain_client(l, c, p);
 		else
@@ -429,13 +471,14 @@ int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms)
 {
 	/* Under load the client's first segment is often here already:
 	 * classify it now and skip the epoll round trip. */
-	enum probe_verdict v = classify(l, c, NULL, false);
+	struct first_bytes fb;
+	enum probe_verdict v = classify(l, c, NULL, &fb, false);
 	struct probing *p;
 
 	if (v == PROBE_SETTLED)
 		return 0;
 	if (v == PROBE_SMC) {
-		smc_client(l, c, NULL);
+		smc_client(l, c, NULL, &fb);
 		return 0;
 	}
 	if (v == PROBE_TCP) {

@@ -45,6 +45,21 @@ enum clc_rx {
 				       peer lost our link group */
 };
 
+/* The IPv4 address in @ss (an IPv4-mapped IPv6 one too). */
+static int addr_ipv4(const struct sockaddr_storage *ss, struct in_addr *addr)
+{
+	if (ss->ss_family == AF_INET) {
+		*addr = ((const struct sockaddr_in *)ss)->sin_addr;
+		return 0;
+	}
+	if (ss->ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)ss)->sin6_addr)) {
+		memcpy(addr, ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr + 12, 4);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
 /* The IPv4 address of @fd's own end, or of its peer's (@peer). */
 static int sock_ipv4(int fd, bool peer, struct in_addr *addr)
 {
@@ -53,16 +68,14 @@ static int sock_ipv4(int fd, bool peer, struct in_addr *addr)
 
 	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &len))
 		return -errno;
-	if (ss.ss_family == AF_INET) {
-		*addr = ((struct sockaddr_in *)&ss)->sin_addr;
-		return 0;
-	}
-	if (ss.ss_family == AF_INET6 &&
-	    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&ss)->sin6_addr)) {
-		memcpy(addr, ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr + 12, 4);
-		return 0;
-	}
-	return -EAFNOSUPPORT;
+	return addr_ipv4(&ss, addr);
+}
+
+/* The peer's IPv4 address: as the connection kept it, without a system
+ * call, else as the socket says. */
+static int peer_ipv4(const struct smcr_hs *hs, struct in_addr *addr)
+{
+	return hs->peer ? addr_ipv4(hs->peer, addr) : sock_ipv4(hs->fd, true, addr);
 }
 
 static int find_dev(const struct smcr_hs *hs, struct smcr_dev *dev)
@@ -214,9 +227,10 @@ static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t
 			   struct clc_accept_confirm *ac, int timeout_ms)
 {
 	struct clc_hdr hdr;
-	int len = clc_io_recv(hs->fd, buf, cap, timeout_ms, &hdr);
+	int len = clc_io_recv(hs->fd, buf, cap, timeout_ms, hs->waiting, &hdr);
 	int rc;
 
+	hs->waiting = 0; /* taken, or the handshake failed */
 	if (len < 0)
 		return len;
 	if (hdr.type == CLC_DECLINE) {
@@ -507,7 +521,7 @@ int smcr_clc_connect(struct smcr_hs *hs)
 	int len, rc;
 
 	/* no device: not a byte of CLC, the server sees a TCP client */
-	if (find_dev(hs, &dev) || sock_ipv4(hs->fd, true, &server)) {
+	if (find_dev(hs, &dev) || peer_ipv4(hs, &server)) {
 		hs->reason = USMC_REASON_NOSMCRDEV;
 		return SMCR_HS_NODEV;
 	}
@@ -687,7 +701,7 @@ static uint32_t serve_negotiate(struct smcr_hs *hs, const struct clc_proposal *p
 		return SMC_CLC_DECL_NOSMCRDEV;
 	if (reason)
 		return reason;
-	if (sock_ipv4(hs->fd, true, &n->peer_addr))
+	if (peer_ipv4(hs, &n->peer_addr))
 		return SMC_CLC_DECL_NOSMCRDEV; /* an IPv6 client: no SMC-Rv2 GID */
 	if (!gid_is_addr(p->roce_gid, n->peer_addr))
 		return SMC_CLC_DECL_DIFFPREFIX;

@@ -40,6 +40,11 @@ struct smcr_hs {
 	bool have_device;	      /* server: some port can carry SMC-R at all */
 	long deadline_ms;	      /* server: the whole handshake ends by then
 				       * (clock_now_ms()), 0 = only per-message bounds */
+	size_t waiting;		      /* server: the length of a whole CLC message seen waiting
+				       * on @fd, which the next read takes at once; 0 = wait */
+	/* the peer's address if the caller has it already (the connection
+	 * kept it, conn.h), or NULL: getpeername() is asked */
+	const struct sockaddr_storage *peer;
 	/* out */
 	struct smcr_conn *sc; /* SMCR_HS_SMCR */
 	uint32_t reason;      /* SMCR_HS_TCP: USMC_REASON_* / CLC decline code */

@@ -572,11 +572,14 @@ int __wrap_clc_io_send(int fd, const uint8_t *buf, size_t len)
 	return rc;
 }
 
-int __real_clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr);
-int __wrap_clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr);
-int __wrap_clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr)
+int __real_clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, size_t waiting,
+		       struct clc_hdr *hdr);
+int __wrap_clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, size_t waiting,
+		       struct clc_hdr *hdr);
+int __wrap_clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, size_t waiting,
+		       struct clc_hdr *hdr)
 {
-	int rc = __real_clc_io_recv(fd, buf, cap, timeout_ms, hdr);
+	int rc = __real_clc_io_recv(fd, buf, cap, timeout_ms, waiting, hdr);
 
 	if (rc > 0 && hdr->type == CLC_ACCEPT)
 		hook(STEP_ACCEPT);
