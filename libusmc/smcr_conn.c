@@ -109,6 +109,16 @@ static void sc_update_ready_locked(struct smcr_conn *sc)
 	else if (!rd && sc->rd_sig)
 		sc->rd_sig = read(sc->ev[0], tmp, 1) != 1, ops++;
 	if (!wr && !sc->wr_blocked_sig) {
+		if (!sc->ev_fill_small) {
+			/* the kernel rounds up to its minimum: a few KiB fill it.
+			 * Set at the first fill, not per pair: a short connection
+			 * never fills its send buffer */
+			int small = 1;
+
+			setsockopt(sc->ev[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+			sc->ev_fill_small = true;
+			ops++;
+		}
 		while (ops++, write(sc->ev[0], fill, sizeof(fill)) > 0)
 			;
 		sc->wr_blocked_sig = true;
@@ -147,13 +157,7 @@ static void sc_wake_locked(struct smcr_conn *sc, int what)
 
 static int ev_pair(int ev[2])
 {
-	int small = 1;
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ev))
-		return -errno;
-	/* the kernel rounds up to its minimum: a few KiB fill it */
-	setsockopt(ev[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-	return 0;
+	return socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ev) ? -errno : 0;
 }
 
 /* ---- life cycle ------------------------------------------------------ */

@@ -101,6 +101,7 @@ struct smcr_conn {
 	bool rd_sig, wr_blocked_sig;
 	bool rdhup_sig;	      /* ev[1]'s write side is shut down: EPOLLRDHUP on ev[0] */
 	bool hup_sig;	      /* its read side too: EPOLLHUP on ev[0] */
+	bool ev_fill_small;   /* ev[0]'s SO_SNDBUF is down to the minimum: a fill is short */
 	bool in_hs;	      /* between smcr_conn_new() and establish/discard: a handshake hold */
 	int tcp_fd;	      /* watched for the peer's death; -1 once closed */
 	bool tcp_watched;     /* tcp_fd is in the progress thread's epoll set */
