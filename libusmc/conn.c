@@ -519,11 +519,14 @@ int usmc_close(struct usmc_conn *c)
 		return conn_forget_forked(c);
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
 	if (c->smcr) {
-		smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS],
-			   c->opts.v[USMC_OPT_CLOSE_WAIT_MS]);
+		bool kept = smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS],
+				       c->opts.v[USMC_OPT_CLOSE_WAIT_MS]);
+
 		c->smcr = NULL;
-		/* as Linux: the active closer shuts the TCP socket down */
-		shutdown(c->fd, SHUT_RDWR);
+		if (kept)
+			c->fd = -1; /* closed behind the data still unsent */
+		else
+			shutdown(c->fd, SHUT_RDWR); /* as Linux: the active closer shuts it down */
 	}
 	conn_destroy(c);
 	return 0;

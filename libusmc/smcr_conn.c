@@ -272,6 +272,27 @@ static void sc_rmb_release(struct smcr_conn *sc)
 		bufpool_release(sc->lgr->rmbs, rmb);
 }
 
+/*
+ * A connection closed with data unsent kept its TCP socket until its close
+ * (or abort) CDC went out: shut it down and close it now, as usmc_close()
+ * does for the others, and let the progress thread rest. Requires sc->lock
+ * (or the last reference).
+ */
+static void sc_tcp_release_locked(struct smcr_conn *sc)
+{
+	if (!sc->keeps_tcp)
+		return;
+	sc->keeps_tcp = false;
+	if (sc->tcp_watched)
+		lgr_unwatch_tcp(sc->lgr, sc->tcp_fd);
+	else
+		atomic_fetch_sub(&sc->lgr->tcp_unwatched, 1);
+	shutdown(sc->tcp_fd, SHUT_RDWR);
+	close(sc->tcp_fd);
+	sc->tcp_fd = -1;
+	smcr_eng_unhold(sc->lgr);
+}
+
 void smcr_conn_put(struct smcr_conn *sc)
 {
 	struct lgr *lgr;
@@ -281,6 +302,7 @@ void smcr_conn_put(struct smcr_conn *sc)
 	/* no reference left: no table entry, no pending send, no user */
 	if (sc->in_hs)
 		smcr_eng_unhold(sc->lgr); /* a handshake that neither finished nor discarded */
+	sc_tcp_release_locked(sc);	  /* its close never went out: the link group failed */
 	if (sc->rmb)
 		sc_rmb_release(sc);
 	if (sc->orphan)
@@ -723,6 +745,8 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		sc->closed_sent = true;
 	if (m.conn_state_flags & CDC_CS_PEER_CONN_ABORT)
 		sc->abort_sent = true;
+	if (sc->closed_sent || sc->abort_sent)
+		sc_tcp_release_locked(sc);
 	return n && !all_sent;
 }
 
@@ -969,6 +993,12 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 					   ? SC_RD | SC_WR
 					   : SC_RD);
 		sc_update_ready_locked(sc);
+	}
+	/* an orphan still writing (smcr_close()) whose reader closed: the rest
+	 * can never be read, so abort, as a close with it unsent would have */
+	if (sc->keeps_tcp && sc->rx.peer_closed && !sc->aborting) {
+		sc->aborting = true;
+		sc_tx_push_locked(sc);
 	}
 	drop_conn = sc->orphan && (sc->rx.peer_closed || sc->rx.peer_abort || sc->err);
 	if (sc->rx.peer_closed || sc->rx.peer_abort)
@@ -1236,28 +1266,43 @@ int smcr_shutdown(struct smcr_conn *sc, int how)
 	return 0;
 }
 
-void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms)
+/* The peer still reads what we send: no error, no abort, no close of its. */
+static bool sc_peer_live(const struct smcr_conn *sc)
+{
+	return !sc->err && !sc->rx.peer_abort && !sc->rx.peer_closed;
+}
+
+bool smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms)
 {
 	long deadline = clock_now_ms() + linger_ms;
 	int tcp_fd;
-	bool peer_gone, watched;
+	bool peer_gone, watched, unsent, kept = false;
 
 	pthread_mutex_lock(&sc->lock);
 	/* linger: give unsent data time to leave (and be completed) */
-	while (!abort && !sc->err && !sc->rx.peer_abort && !sc->rx.peer_closed &&
-	       sc->tx_fin < sc->tx_prep && clock_now_ms() < deadline)
+	while (!abort && sc_peer_live(sc) && sc->tx_fin < sc->tx_prep && clock_now_ms() < deadline)
 		sc_wait_locked(sc, SC_LINGER, deadline - clock_now_ms());
-	/* unread data, leftovers or an explicit abort: abort, as Linux */
-	if (abort || sc->rx.rx_prod > sc->rx.rx_cons || sc->rx.tx_sent < sc->tx_prep)
+	/* unread data or an explicit abort: abort, as Linux; so is data that
+	 * can no longer reach its reader */
+	unsent = sc->rx.tx_sent < sc->tx_prep;
+	if (abort || sc->rx.rx_prod > sc->rx.rx_cons || (unsent && !sc_peer_live(sc)))
 		sc->aborting = true;
 	sc->closed = true;
+	/* data still waiting for the peer's window goes on after we return,
+	 * the close CDC behind it: until then the TCP socket stays open (a
+	 * peer that sees the hang-up first takes us for dead,
+	 * sc_eof_check_locked()) and the progress thread runs the CDCs that
+	 * open the window */
+	if (unsent && !sc->aborting && sc->tcp_fd >= 0) {
+		sc->keeps_tcp = kept = true;
+		smcr_eng_hold(sc->lgr);
+	}
 	sc_tx_push_locked(sc);
-	/* the caller shuts the TCP socket down next: not before the close CDC
-	 * is posted (a full send queue defers it), as Linux's
-	 * smc_close_final() waits for a send slot, since a peer that sees the
-	 * hang-up first takes us for dead (sc_eof_check_locked()) */
+	/* otherwise the caller shuts the TCP socket down next: not before the
+	 * close CDC is posted (a full send queue defers it), as Linux's
+	 * smc_close_final() waits for a send slot */
 	deadline = clock_now_ms() + SMCR_TCP_EOF_GRACE_MS / 2;
-	while (!sc_close_posted(sc) && clock_now_ms() < deadline)
+	while (!kept && !sc_close_posted(sc) && clock_now_ms() < deadline)
 		sc_wait_locked(sc, SC_POSTED, deadline - clock_now_ms());
 	/* the RMB goes back to the pool only once the peer can no longer write */
 	peer_gone = sc->rx.peer_closed || sc->rx.peer_abort || sc->err;
@@ -1265,9 +1310,10 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 	sc->orphan_deadline_ms = clock_now_ms() + close_wait_ms;
 	if (sc->orphan)
 		atomic_fetch_add(&sc->lgr->orphans, 1);
-	tcp_fd = sc->tcp_fd;
+	tcp_fd = kept ? -1 : sc->tcp_fd; /* kept: closed by sc_tcp_release_locked() */
 	watched = sc->tcp_watched;
-	sc->tcp_fd = -1;
+	if (!kept)
+		sc->tcp_fd = -1;
 	pthread_mutex_unlock(&sc->lock);
 	/* the TCP socket is closed after this: stop watching it */
 	if (tcp_fd >= 0 && watched)
@@ -1281,6 +1327,7 @@ void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 	if (smcr_test_hook_close_put)
 		smcr_test_hook_close_put(); /* tests widen the window here */
 	smcr_conn_put(sc);
+	return kept;
 }
 
 const struct lgr_conn_ops smcr_conn_lgr_ops = {

@@ -104,6 +104,8 @@ struct smcr_conn {
 	bool ev_fill_small;   /* ev[0]'s SO_SNDBUF is down to the minimum: a fill is short */
 	bool in_hs;	      /* between smcr_conn_new() and establish/discard: a handshake hold */
 	int tcp_fd;	      /* watched for the peer's death; -1 once closed */
+	bool keeps_tcp;	      /* closed with data unsent: tcp_fd is ours to close
+				 once the close CDC is out (sc_tcp_release_locked()) */
 	bool tcp_watched;     /* tcp_fd is in the progress thread's epoll set */
 	long tcp_watch_ms;    /* ... from then on (SMCR_TCP_WATCH_DELAY_MS) */
 	long tcp_eof_ms;      /* the TCP socket hung up then (0: not) */
@@ -150,8 +152,13 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 int smcr_shutdown(struct smcr_conn *sc, int how);
 /*
  * Close (lingering up to @linger_ms for unsent data) or abort; consumes @sc.
- * A peer that has not closed within @close_wait_ms is aborted.
+ * A peer that has not closed within @close_wait_ms is aborted. Data still
+ * unsent after the linger goes on to a live peer after the call, the close
+ * CDC behind it (Linux too writes the rest after its close,
+ * net/smc/smc_close.c smc_close_active()): true then, and the TCP socket
+ * given at smcr_conn_establish() is the connection's, shut down and closed
+ * once that CDC is out; false: the caller shuts it down and closes it.
  */
-void smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms);
+bool smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms);
 
 #endif

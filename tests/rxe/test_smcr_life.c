@@ -13,6 +13,9 @@
  *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
  *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
  *   linger     close with unsent data: the peer still reads all of it, then EOF
+ *   lingerlong the same with a reader that starts after the linger ended:
+ *              the close returns after the linger, the rest and the close
+ *              go out behind it (as Linux), nothing is reset
  *   ueid       no common UEID: DECLINE NOSMCDEV, TCP on the same socket
  *   liar       CDCs with bad tokens or impossible cursors end only their own
  *              connection (EPROTO); the link group and others live on
@@ -880,6 +883,8 @@ static void run_nobufs(void)
 
 /* ---- close with data still unsent: it all arrives, then EOF ---- */
 
+static long linger_reader_delay_ms = 300; /* the client closes meanwhile */
+
 static void *linger_reader(void *arg)
 {
 	struct usmc_conn *s = arg;
@@ -887,7 +892,7 @@ static void *linger_reader(void *arg)
 	uint64_t got = 0;
 
 	expect_smcr(s, "server");
-	usleep(300000); /* the client closes while its data waits for window */
+	usleep((useconds_t)linger_reader_delay_ms * 1000);
 	for (;;) {
 		ssize_t n = usmc_recv(s, buf, sizeof(buf), 0);
 		long long bad;
@@ -905,11 +910,14 @@ static void *linger_reader(void *arg)
 	return NULL;
 }
 
-static void run_linger(void)
+/* Send nbytes, close, let the reader check them all; returns how long the
+ * close took. */
+static double linger_run(void)
 {
 	struct usmc_conn *c = connect_b(cc);
 	static uint8_t buf[65536];
 	pthread_t th;
+	double t0, took;
 
 	pthread_create(&th, NULL, linger_reader, accept_one());
 	expect_smcr(c, "client");
@@ -918,8 +926,51 @@ static void run_linger(void)
 		send_all(c, buf, sizeof(buf));
 	}
 	/* RMB and send buffer are full: close must linger until it is out */
+	t0 = mono_s();
 	CHECK(!usmc_close(c), "client close");
+	took = mono_s() - t0;
 	pthread_join(th, NULL);
+	return took;
+}
+
+static void run_linger(void)
+{
+	linger_run();
+}
+
+/*
+ * The reader starts only after the linger (USMC_OPT_LINGER_MS, 2 s) has
+ * ended with a send buffer's worth unsent: usmc_close() returns then, and
+ * the connection writes the rest when the reader makes room, its close
+ * CDC behind it (Linux writes the rest after its close too,
+ * net/smc/smc_close.c smc_close_active()); it used to abort instead, and
+ * the reader got a reset after the first RMB.
+ */
+#define LINGER_LONG_READER_MS 3500
+
+static void run_linger_long(void)
+{
+	long linger = 0;
+	double took, t0;
+	int fds0;
+
+	CHECK(!usmc_ctx_getopt(cc, USMC_OPT_LINGER_MS, &linger), "linger option");
+	CHECK(linger < LINGER_LONG_READER_MS - 1000,
+	      "linger %ld ms: the reader must start after it", linger);
+	linger_reader_delay_ms = LINGER_LONG_READER_MS;
+	/* the link group's own descriptors first: they stay */
+	CHECK(!usmc_close(connect_b(cc)) && !usmc_close(accept_one()), "first connection");
+	fds0 = count_fds();
+	took = linger_run();
+	printf("  close returned after %.2f s (linger %ld ms); the reader got every byte, then EOF\n",
+	       took, linger);
+	CHECK(took >= linger / 1e3 - 0.05 && took < LINGER_LONG_READER_MS / 1e3 - 0.5,
+	      "close took %.2f s: it lingers %ld ms, then returns", took, linger);
+	/* the kept TCP socket was closed once the close CDC went out */
+	t0 = mono_s();
+	while (count_fds() > fds0 && mono_s() - t0 < 5)
+		usleep(10000);
+	CHECK(count_fds() <= fds0, "%d descriptors more than before", count_fds() - fds0);
 }
 
 /* ---- no common UEID ---- */
@@ -1027,6 +1078,9 @@ int main(int argc, char **argv)
 		run_idle();
 	} else if (!strcmp(sc, "linger")) {
 		run_linger();
+	} else if (!strcmp(sc, "lingerlong")) {
+		nbytes = 128 * 1024; /* the peer's RMB and our send buffer: no blocking send */
+		run_linger_long();
 	} else if (!strcmp(sc, "ueid")) {
 		run_ueid();
 	} else if (!strcmp(sc, "liar")) {
