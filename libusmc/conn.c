@@ -141,15 +141,12 @@ static int connect_held(struct usmc_conn *c, struct smcr_hs *hs)
 
 	if (!getpeername(c->fd, (struct sockaddr *)&ss, &len)) {
 		hs->peer = &ss; /* the handshake need not ask again */
-		if (ss.ss_family == AF_INET)
-			peer = ((struct sockaddr_in *)&ss)->sin_addr;
-		else if (ss.ss_family == AF_INET6 &&
-			 IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&ss)->sin6_addr))
-			memcpy(&peer, &((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr[12], 4);
+		smcr_addr_ipv4(&ss, &peer);
 	}
 	if (peer.s_addr)
 		n = lgr_hold_peer(&c->ctx->rdma, peer, held, LGR_HOLD_MAX);
 	rc = smcr_clc_connect(hs);
+	hs->peer = NULL; /* @ss ends here; @hs lives on */
 	lgr_unhold_peer(held, n);
 	return rc;
 }

@@ -45,8 +45,7 @@ enum clc_rx {
 				       peer lost our link group */
 };
 
-/* The IPv4 address in @ss (an IPv4-mapped IPv6 one too). */
-static int addr_ipv4(const struct sockaddr_storage *ss, struct in_addr *addr)
+int smcr_addr_ipv4(const struct sockaddr_storage *ss, struct in_addr *addr)
 {
 	if (ss->ss_family == AF_INET) {
 		*addr = ((const struct sockaddr_in *)ss)->sin_addr;
@@ -68,14 +67,14 @@ static int sock_ipv4(int fd, bool peer, struct in_addr *addr)
 
 	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &len))
 		return -errno;
-	return addr_ipv4(&ss, addr);
+	return smcr_addr_ipv4(&ss, addr);
 }
 
 /* The peer's IPv4 address: as the connection kept it, without a system
  * call, else as the socket says. */
 static int peer_ipv4(const struct smcr_hs *hs, struct in_addr *addr)
 {
-	return hs->peer ? addr_ipv4(hs->peer, addr) : sock_ipv4(hs->fd, true, addr);
+	return hs->peer ? smcr_addr_ipv4(hs->peer, addr) : sock_ipv4(hs->fd, true, addr);
 }
 
 static int find_dev(const struct smcr_hs *hs, struct smcr_dev *dev)

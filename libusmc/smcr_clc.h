@@ -51,6 +51,9 @@ struct smcr_hs {
 	bool peer_declined;   /* SMCR_HS_TCP: the peer sent the DECLINE */
 };
 
+/* The IPv4 address in @ss (an IPv4-mapped IPv6 one too), or -EAFNOSUPPORT. */
+int smcr_addr_ipv4(const struct sockaddr_storage *ss, struct in_addr *addr);
+
 /* What the server's ACCEPT negotiated from the PROPOSAL. */
 struct serve_neg {
 	uint8_t release, max_conns, max_links;
