@@ -143,6 +143,15 @@ static void kick_progress(struct lgr *lgr)
 		eng_count(&lgr->st, ENG_SYSCALLS, 1);
 }
 
+/* Wake the application owner out of its sleep on the channel. */
+static void kick_app_owner(struct lgr *lgr)
+{
+	uint64_t one = 1;
+
+	if (write(lgr->eng.kick_fd, &one, sizeof(one)) == sizeof(one))
+		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+}
+
 /* ---- send completions as they come --------------------------------- */
 
 bool smcr_eng_scq_demand_locked(struct lgr *lgr)
@@ -169,11 +178,9 @@ void smcr_eng_progress_arm(struct lgr *lgr)
 static void scq_demand_kick_locked(struct lgr *lgr)
 {
 	struct smcr_eng *e = &lgr->eng;
-	uint64_t one = 1;
 
 	if (e->owner == ENG_APP && e->owner_sleeping) {
-		if (write(e->kick_fd, &one, sizeof(one)) == sizeof(one))
-			eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		kick_app_owner(lgr);
 	} else if (e->owner == ENG_PROG && e->prog_scq_off) {
 		e->prog_scq_off = false; /* one kick is enough */
 		kick_progress(lgr);
@@ -272,14 +279,13 @@ bool smcr_eng_progress_release(struct lgr *lgr, bool force)
 void smcr_eng_kick(struct lgr *lgr)
 {
 	struct smcr_eng *e = &lgr->eng;
-	uint64_t one = 1;
 	bool kick;
 
 	pthread_mutex_lock(&e->lock);
 	kick = e->owner == ENG_APP && e->owner_sleeping;
 	pthread_mutex_unlock(&e->lock);
-	if (kick && write(e->kick_fd, &one, sizeof(one)) == sizeof(one))
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	if (kick)
+		kick_app_owner(lgr);
 }
 
 void smcr_eng_want_progress(struct lgr *lgr)
