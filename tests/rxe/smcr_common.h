@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <usmc/usmc.h>
 
@@ -108,6 +109,22 @@ static inline uint64_t echo_until_eof(struct usmc_conn *c, uint8_t *buf, size_t 
 		send_all(c, buf, (size_t)n);
 		echoed += (uint64_t)n;
 	}
+}
+
+/* A non-blocking connect to @sa, finished (the mode is final then); dies
+ * unless it runs SMC-R. */
+static inline struct usmc_conn *connect_nonblock_smcr(struct usmc_ctx *ctx,
+						      const struct sockaddr_in *sa)
+{
+	struct usmc_conn *c;
+	int rc = usmc_connect(ctx, (const struct sockaddr *)sa, sizeof(*sa), USMC_NONBLOCK, &c);
+
+	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
+	while ((rc = usmc_connect_finish(c)) == -EINPROGRESS)
+		usleep(1000);
+	CHECK(!rc, "usmc_connect_finish: %s", usmc_strerror(rc));
+	expect_smcr(c, "client");
+	return c;
 }
 
 /* The peer's EOF on non-blocking @c, announced by readiness on @ep (its

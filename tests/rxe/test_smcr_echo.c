@@ -104,13 +104,7 @@ int main(void)
 	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
 	srv.l = listen_b(cs, 16, &sa);
 	pthread_create(&th, NULL, server_main, &srv);
-	rc = usmc_connect(cc, (struct sockaddr *)&sa, sizeof(sa), USMC_NONBLOCK, &c);
-	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
-	/* non-blocking connect: finish it, then the mode is final */
-	while ((rc = usmc_connect_finish(c)) == -EINPROGRESS)
-		usleep(1000);
-	CHECK(!rc, "usmc_connect_finish: %s", usmc_strerror(rc));
-	expect_smcr(c, "client");
+	c = connect_nonblock_smcr(cc, &sa);
 	t0 = mono_s();
 	client_run(c, total);
 	dt = mono_s() - t0;

@@ -83,12 +83,7 @@ int main(void)
 	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
 	l = listen_b(cs, 16, &sa);
 	pthread_create(&th, NULL, server_main, l);
-	rc = usmc_connect(cc, (struct sockaddr *)&sa, sizeof(sa), USMC_NONBLOCK, &c);
-	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
-	while ((rc = usmc_connect_finish(c)) == -EINPROGRESS)
-		usleep(1000);
-	CHECK(!rc, "usmc_connect_finish: %s", usmc_strerror(rc));
-	expect_smcr(c, "client");
+	c = connect_nonblock_smcr(cc, &sa);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	CHECK(ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, usmc_conn_fd(c), &ev), "epoll setup");
 
