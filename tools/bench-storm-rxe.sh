@@ -9,6 +9,10 @@
 #   (k) the Linux kernel's SMC-R: AF_SMC server, AF_SMC clients
 #   (u) usmc listener, auto-fallback off, the kernel's AF_SMC clients
 #   (f) usmc listener, auto-fallback on, the kernel's AF_SMC clients
+# and two floors, only when STORM_ROWS names them: what a client costs
+# when the server never offers SMC, the best an auto-fallback row can do:
+#   (p) plain server, usmc clients    (the floor of (c))
+#   (t) plain server, AF_SMC clients  (the floor of (f))
 # STORM_ROUNDS rounds (rows alternating within a round); the table gives
 # each figure's median over the rounds: req/s, errors (clients + server,
 # summed), connect p50/p99, the client connections that ran SMC-R or TCP
@@ -33,7 +37,8 @@
 # Env: STORM_CLIENTS (default "64 256"), STORM_THREADS client threads of
 #      plain and AF_SMC clients (2), STORM_USMC_THREADS of usmc clients
 #      (default: one per client),
-#      STORM_ROWS (default "a b c k u f": a subset, to look at one row),
+#      STORM_ROWS (default "a b c k u f": a subset, to look at one row;
+#      "p" and "t" add the floors),
 #      STORM_ROUNDS (3), STORM_PERF (1; 0: no perf stat),
 #      STORM_WRK (1; 0 skips wrk), STORM_WRK_ROUNDS (3, alternating),
 #      STORM_PORT first port (18800), USMC_PROBE_MS (default here 1000).
@@ -228,12 +233,15 @@ run() {
 }
 
 declare -A SRV=([a]="--server plain" [b]="--server usmc" [c]="--server usmc -f"
-	[k]="--server smc" [u]="--server usmc" [f]="--server usmc -f")
+	[k]="--server smc" [u]="--server usmc" [f]="--server usmc -f"
+	[p]="--server plain" [t]="--server plain")
 declare -A CLI=([a]="--client plain" [b]="--client usmc" [c]="--client usmc"
-	[k]="--client smc" [u]="--client smc" [f]="--client smc")
+	[k]="--client smc" [u]="--client smc" [f]="--client smc"
+	[p]="--client usmc" [t]="--client smc")
 declare -A NAME=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
 	[c]="(c) usmc, auto-fallback on" [k]="(k) kernel SMC-R (AF_SMC)"
-	[u]="(u) AF_SMC -> usmc, af off" [f]="(f) AF_SMC -> usmc, af on")
+	[u]="(u) AF_SMC -> usmc, af off" [f]="(f) AF_SMC -> usmc, af on"
+	[p]="(p) usmc -> plain server" [t]="(t) AF_SMC -> plain server")
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
 	"server on B $B, clients on A $A, ${SECS}s per run, $ROUNDS rounds (medians)," \
@@ -289,7 +297,7 @@ for c in $CLIENTS; do
 			put "$k" llc "$llc"
 			echo "round $r $c clients ${NAME[$k]}: $(field req_per_s "$cli") req/s," \
 				"$msreq ms/req, $(med "$k" sysc | tr -d '\n') sys/conn (median so far)" >&2
-			if [ "$k" != a ] && [ "$(num client_smcr "$cli")" = 0 ]; then
+			if [[ $k != [apt] ]] && [ "$(num client_smcr "$cli")" = 0 ]; then
 				echo "bench-storm-rxe: $c clients, ${NAME[$k]}, round $r: no connection ran SMC-R" >&2
 				fail=1
 			fi
@@ -301,7 +309,7 @@ for c in $CLIENTS; do
 		[ "$(sum "$k" errs)" = 0 ] || fail=1
 	done
 	for k in $ROWS; do
-		if [ "$k" = a ]; then sh=- smc=- tc=-; else
+		if [[ $k == [apt] ]]; then sh=- smc=- tc=-; else
 			smc=$(med "$k" smcr) tc=$(med "$k" tcp) sh=$(share "$smc" "$tc")
 		fi
 		# shellcheck disable=SC2059 # the format is ours
@@ -312,7 +320,7 @@ for c in $CLIENTS; do
 			"$(med "$k" csc)" "$(med "$k" llc)" "$(med "$k" budget)" >>"$OUT/table"
 	done
 	line="$c clients:"
-	for q in c/a b/a b/k c/k u/k f/a; do
+	for q in c/a b/a b/k c/k u/k f/a c/p f/t; do
 		line+=" (${q%/*})/(${q#*/}) $(ratio "${rps[${q%/*}]:-}" "${rps[${q#*/}]:-}"),"
 	done
 	summary+=("${line%,}")
