@@ -321,6 +321,7 @@ for c in $CLIENTS; do
 	done
 	line="$c clients:"
 	for q in c/a b/a b/k c/k u/k f/a c/p f/t; do
+		[ -n "${rps[${q%/*}]:-}" ] && [ -n "${rps[${q#*/}]:-}" ] || continue # a row not run
 		line+=" (${q%/*})/(${q#*/}) $(ratio "${rps[${q%/*}]:-}" "${rps[${q#*/}]:-}"),"
 	done
 	summary+=("${line%,}")
