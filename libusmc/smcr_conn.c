@@ -987,6 +987,9 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 			sc->aborting = true;
 			sc_tx_push_locked(sc);
 			sc_fail_locked(sc, -EPROTO);
+			/* data past the peer's end of stream, say: the stream was
+			 * not complete after all, so no reader may take EOF */
+			sc->err_after_eof = false;
 		}
 		/* writers care about the peer's close too: sends fail then */
 		sc_wake_locked(sc, sc->rx.peer_abort || sc->rx.peer_closed || sc->err
