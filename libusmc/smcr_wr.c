@@ -11,6 +11,7 @@
 #include "cdc.h"
 #include "clock.h"
 #include "lgr.h"
+#include "log.h"
 #include "smcr_wr.h"
 
 #define WR_RX_TAG   (1ull << 63) /* wr_id of a receive: tag | buffer index */
@@ -177,8 +178,13 @@ static bool wr_dispatch(struct lgr *lgr, struct ibv_wc *wc, int n)
 	for (int i = 0; i < n; i++) {
 		struct smcr_tx_pend p;
 
-		if (wc[i].status != IBV_WC_SUCCESS && atomic_load(&lgr->state) != LGR_DEAD)
+		if (wc[i].status != IBV_WC_SUCCESS && atomic_load(&lgr->state) != LGR_DEAD) {
+			usmc_log(lgr->sctx->log, USMC_LOG_INFO,
+				 "link group %x: a %s work request failed: %s", lgr->id,
+				 (wc[i].wr_id & WR_RX_TAG) ? "receive" : "send",
+				 ibv_wc_status_str(wc[i].status));
 			lgr_terminate(lgr, -ECONNABORTED, false);
+		}
 		if (wc[i].wr_id & WR_RX_TAG) {
 			rx_done(lgr, &wc[i]);
 		} else if (smcr_wr_send_done(lgr, &p)) {
