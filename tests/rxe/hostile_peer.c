@@ -274,7 +274,9 @@ struct cdc_msg hp_cdc_now(struct hp_conn *c)
 		.seqno = ++c->seqno,
 		.token = c->srv_token,
 		.prod = cdc_curs_add((struct cdc_cursor){0, 0}, c->tx_prod, c->srv_len),
-		.cons = cdc_curs_add((struct cdc_cursor){0, 0}, c->rx_cons, c->rmb_len)};
+		.cons = cdc_curs_add((struct cdc_cursor){0, 0}, c->rx_cons, c->rmb_len),
+		.prod_flags = c->tx_prod_flags,
+		.conn_state_flags = c->tx_state_flags};
 }
 
 int hp_send_data(struct hp_conn *c, const void *data, uint32_t len)
@@ -331,6 +333,8 @@ static void rx_cdc(struct hp_link *lk, const uint8_t *buf, uint32_t len)
 			continue;
 		c->cdcs_rx++;
 		c->last_rx = m;
+		if (m.prod_flags & CDC_PF_CONS_CURS_UPD_REQ)
+			c->upd_reqs++;
 		/* the server's producer cursor, as a stream total near ours */
 		ahead = cdc_curs_diff(
 			cdc_curs_add((struct cdc_cursor){0, 0}, c->rx_prod, c->rmb_len), m.prod,

@@ -64,6 +64,10 @@ struct hp_conn {
 	uint64_t rx_cons;	/* bytes we consumed of them */
 	struct cdc_msg last_rx; /* the server's last CDC */
 	unsigned cdcs_rx;
+	unsigned upd_reqs; /* the server's CDCs with CONS_CURS_UPD_REQ */
+	/* flags every CDC of hp_cdc_now() carries (Linux keeps them in its
+	 * local_tx_ctrl until a write changes them), 0 by default */
+	uint8_t tx_prod_flags, tx_state_flags;
 	bool srv_abort, srv_closed, srv_done;
 };
 
