@@ -865,38 +865,68 @@ static void sc_eof_ask_locked(struct smcr_conn *sc)
 	sc->eof_asked = true;
 	sc->eof_ask_prod = sc->rx.rx_prod;
 	sc->eof_ask = true;
+	sc->eof_empty = false;
+	if (!sc->eof_first_ask_ms)
+		sc->eof_first_ask_ms = clock_now_ms();
 	sc_eof_arm_locked(sc);
 	sc_tx_push_locked(sc);
 }
 
-/* The bound of a held EOF passed: SMCR_EOF_HOLD_MS since the question with
- * no word from the peer (a late answer is still coming from a peer that
- * talks: smcr_llc_answer_waits()). Give EOF. Requires sc->lock; true if it
- * did. */
-static bool sc_eof_expire_locked(struct smcr_conn *sc, long now)
+/* Give a held EOF; requires sc->lock. */
+static void sc_eof_give_locked(struct smcr_conn *sc, const char *why)
 {
-	if (!sc->eof_asked_ms ||
-	    smcr_llc_answer_waits(now, sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)))
-		return false;
 	cdc_rx_hold_end(&sc->rx);
-	usmc_log(
-		sc->lgr->sctx->log, USMC_LOG_DEBUG,
-		"connection %08x: held EOF given at %llu bytes: no answer, and no word from the peer for %d ms",
-		sc->token, (unsigned long long)sc->rx.rx_prod, SMCR_EOF_HOLD_MS);
+	usmc_log(sc->lgr->sctx->log, USMC_LOG_DEBUG,
+		 "connection %08x: held EOF given at %llu bytes: %s", sc->token,
+		 (unsigned long long)sc->rx.rx_prod, why);
 	sc_eof_disarm_locked(sc);
 	sc_wake_locked(sc, SC_RD);
 	sc_update_ready_locked(sc);
+}
+
+/* When a held EOF whose barrier came back empty may be given. */
+static long sc_eof_settle_due_ms(const struct smcr_conn *sc)
+{
+	return sc->eof_first_ask_ms + SMCR_EOF_SETTLE_MS;
+}
+
+/* The barrier behind the last question came back with nothing, and
+ * SMCR_EOF_SETTLE_MS have passed since the first: the peer has nothing
+ * more. Give EOF. Requires sc->lock; true if it did. */
+static bool sc_eof_settle_locked(struct smcr_conn *sc, long now)
+{
+	if (!sc->rx.eof_held || !sc->eof_empty || sc->rx.rx_prod != sc->eof_ask_prod ||
+	    now < sc_eof_settle_due_ms(sc))
+		return false;
+	sc_eof_give_locked(sc, "the barrier came back with nothing more");
+	return true;
+}
+
+/* The bound of a held EOF passed: SMCR_EOF_HOLD_MS since the question with
+ * no word from the peer (a late answer is still coming from a peer that
+ * talks: smcr_llc_answer_waits()), or it settled (sc_eof_settle_locked()).
+ * Give EOF. Requires sc->lock; true if it did. */
+static bool sc_eof_expire_locked(struct smcr_conn *sc, long now)
+{
+	if (sc_eof_settle_locked(sc, now))
+		return true;
+	if (!sc->eof_asked_ms ||
+	    smcr_llc_answer_waits(now, sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)))
+		return false;
+	sc_eof_give_locked(sc, "no answer, and no word from the peer within the LLC wait");
 	return true;
 }
 
 /*
  * The answer to LLC barrier @gen came: whatever the peer sent on our
- * questions before it has come too (smcr_llc_barrier()). A connection that
- * asked with all read and got nothing since: the peer has nothing more, EOF
- * (Linux 6.12 sends nothing at all when it has nothing to write,
- * net/smc/smc_tx.c __smc_tx_sndbuf_nonempty(), and its write_blocked flag
- * stays set after a write that filled our window exactly, so only this
- * tells). One that got data: asked again once it is read.
+ * questions before it has come too (smcr_llc_barrier()), unless the peer
+ * deferred its send path (SMCR_EOF_SETTLE_MS). A connection that asked with
+ * all read and got nothing since: the peer has nothing more, EOF once the
+ * settle time has passed (Linux 6.12 sends nothing at all when it has
+ * nothing to write, net/smc/smc_tx.c __smc_tx_sndbuf_nonempty(), and its
+ * write_blocked flag stays set after a write that filled our window
+ * exactly, so only this tells). One that got data: asked again once it is
+ * read.
  */
 static void sc_barrier(struct lgr *lgr, uint32_t gen)
 {
@@ -914,16 +944,11 @@ static void sc_barrier(struct lgr *lgr, uint32_t gen)
 		}
 		if (sc->eof_barrier && (int32_t)(gen - sc->eof_barrier) >= 0) {
 			sc->eof_barrier = 0;
-			if (sc->rx.eof_held && sc->rx.rx_prod == sc->eof_ask_prod) {
-				cdc_rx_hold_end(&sc->rx);
-				usmc_log(lgr->sctx->log, USMC_LOG_DEBUG,
-					 "connection %08x: held EOF given at %llu bytes: the "
-					 "barrier came back with nothing more",
-					 sc->token, (unsigned long long)sc->rx.rx_prod);
+			sc->eof_empty = sc->rx.rx_prod == sc->eof_ask_prod;
+			if (!sc_eof_settle_locked(sc, clock_now_ms())) {
+				sc_eof_ask_locked(sc);	   /* disarm, or ask again */
+				sc_wake_locked(sc, SC_RD); /* to wait for the settle time */
 			}
-			sc_eof_ask_locked(sc); /* disarm, or ask again */
-			sc_wake_locked(sc, SC_RD);
-			sc_update_ready_locked(sc);
 		}
 		pthread_mutex_unlock(&sc->lock);
 		smcr_conn_put(sc);
@@ -1187,6 +1212,8 @@ static long sc_rd_wait_ms(const struct smcr_conn *sc)
 	if (sc->eof_asked_ms)
 		left = smcr_llc_answer_due_ms(sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)) -
 		       clock_now_ms() + 1;
+	if (sc->eof_empty && sc_eof_settle_due_ms(sc) - clock_now_ms() + 1 < left)
+		left = sc_eof_settle_due_ms(sc) - clock_now_ms() + 1;
 
 	return left < 1 ? 1 : left > 1000 ? 1000 : left;
 }

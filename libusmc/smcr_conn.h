@@ -40,6 +40,16 @@
  * long as an LLC answer may take (SMC_LLC_WAIT_TIME; smcr_llc_answer_waits()). */
 #define SMCR_EOF_HOLD_MS SMCR_LLC_WAIT_MS
 
+/* A held EOF is given on the barrier's empty answer only once this long has
+ * passed since the first question: a Linux peer that gets our question
+ * while its closing process still owns the socket defers its send path to
+ * release_sock() (net/smc/smc_cdc.c smc_cdc_msg_recv_action():
+ * tx_in_release_sock; af_smc.c smc_release_cb()), and one whose send slots
+ * are busy to its tx work (smc_tx.c smc_tx_sndbuf_nonempty()), while its
+ * LLC work echoes the barrier at once. Only a Linux peer whose last write
+ * filled our window exactly pays it, once, at its close. */
+#define SMCR_EOF_SETTLE_MS 100
+
 struct bufpool_buf;
 
 /* What the peer's ACCEPT or CONFIRM says about its RMB. */
@@ -91,10 +101,12 @@ struct smcr_conn {
 	bool eof_ask;	/* the next CDC asks: CONS_CURS_UPD_REQ */
 	bool eof_asked; /* asked with rx.rx_prod at eof_ask_prod */
 	uint64_t eof_ask_prod;
-	uint32_t eof_barrier; /* the smcr_llc_barrier() behind the question, 0 none */
-	long eof_asked_ms;    /* the held EOF's question went then (SMCR_EOF_HOLD_MS), 0 none */
-	int err;	      /* sticky negative errno (LGR down, protocol error) */
-	bool err_after_eof;   /* err came after the peer's clean close: reads see EOF */
+	uint32_t eof_barrier;  /* the smcr_llc_barrier() behind the question, 0 none */
+	long eof_asked_ms;     /* the held EOF's question went then (SMCR_EOF_HOLD_MS), 0 none */
+	long eof_first_ask_ms; /* the held EOF's first question went then (SMCR_EOF_SETTLE_MS) */
+	bool eof_empty;	       /* the barrier came back with nothing since the last question */
+	int err;	       /* sticky negative errno (LGR down, protocol error) */
+	bool err_after_eof;    /* err came after the peer's clean close: reads see EOF */
 	/* readiness: the user polls ev[0] (see docs/smcr.md); created by the
 	 * first smcr_conn_fd(), -1 until then: nobody pays for it unasked */
 	int ev[2];

@@ -14,6 +14,11 @@
  *               ahead; an old seqno carrying new cursors (ignored), a huge
  *               seqno jump carrying a lie
  *   closeflags  data after PEER_DONE_WRITING; data after PEER_CONN_ABORT
+ *   heldeof     as a Linux peer killed in its close: one RMB written and
+ *               PEER_CONN_CLOSED with write_blocked; the server's question
+ *               (CONS_CURS_UPD_REQ and its barrier) answered at once, the
+ *               rest written 10 ms later (Linux defers it to
+ *               release_sock()): the reader gets all of it, then EOF
  *   window      RDMA WRITEs past the end of the RMBE the ACCEPT announced,
  *               straddling its end, and before its start: the verbs must
  *               refuse them
@@ -80,6 +85,8 @@ struct rec {
 	uint64_t after_eof; /* bytes delivered after EOF: must stay 0 */
 	int rc;		    /* 0 for EOF, else the error that ended it */
 	bool done;
+	bool reader;  /* reads only (once reader_go is set), echoes nothing */
+	uint64_t sum; /* a reader's FNV-1a of what it read */
 	struct usmc_conn *c;
 	pthread_t th;
 };
@@ -93,6 +100,57 @@ static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rec_cond = PTHREAD_COND_INITIALIZER;
 static struct rec recs[MAX_RECS];
 static int nrecs;
+/* The next accepted connection is a reader; readers start at reader_go. */
+static atomic_bool next_reader, reader_go;
+
+static uint64_t fnv_add(uint64_t h, const uint8_t *p, size_t n)
+{
+	while (n--)
+		h = (h ^ *p++) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+	return fnv_add(0xcbf29ce484222325ull, p, n);
+}
+
+/* After EOF: does anything come (an error, or data)? 0, or the error. */
+static int after_eof(struct rec *r, uint8_t *buf, size_t cap)
+{
+	int rc = 0;
+
+	for (int i = 0; i < 15 && !rc; i++) {
+		ssize_t n;
+
+		usleep(100000);
+		n = usmc_recv(r->c, buf, cap, MSG_DONTWAIT);
+		if (n > 0)
+			r->after_eof += (uint64_t)n;
+		else if (n < 0 && n != -EAGAIN)
+			rc = (int)n;
+	}
+	return rc;
+}
+
+/* A reader: nothing read until reader_go (10 s at most), then everything
+ * to the end, summed, nothing echoed. 0 for EOF, else the error. */
+static int read_to_end(struct rec *r, uint8_t *buf, size_t cap)
+{
+	r->sum = fnv(NULL, 0);
+	for (int i = 0; i < 1000 && !atomic_load(&reader_go); i++)
+		usleep(10000);
+	for (;;) {
+		ssize_t n = usmc_recv(r->c, buf, cap, 0);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return after_eof(r, buf, cap);
+		r->sum = fnv_add(r->sum, buf, (size_t)n);
+		atomic_fetch_add(&r->bytes, (uint64_t)n);
+	}
+}
 
 static void *echo_conn(void *arg)
 {
@@ -101,6 +159,10 @@ static void *echo_conn(void *arg)
 	int rc = 0;
 
 	for (;;) {
+		if (r->reader) {
+			rc = read_to_end(r, buf, sizeof(buf));
+			break;
+		}
 		ssize_t n = usmc_recv(r->c, buf, sizeof(buf), 0);
 
 		if (n < 0) {
@@ -108,15 +170,7 @@ static void *echo_conn(void *arg)
 			break;
 		}
 		if (n == 0) {
-			/* EOF: does anything come after it (an error, or data)? */
-			for (int i = 0; i < 15 && !rc; i++) {
-				usleep(100000);
-				n = usmc_recv(r->c, buf, sizeof(buf), MSG_DONTWAIT);
-				if (n > 0)
-					r->after_eof += (uint64_t)n;
-				else if (n < 0 && n != -EAGAIN)
-					rc = (int)n;
-			}
+			rc = after_eof(r, buf, sizeof(buf));
 			break;
 		}
 		atomic_fetch_add(&r->bytes, (uint64_t)n);
@@ -159,6 +213,7 @@ static void *acceptor(void *arg)
 		CHECK(nrecs < MAX_RECS, "too many connections");
 		r = &recs[nrecs++];
 		r->c = c;
+		r->reader = atomic_exchange(&next_reader, false);
 		r->mode = info.mode;
 		r->port = ntohs(((struct sockaddr_in *)&info.peer)->sin_port);
 		pthread_cond_broadcast(&rec_cond);
@@ -222,15 +277,6 @@ static struct usmc_conn *honest_connect(double *secs)
 		*secs = mono_s() - t0;
 	expect_smcr(c, "honest client");
 	return c;
-}
-
-static uint64_t fnv(const uint8_t *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (n--)
-		h = (h ^ *p++) * 0x100000001b3ull;
-	return h;
 }
 
 /* 8 KiB of pattern there and back, checked byte for byte and by checksum. */
@@ -456,6 +502,7 @@ static void run_closeflags(void)
 	printf("  data after DONE_WRITING: not delivered; liar got %s, server saw %s\n",
 	       x.srv_abort ? "an abort" : "no abort", r->rc ? usmc_strerror(r->rc) : "EOF");
 
+
 	/* y: abort, then data */
 	m = hp_cdc_now(&y);
 	m.conn_state_flags = CDC_CS_PEER_CONN_ABORT;
@@ -470,6 +517,92 @@ static void run_closeflags(void)
 	      "data after ABORT: server got %llu bytes, ended with %s (ECONNRESET expected)",
 	      (unsigned long long)r->bytes, r->rc ? usmc_strerror(r->rc) : "EOF");
 	printf("  data after ABORT: not delivered, server saw %s\n", usmc_strerror(r->rc));
+	hp_link_close(&lk);
+}
+
+/* ---- 3b: the end of stream held, the rest late ---- */
+
+#define HELD_TAIL     1000 /* bytes written after the close */
+#define HELD_DEFER_MS 10   /* Linux's send path deferred to release_sock() */
+
+/* Write @len bytes of @data at stream offset @off of the server's RMB, in
+ * pieces the peer's send buffer holds. */
+static void write_stream(struct hp_conn *c, uint64_t off, const uint8_t *data, uint32_t len)
+{
+	for (uint32_t done = 0; done < len;) {
+		uint32_t at = (uint32_t)((off + done) % c->srv_len), n = len - done;
+
+		if (n > HP_TX_BUF_LEN)
+			n = HP_TX_BUF_LEN;
+		if (n > c->srv_len - at)
+			n = c->srv_len - at;
+		CHECK(!hp_write_raw(c, at, data + done, n, false, 5000),
+		      "write of %u bytes at %u of the server's %u-byte RMBE", n, at, c->srv_len);
+		done += n;
+	}
+}
+
+/* The server reads all (no echo: it may not write to a peer that closed),
+ * summed. */
+static void run_heldeof(void)
+{
+	struct hp_link lk;
+	struct hp_conn x;
+	struct cdc_msg m;
+	uint8_t *out;
+	uint32_t len;
+	unsigned tl0;
+	double t0, t_asked;
+	struct rec *r;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	atomic_store(&reader_go, true);
+	atomic_store(&next_reader, true);
+	hp_connect(&lk, &x, &srv_addr);
+	r = rec_of(x.port, ERR_WAIT_MS, false);
+	CHECK(r && r->reader, "held EOF: the server did not take the connection as the reader");
+	len = x.srv_len + HELD_TAIL;
+	out = malloc(len);
+	CHECK(out, "malloc");
+	pattern_fill(7, 0, out, len);
+	/* one whole RMB, then the close while blocked on the server's window */
+	write_stream(&x, 0, out, x.srv_len);
+	x.tx_prod = x.srv_len;
+	x.tx_prod_flags = CDC_PF_WRITE_BLOCKED;
+	x.tx_state_flags = CDC_CS_PEER_CONN_CLOSED;
+	tl0 = lk.testlink_reqs;
+	m = hp_cdc_now(&x);
+	CHECK(!hp_send_cdc(&x, &m), "send");
+	/* the server reads it all and asks for the rest: CONS_CURS_UPD_REQ,
+	 * then the barrier (TEST_LINK), which hp_poll() answers at once */
+	t0 = mono_s();
+	while ((!x.upd_reqs || lk.testlink_reqs == tl0) && mono_s() - t0 < ERR_WAIT_MS / 1e3)
+		hp_poll(&lk, 5);
+	CHECK(x.upd_reqs && lk.testlink_reqs > tl0,
+	      "held EOF: no question from the server within %d ms (%u update requests, %u "
+	      "TEST_LINKs)",
+	      ERR_WAIT_MS, x.upd_reqs, lk.testlink_reqs - tl0);
+	t_asked = mono_s();
+	hp_poll(&lk, HELD_DEFER_MS);
+	/* the rest, by the last write, which took all: write_blocked clear */
+	write_stream(&x, x.tx_prod, out + x.tx_prod, HELD_TAIL);
+	x.tx_prod += HELD_TAIL;
+	x.tx_prod_flags = 0;
+	m = hp_cdc_now(&x);
+	CHECK(!hp_send_cdc(&x, &m), "send");
+	printf("  question answered, the rest written %.1f ms later\n", (mono_s() - t_asked) * 1e3);
+	t0 = mono_s();
+	while (!(r = rec_of(x.port, 0, true)) && mono_s() - t0 < ERR_WAIT_MS / 1e3)
+		hp_poll(&lk, 10);
+	CHECK(r, "held EOF: the server's read did not end");
+	CHECK(!x.srv_abort && r->rc == 0 && r->bytes == len && !r->after_eof,
+	      "held EOF: the server read %llu of %u bytes and then %s (%s the peer)",
+	      (unsigned long long)r->bytes, len, r->rc ? usmc_strerror(r->rc) : "EOF",
+	      x.srv_abort ? "aborted" : "did not abort");
+	CHECK(r->sum == fnv(out, len), "held EOF: the server read other bytes than were written");
+	printf("  all %u bytes read and checked (FNV-1a %016llx), then EOF\n", len,
+	       (unsigned long long)r->sum);
+	free(out);
 	hp_link_close(&lk);
 }
 
@@ -1448,6 +1581,7 @@ int main(int argc, char **argv)
 		{"cons", run_cons},
 		{"prod", run_prod},
 		{"closeflags", run_closeflags},
+		{"heldeof", run_heldeof},
 		{"window", run_window},
 		{"writeimm", run_writeimm},
 		{"longsend", run_longsend},
