@@ -13,7 +13,9 @@
  *   prod        producer cursor one byte more than one RMB ahead, two RMBs
  *               ahead; an old seqno carrying new cursors (ignored), a huge
  *               seqno jump carrying a lie
- *   closeflags  data after PEER_DONE_WRITING; data after PEER_CONN_ABORT
+ *   closeflags  data after PEER_DONE_WRITING (read at once, and read only
+ *               once both are in: the reader gets the data and EPROTO,
+ *               not EOF); data after PEER_CONN_ABORT
  *   heldeof     as a Linux peer killed in its close: one RMB written and
  *               PEER_CONN_CLOSED with write_blocked; the server's question
  *               (CONS_CURS_UPD_REQ and its barrier) answered at once, the
@@ -463,6 +465,42 @@ static void run_prod(void)
 
 /* ---- 3: close and abort flags out of order ---- */
 
+/* Data after PEER_DONE_WRITING that is in before the server reads at all:
+ * the reader gets the 10 bytes, then the error, never a clean EOF. */
+static void closeflags_late_reader(struct hp_link *lk, const uint8_t data[10])
+{
+	struct hp_conn z;
+	struct cdc_msg m;
+	struct rec *r;
+	double t0;
+
+	atomic_store(&next_reader, true);
+	hp_connect(lk, &z, &srv_addr);
+	r = rec_of(z.port, ERR_WAIT_MS, false);
+	CHECK(r && r->reader, "late reader: the server did not take the connection as the reader");
+	z.tx_state_flags = CDC_CS_PEER_DONE_WRITING;
+	for (int i = 0; i < 2; i++) {
+		CHECK(!hp_write_raw(&z, z.tx_prod, data, 10, false, 5000), "write");
+		z.tx_prod += 10;
+		m = hp_cdc_now(&z);
+		CHECK(!hp_send_cdc(&z, &m), "send");
+	}
+	t0 = mono_s();
+	while (!z.srv_abort && mono_s() - t0 < ERR_WAIT_MS / 1e3)
+		hp_poll(lk, 10);
+	CHECK(z.srv_abort, "data after DONE_WRITING, reader behind: no abort within %d ms",
+	      ERR_WAIT_MS);
+	atomic_store(&reader_go, true);
+	r = rec_of(z.port, ERR_WAIT_MS, true);
+	CHECK(r, "late reader: the server's read did not end");
+	CHECK(r->bytes == 10 && r->rc == -EPROTO,
+	      "data after DONE_WRITING, reader behind: it read %llu bytes and then %s "
+	      "(10 bytes and EPROTO expected)",
+	      (unsigned long long)r->bytes, r->rc ? usmc_strerror(r->rc) : "EOF");
+	printf("  data after DONE_WRITING, read only after both came: 10 bytes, then %s\n",
+	       usmc_strerror(r->rc));
+}
+
 static void run_closeflags(void)
 {
 	struct hp_link lk;
@@ -502,6 +540,8 @@ static void run_closeflags(void)
 	printf("  data after DONE_WRITING: not delivered; liar got %s, server saw %s\n",
 	       x.srv_abort ? "an abort" : "no abort", r->rc ? usmc_strerror(r->rc) : "EOF");
 
+	CHECK(rec_of(y.port, ERR_WAIT_MS, false), "the server did not take y"); /* not the reader */
+	closeflags_late_reader(&lk, data);
 
 	/* y: abort, then data */
 	m = hp_cdc_now(&y);
