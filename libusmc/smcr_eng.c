@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,8 +32,16 @@
 #include "lgr.h"
 #include "smcr_eng.h"
 
-#define ENG_SPIN_START_NS 10000	 /* rsockets' polling_time default: 10 us */
-#define ENG_SPIN_MAX_NS	  100000 /* never spin longer than this */
+#define ENG_SPIN_START_NS 10000 /* rsockets' polling_time default: 10 us */
+/* The longest spin: 100 us on hardware that wakes a thread as fast as
+ * ENG_WAKE_REF_NS says (an eventfd round trip between two threads), and as
+ * much longer as this machine is slower at it (spin_cap_ns()), up to the
+ * ceiling. */
+#define ENG_SPIN_FLOOR_NS 100000
+#define ENG_SPIN_CEIL_NS  2000000
+#define ENG_WAKE_REF_NS	  4000
+#define ENG_SPIN_YIELD_NS 250000 /* a spinner offers its CPU this often */
+#define ENG_CALIB_ROUNDS  9	 /* thread wake-up round trips timed, once per process */
 #define ENG_SLEEP_MAX_MS  1000	 /* re-check the predicate at least this often */
 
 static int64_t now_ns(void)
@@ -61,6 +70,98 @@ static long online_cpus(void)
  * outnumber the CPUs (a spinner then takes the CPU its peer needs). */
 static atomic_int eng_spinners;
 
+/* ---- how long a spin may last ---------------------------------------- */
+
+static pthread_once_t calib_once = PTHREAD_ONCE_INIT;
+static int64_t spin_cap; /* ns, written once under calib_once */
+
+#define CALIB_STOP (1ull << 40) /* written to ping: the echo thread ends */
+
+struct calib {
+	int ping, pong; /* eventfds, blocking */
+};
+
+static void *calib_echo(void *arg)
+{
+	struct calib *c = arg;
+	uint64_t v;
+
+	while (read(c->ping, &v, sizeof(v)) == sizeof(v) && v < CALIB_STOP)
+		if (write(c->pong, &v, sizeof(v)) != sizeof(v))
+			break;
+	return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Time @n round trips to @c's echo thread into @rt; how many were timed. */
+static int calib_run(struct calib *c, int64_t *rt, int n)
+{
+	uint64_t one = 1, v;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		int64_t t0 = now_ns();
+
+		if (write(c->ping, &one, sizeof(one)) != sizeof(one) ||
+		    read(c->pong, &v, sizeof(v)) != sizeof(v))
+			break;
+		rt[i] = now_ns() - t0;
+	}
+	return i;
+}
+
+/* The median of ENG_CALIB_ROUNDS round trips between two threads that
+ * sleep on eventfds (two wake-ups each), 0 if it could not be timed. */
+static int64_t time_wakeup_round_trips(void)
+{
+	struct calib c = {eventfd(0, EFD_CLOEXEC), eventfd(0, EFD_CLOEXEC)};
+	int64_t rt[ENG_CALIB_ROUNDS], med = 0;
+	uint64_t stop = CALIB_STOP;
+	pthread_t th;
+
+	if (c.ping >= 0 && c.pong >= 0 && !pthread_create(&th, NULL, calib_echo, &c)) {
+		if (calib_run(&c, rt, ENG_CALIB_ROUNDS) == ENG_CALIB_ROUNDS) {
+			qsort(rt, ENG_CALIB_ROUNDS, sizeof(rt[0]), cmp_i64);
+			med = rt[ENG_CALIB_ROUNDS / 2];
+		}
+		if (write(c.ping, &stop, sizeof(stop)) == sizeof(stop))
+			pthread_join(th, NULL);
+		else
+			pthread_detach(th); /* cannot happen on an eventfd below its maximum */
+	}
+	if (c.ping >= 0)
+		close(c.ping);
+	if (c.pong >= 0)
+		close(c.pong);
+	return med;
+}
+
+/* A spin pays while it is shorter than the sleep and wake-up it saves; the
+ * 100 us cap was set for hardware, where an eventfd round trip between two
+ * threads takes about ENG_WAKE_REF_NS (2 us measured on this project's
+ * host). A machine that wakes threads N times slower (qemu TCG: about
+ * 100 us) replies N times slower too, and its spins need N times the cap. */
+static void spin_calibrate(void)
+{
+	int64_t rt = time_wakeup_round_trips();
+	int64_t cap =
+		rt > ENG_WAKE_REF_NS ? ENG_SPIN_FLOOR_NS / ENG_WAKE_REF_NS * rt : ENG_SPIN_FLOOR_NS;
+
+	spin_cap = cap > ENG_SPIN_CEIL_NS ? ENG_SPIN_CEIL_NS : cap;
+}
+
+static int64_t spin_cap_ns(void)
+{
+	pthread_once(&calib_once, spin_calibrate);
+	return spin_cap;
+}
+
 int smcr_eng_init(struct smcr_eng *e)
 {
 	pthread_mutex_init(&e->lock, NULL);
@@ -68,6 +169,7 @@ int smcr_eng_init(struct smcr_eng *e)
 	e->waiters = NULL;
 	e->waiters_tail = &e->waiters;
 	e->avg_wait_ns = ENG_SPIN_START_NS;
+	e->spin_cap_ns = spin_cap_ns(); /* the first link group times the machine */
 	e->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return e->kick_fd < 0 ? -errno : 0;
 }
@@ -339,15 +441,29 @@ static bool ready_locked_check(pthread_mutex_t *mu, smcr_eng_ready_fn ready, voi
 	return r;
 }
 
-/* The spin budget: about the waits seen lately when they are short, none
- * when they are long (spinning then only takes the peer's CPU). */
+/* The spin budget: twice the waits seen lately when they are short (a
+ * spin that gives up just before the reply pays both), none when they are
+ * long (spinning then only takes the peer's CPU). */
 static int64_t spin_budget(const struct smcr_eng *e)
 {
-	int64_t b = e->avg_wait_ns + e->avg_wait_ns / 2;
+	int64_t b = 2 * e->avg_wait_ns;
 
-	if (e->avg_wait_ns > ENG_SPIN_MAX_NS)
+	if (e->avg_wait_ns > e->spin_cap_ns)
 		return 0;
-	return b > ENG_SPIN_MAX_NS ? ENG_SPIN_MAX_NS : b;
+	return b > e->spin_cap_ns ? e->spin_cap_ns : b;
+}
+
+/* A spinner offers its CPU now and then: the peer, or rxe's workers that
+ * carry the reply, may be waiting for it. */
+static void spin_yield(struct lgr *lgr, int64_t *last_ns)
+{
+	int64_t now = now_ns();
+
+	if (now - *last_ns < ENG_SPIN_YIELD_NS)
+		return;
+	sched_yield();
+	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	*last_ns = now;
 }
 
 /* Sleep on the channel (and the kick eventfd) until @deadline_ms at most. */
@@ -379,7 +495,7 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 		      bool scq, long deadline_ms)
 {
 	struct smcr_eng *e = &lgr->eng;
-	int64_t t0 = now_ns(), budget = spin_budget(e);
+	int64_t t0 = now_ns(), budget = spin_budget(e), t_yield = t0;
 	bool busy = lgr->cfg.busy_poll, ok = false, slept = false;
 	int passes = 0;
 	bool can_spin = !busy && budget > 0 &&
@@ -399,8 +515,12 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 		if (clock_now_ms() >= deadline_ms)
 			break;
 		passes++;
-		if (busy || (can_spin && !slept && now_ns() - t0 < budget))
+		if (busy)
 			continue;
+		if (can_spin && !slept && now_ns() - t0 < budget) {
+			spin_yield(lgr, &t_yield);
+			continue;
+		}
 		pthread_mutex_lock(&e->lock);
 		want_scq = scq || smcr_eng_scq_demand_locked(lgr);
 		e->owner_sleeping = true;
