@@ -1078,7 +1078,8 @@ static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 
 	if (what == SC_RD) {
 		sc->rwaiters++;
-		smcr_eng_wait(sc->lgr, &sc->lock, &sc->rcond, sc_ready_rd, sc, false, deadline);
+		smcr_eng_wait(sc->lgr, &sc->lock, &sc->rcond, sc_ready_rd, sc,
+			      sc->sent_since_read ? SMCR_WAIT_REPLY : 0, deadline);
 		sc->rwaiters--;
 	} else {
 		smcr_eng_ready_fn ready = what == SC_WR	      ? sc_ready_wr
@@ -1086,7 +1087,7 @@ static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 							      : sc_ready_posted;
 
 		sc->wwaiters++;
-		smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, ready, sc, true, deadline);
+		smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, ready, sc, SMCR_WAIT_SCQ, deadline);
 		sc->wwaiters--;
 	}
 }
@@ -1171,6 +1172,7 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 			n = room;
 		ring_copy(sc->sndbuf->addr, sc->snd_len, sc->tx_prep, iov, iovcnt, done, n, true);
 		sc->tx_prep += n;
+		sc->sent_since_read = true;
 		done += n;
 		sc_tx_push_locked(sc);
 		if (nonblock)
@@ -1239,6 +1241,7 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 			done += n;
 			if (!(flags & MSG_PEEK)) {
 				sc->rx.rx_cons += n;
+				sc->sent_since_read = false;
 				sc_consumer_update_locked(sc);
 			}
 			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))

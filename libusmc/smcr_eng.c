@@ -492,10 +492,11 @@ static void owner_sleep(struct lgr *lgr, long deadline_ms)
 
 /* The token holder's loop, no lock held; returns when ready or at the deadline. */
 static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn ready, void *arg,
-		      bool scq, long deadline_ms)
+		      unsigned how, long deadline_ms)
 {
 	struct smcr_eng *e = &lgr->eng;
-	int64_t t0 = now_ns(), budget = spin_budget(e), t_yield = t0;
+	bool scq = how & SMCR_WAIT_SCQ;
+	int64_t t0 = now_ns(), budget = (how & SMCR_WAIT_REPLY) ? spin_budget(e) : 0, t_yield = t0;
 	bool busy = lgr->cfg.busy_poll, ok = false, slept = false;
 	int passes = 0;
 	bool can_spin = !busy && budget > 0 &&
@@ -538,7 +539,7 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 	}
 	if (can_spin)
 		atomic_fetch_sub(&eng_spinners, 1);
-	if (ok) {
+	if (ok && (how & SMCR_WAIT_REPLY)) {
 		/* the reply time this link group sees, for the next spin */
 		e->avg_wait_ns += (now_ns() - t0 - e->avg_wait_ns) / 8;
 	}
@@ -564,10 +565,11 @@ bool smcr_eng_try_poll(struct lgr *lgr, pthread_mutex_t *mu)
 }
 
 void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
-		   smcr_eng_ready_fn ready, void *arg, bool scq, long deadline_ms)
+		   smcr_eng_ready_fn ready, void *arg, unsigned how, long deadline_ms)
 {
 	struct smcr_eng *e = &lgr->eng;
 	struct smcr_eng_waiter w = {.mu = mu, .cond = cond};
+	bool scq = how & SMCR_WAIT_SCQ;
 	bool owner;
 
 	pthread_mutex_lock(&e->lock);
@@ -631,7 +633,7 @@ void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
 		}
 	}
 	pthread_mutex_unlock(mu);
-	owner_run(lgr, mu, ready, arg, scq, deadline_ms);
+	owner_run(lgr, mu, ready, arg, how, deadline_ms);
 	eng_pass(lgr, false);
 	pthread_mutex_lock(mu);
 }

@@ -68,16 +68,21 @@ typedef bool (*smcr_eng_ready_fn)(void *arg);
 int smcr_eng_init(struct smcr_eng *e);
 void smcr_eng_fini(struct smcr_eng *e);
 
+/* What a wait is for (smcr_eng_wait() @how). */
+#define SMCR_WAIT_SCQ	(1u << 0) /* send completions: room in the send buffer, linger */
+#define SMCR_WAIT_REPLY (1u << 1) /* the answer to what this connection sent: worth a spin */
+
 /*
  * smcr_eng_wait() - wait until @ready(@arg) holds or @deadline_ms passes,
  * running @lgr's completions meanwhile. Called and returns with @mu (the
  * connection's lock) held; @cond is the condition the connection signals
- * for this kind of waiter; @scq: the wait needs send completions (room in
- * the send buffer, linger). May return early (spuriously): the caller
- * checks its state again.
+ * for this kind of waiter; @how: SMCR_WAIT_* flags. Only a wait for a
+ * reply spins before it sleeps: a reader of a stream, or a writer waiting
+ * for room, would spin on the CPU that the peer's and rxe's work needs. May
+ * return early (spuriously): the caller checks its state again.
  */
 void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
-		   smcr_eng_ready_fn ready, void *arg, bool scq, long deadline_ms);
+		   smcr_eng_ready_fn ready, void *arg, unsigned how, long deadline_ms);
 
 /*
  * smcr_eng_try_poll() - a non-blocking call found nothing: run what the CQs

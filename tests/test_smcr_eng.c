@@ -162,7 +162,7 @@ static void *reader(void *arg)
 		int64_t lat;
 
 		while (!ready(c))
-			smcr_eng_wait(lgr, &c->mu, &c->cond, ready, c, false,
+			smcr_eng_wait(lgr, &c->mu, &c->cond, ready, c, SMCR_WAIT_REPLY,
 				      clock_now_ms() + 5000);
 		if (c->flagged) {
 			c->flagged = false;
