@@ -501,7 +501,7 @@ static int client_after_accept(struct smcr_hs *hs, const struct smcr_dev *dev,
 	if (!a->first_contact)
 		return client_reuse(
 			hs, a,
-			lgr_find_wait(hs->sctx, &key, clock_now_ms() + CLIENT_REUSE_WAIT_MS));
+			lgr_find_wait(hs->sctx, &key, clock_now_ms() + CLIENT_REUSE_WAIT_MS, NULL));
 	/* the server decides first contact: no lock, only the caps */
 	if (lgr_reserve(hs->sctx, &key, &cfg, &pending))
 		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
