@@ -300,7 +300,14 @@ static int chs_propose(struct usmc_conn *c, struct conn_client_hs *h)
 /* The server's answer, and what follows it, without waiting for it. */
 static int chs_answer(struct usmc_conn *c, struct conn_client_hs *h)
 {
-	int rc = smcr_clc_answer(&h->hs, &h->cl, false);
+	int rc;
+
+	/* no link group to that server at the PROPOSAL: one may have been set
+	 * up since (many connects at once), on which the server runs its
+	 * CONFIRM_RKEY before it answers us; hold it as connect_hold() would */
+	if (!h->nheld && !h->cl.accepted && h->cl.server.s_addr)
+		h->nheld = lgr_hold_peer(&c->ctx->rdma, h->cl.server, h->held, LGR_HOLD_MAX);
+	rc = smcr_clc_answer(&h->hs, &h->cl, false);
 
 	if (rc == SMCR_HS_AWAIT_LGR)
 		return -EINPROGRESS;
