@@ -12,12 +12,15 @@
  *            connect fails with -ETIMEDOUT, not before; a second finish
  *            returns the same error and nothing more is sent.
  *   decline  a plain TCP server that reads the PROPOSAL and answers a
- *            DECLINE (NOUEID) in two pieces with its own data right behind
- *            it: TCP with that reason, declined by the peer, the data
- *            intact (not a byte of it taken by the handshake).
+ *            DECLINE (NOUEID) with its own data right behind it, in one
+ *            segment, then (second connection) in two pieces: TCP with
+ *            that reason, declined by the peer, the data intact (not a
+ *            byte of it taken by the handshake).
  *   nosmc    a plain TCP server (no SMC): TCP PEERNOSMC, no CLC byte sent
  *            (kernel-compat mode, on in the guest, sees no SMC option on
  *            the SYN-ACK).
+ *   kernel   (argument: smc_kctl) 32 connects from one thread to the Linux
+ *            kernel's AF_SMC server (--smc): each SMC-R, stream checked.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +34,7 @@
 
 #include "../common/connect_async.h"
 #include "clc.h"
+#include "kernel_peer.h"
 #include "smcr_common.h"
 
 #define STREAM	   16384
@@ -93,6 +97,7 @@ enum plain_kind { PLAIN_SILENT, PLAIN_DECLINE, PLAIN_NOSMC };
 struct plain_server {
 	int lfd;
 	enum plain_kind kind;
+	bool pieces; /* DECLINE: in two pieces, else with the data in one send() */
 	pthread_t thread;
 	size_t clc_bytes; /* CLC bytes read (PROPOSAL) */
 	size_t after;	  /* bytes that came after them, until EOF */
@@ -153,10 +158,15 @@ static void *plain_main(void *arg)
 		CHECK(len == CLC_DECLINE_V2_LEN, "clc_decline_build");
 		s->clc_bytes = read_proposal(fd);
 		memcpy(d + len, TRAILER, sizeof(TRAILER) - 1);
-		/* in two pieces: the client keeps the first one between reads */
-		CHECK(send(fd, d, 20, 0) == 20, "send");
-		usleep(100000);
-		CHECK(send(fd, d + 20, (size_t)len - 20 + sizeof(TRAILER) - 1, 0) > 0, "send");
+		if (s->pieces) {
+			/* the client keeps the first piece between its reads */
+			CHECK(send(fd, d, 20, 0) == 20, "send");
+			usleep(100000);
+			CHECK(send(fd, d + 20, (size_t)len - 20 + sizeof(TRAILER) - 1, 0) > 0,
+			      "send");
+		} else {
+			CHECK(send(fd, d, (size_t)len + sizeof(TRAILER) - 1, 0) > 0, "send");
+		}
 	}
 	/* whatever comes next, until the client's EOF (echoed for NOSMC and
 	 * DECLINE: the client checks it) */
@@ -172,10 +182,12 @@ static void *plain_main(void *arg)
 	return NULL;
 }
 
-static void plain_start(struct plain_server *s, enum plain_kind kind, struct sockaddr_in *sa)
+static void plain_start(struct plain_server *s, enum plain_kind kind, bool pieces,
+			struct sockaddr_in *sa)
 {
 	memset(s, 0, sizeof(*s));
 	s->kind = kind;
+	s->pieces = pieces;
 	s->lfd = plain_listen(sa);
 	CHECK(!pthread_create(&s->thread, NULL, plain_main, s), "pthread_create");
 }
@@ -230,7 +242,7 @@ static void scenario_silent(void)
 	/* the userspace-only rule: kernel-compat mode would see no SMC option
 	 * on the plain server's SYN-ACK and send no PROPOSAL at all */
 	setenv("USMC_KERNEL_COMPAT", "0", 1);
-	plain_start(&s, PLAIN_SILENT, &sa);
+	plain_start(&s, PLAIN_SILENT, false, &sa);
 	CHECK(!usmc_ctx_create(&cc), "ctx");
 	c = async_connect(cc, (struct sockaddr *)&sa, sizeof(sa), SILENT_MS);
 	drive_connects(&c, 1, &rc, &at, 10000, &st);
@@ -255,7 +267,7 @@ static void scenario_silent(void)
 	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
 }
 
-static void scenario_decline(void)
+static void decline_one(bool pieces)
 {
 	char trailer[sizeof(TRAILER)] = "";
 	struct plain_server s;
@@ -267,13 +279,15 @@ static void scenario_decline(void)
 	int rc;
 
 	setenv("USMC_KERNEL_COMPAT", "0", 1); /* as silent */
-	plain_start(&s, PLAIN_DECLINE, &sa);
+	plain_start(&s, PLAIN_DECLINE, pieces, &sa);
 	CHECK(!usmc_ctx_create(&cc), "ctx");
 	c = async_connect(cc, (struct sockaddr *)&sa, sizeof(sa), 5000);
 	drive_connects(&c, 1, &rc, NULL, 10000, &st);
 	CHECK(!rc, "declined connect: %s", usmc_strerror(rc));
-	printf("decline: %ld polls, %ld finishes\n", st.polls, st.finishes);
-	CHECK(st.finishes >= 3, "the DECLINE in two pieces took only %ld finishes", st.finishes);
+	printf("decline%s: %ld polls, %ld finishes\n", pieces ? " in pieces" : "", st.polls,
+	       st.finishes);
+	CHECK(!pieces || st.finishes >= 3, "the DECLINE in two pieces took only %ld finishes",
+	      st.finishes);
 	expect_tcp(c, USMC_REASON_NOUEID, true);
 	/* the server's data right behind its DECLINE: all of it, in order */
 	while (got < sizeof(TRAILER) - 1) {
@@ -296,6 +310,12 @@ static void scenario_decline(void)
 	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
 }
 
+static void scenario_decline(void)
+{
+	decline_one(false);
+	decline_one(true);
+}
+
 static void scenario_nosmc(void)
 {
 	struct plain_server s;
@@ -305,7 +325,7 @@ static void scenario_nosmc(void)
 	struct drive_stats st;
 	int rc;
 
-	plain_start(&s, PLAIN_NOSMC, &sa);
+	plain_start(&s, PLAIN_NOSMC, false, &sa);
 	CHECK(!usmc_ctx_create(&cc), "ctx");
 	CHECK(usmc_ctx_kernel_compat(cc) > 0,
 	      "kernel-compat mode is off: a plain server cannot say it has no SMC");
@@ -322,6 +342,97 @@ static void scenario_nosmc(void)
 	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
 }
 
+/* ---- kernel: the Linux kernel's AF_SMC server ------------------------ */
+
+#define KERNEL_UEID "USMC-ASYNC-TEST"
+
+struct kserver {
+	int lfd, n;
+	pthread_t thread, *echo;
+};
+
+static void *kecho_main(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[16384];
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+
+			CHECK(w > 0, "kernel echo send: %s", strerror(errno));
+			off += w;
+		}
+	CHECK(n == 0, "kernel echo recv: %s", strerror(errno));
+	close(fd);
+	return NULL;
+}
+
+static void *kserver_main(void *arg)
+{
+	struct kserver *k = arg;
+
+	for (int i = 0; i < k->n; i++) {
+		int fd = accept(k->lfd, NULL, NULL);
+
+		CHECK(fd >= 0, "AF_SMC accept: %s", strerror(errno));
+		CHECK(!pthread_create(&k->echo[i], NULL, kecho_main, (void *)(intptr_t)fd),
+		      "pthread_create");
+	}
+	return NULL;
+}
+
+static void scenario_kernel(const char *kctl)
+{
+	int n = (int)env_long("USMC_TEST_ASYNC_KN", 32);
+	const char *b = getenv("USMC_TEST_HOST_B");
+	struct usmc_conn **c = calloc((size_t)n, sizeof(*c));
+	int *rc = calloc((size_t)n, sizeof(int));
+	struct kserver k = {.n = n};
+	struct drive_stats st;
+	struct sockaddr_in sa;
+	struct usmc_ctx *cc;
+	char cmd[512];
+
+	CHECK(kctl && b && c && rc, "usage: test_connect_async kernel <smc_kctl>, in the guest");
+	snprintf(cmd, sizeof(cmd), "'%s' ueid flush && '%s' ueid add %s", kctl, kctl, KERNEL_UEID);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	k.lfd = kpeer_listen(b, 0, 128);
+	CHECK(k.lfd >= 0, "AF_SMC listen: %s (vm-run.sh --smc?)", strerror(-k.lfd));
+	sa = kpeer_addr(b, kpeer_local_port(k.lfd));
+	k.echo = calloc((size_t)n, sizeof(*k.echo));
+	CHECK(k.echo && !pthread_create(&k.thread, NULL, kserver_main, &k), "kernel server");
+	setenv("USMC_KERNEL_COMPAT", "1", 1);
+	CHECK(!usmc_ctx_create(&cc), "ctx");
+	CHECK(usmc_ctx_kernel_compat(cc) == 1, "kernel-compat mode did not load");
+	CHECK(!usmc_ctx_set_ueid(cc, KERNEL_UEID), "ueid");
+	for (int i = 0; i < n; i++)
+		c[i] = async_connect(cc, (struct sockaddr *)&sa, sizeof(sa), 30000);
+	drive_connects(c, n, rc, NULL, 120000, &st);
+	printf("kernel: %d async connects, %ld polls, %ld finishes\n", n, st.polls, st.finishes);
+	for (int i = 0; i < n; i++) {
+		char who[32];
+
+		CHECK(!rc[i], "connect %d: %s", i, usmc_strerror(rc[i]));
+		snprintf(who, sizeof(who), "client %d", i);
+		expect_smcr(c[i], who);
+	}
+	CHECK(st.pollin == n, "only %d of %d waited for the answer", st.pollin, n);
+	for (int i = 0; i < n; i++)
+		exchange_checked(c[i], 0xc0e0000 + (uint64_t)i, STREAM);
+	for (int i = 0; i < n; i++)
+		CHECK(!usmc_close(c[i]), "close");
+	pthread_join(k.thread, NULL);
+	for (int i = 0; i < n; i++)
+		pthread_join(k.echo[i], NULL);
+	close(k.lfd);
+	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
+	free(k.echo);
+	free(c);
+	free(rc);
+}
+
 int main(int argc, char **argv)
 {
 	const char *s = argc > 1 ? argv[1] : "";
@@ -335,8 +446,10 @@ int main(int argc, char **argv)
 		scenario_decline();
 	else if (!strcmp(s, "nosmc"))
 		scenario_nosmc();
+	else if (!strcmp(s, "kernel"))
+		scenario_kernel(argc > 2 ? argv[2] : NULL);
 	else
-		die("usage: %s many|silent|decline|nosmc", argv[0]);
+		die("usage: %s many|silent|decline|nosmc|kernel [smc_kctl]", argv[0]);
 	printf("%s: ok\n", s);
 	return 0;
 }
