@@ -7,6 +7,11 @@
  *            thread, driven by poll() as usmc_connect_events() says, to a
  *            usmc listener on host B: each runs SMC-R and echoes its own
  *            16 KiB stream, checked end to end.
+ *   threads  2 threads, each opening 32 asynchronous connects at once to a
+ *            fresh listener (no link group yet): one first contact, the
+ *            other thread's reuse ACCEPTs may name its link group while it
+ *            is still being set up (retried, never waited for): every
+ *            connect ends SMC-R on one link group, streams checked.
  *   silent   a plain TCP server that accepts and never answers the
  *            PROPOSAL: at the deadline (USMC_OPT_CLC_TIMEOUT_MS 300) the
  *            connect fails with -ETIMEDOUT, not before; a second finish
@@ -88,6 +93,84 @@ static void scenario_many(void)
 	free(c);
 	free(rc);
 	free(at);
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+struct driver {
+	pthread_t t;
+	struct usmc_ctx *ctx;
+	struct sockaddr_in sa;
+	int n, base;
+	struct usmc_conn **c;
+	pthread_barrier_t *go;
+};
+
+static void *driver_main(void *arg)
+{
+	struct driver *d = arg;
+	int *rc = calloc((size_t)d->n, sizeof(int));
+	struct drive_stats st;
+
+	CHECK(rc, "calloc");
+	pthread_barrier_wait(d->go);
+	for (int i = 0; i < d->n; i++)
+		d->c[i] = async_connect(d->ctx, (struct sockaddr *)&d->sa, sizeof(d->sa), 30000);
+	drive_connects(d->c, d->n, rc, NULL, 120000, &st);
+	for (int i = 0; i < d->n; i++) {
+		char who[32];
+
+		CHECK(!rc[i], "thread %d connect %d: %s", d->base, i, usmc_strerror(rc[i]));
+		snprintf(who, sizeof(who), "client %d", d->base + i);
+		expect_smcr(d->c[i], who);
+	}
+	for (int i = 0; i < d->n; i++)
+		exchange_checked(d->c[i], 0x7e40000 + (uint64_t)(d->base + i), STREAM);
+	free(rc);
+	return NULL;
+}
+
+static void scenario_threads(void)
+{
+	enum { T = 2, PER = 32 };
+	struct usmc_conn *c[T * PER];
+	struct driver d[T];
+	pthread_barrier_t go;
+	struct usmc_ctx *cs, *cc;
+	struct usmc_listener *l;
+	struct echo_server srv;
+	struct sockaddr_in sa;
+	struct usmc_conn_info info;
+	uint32_t lgr = 0;
+
+	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
+	l = listen_b(cs, 2 * T * PER, &sa);
+	echo_server_start(&srv, l, T * PER, USMC_MODE_SMCR);
+	pthread_barrier_init(&go, NULL, T);
+	for (int t = 0; t < T; t++) {
+		d[t] = (struct driver){.ctx = cc,
+				       .sa = sa,
+				       .n = PER,
+				       .base = t * PER,
+				       .c = c + t * PER,
+				       .go = &go};
+		CHECK(!pthread_create(&d[t].t, NULL, driver_main, &d[t]), "pthread_create");
+	}
+	for (int t = 0; t < T; t++)
+		pthread_join(d[t].t, NULL);
+	for (int i = 0; i < T * PER; i++) {
+		CHECK(!usmc_conn_info(c[i], &info), "info");
+		CHECK(!lgr || info.lgr_id == lgr, "connect %d on link group %x, others on %x", i,
+		      info.lgr_id, lgr);
+		lgr = info.lgr_id;
+	}
+	for (int i = 0; i < T * PER; i++)
+		CHECK(!usmc_close(c[i]), "close");
+	echo_server_join(&srv);
+	usmc_listener_close(l);
+	pthread_barrier_destroy(&go);
+	CHECK(usmc_ctx_fallback_count(cc, USMC_REASON_SYNCERR) == 0, "SYNCERR fallbacks");
+	CHECK(!usmc_ctx_destroy(cc) && !usmc_ctx_destroy(cs), "ctx destroy");
 }
 
 /* ---- plain TCP servers ------------------------------------------------ */
@@ -440,6 +523,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(s, "many"))
 		scenario_many();
+	else if (!strcmp(s, "threads"))
+		scenario_threads();
 	else if (!strcmp(s, "silent"))
 		scenario_silent();
 	else if (!strcmp(s, "decline"))
@@ -449,7 +534,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(s, "kernel"))
 		scenario_kernel(argc > 2 ? argv[2] : NULL);
 	else
-		die("usage: %s many|silent|decline|nosmc|kernel [smc_kctl]", argv[0]);
+		die("usage: %s many|threads|silent|decline|nosmc|kernel [smc_kctl]", argv[0]);
 	printf("%s: ok\n", s);
 	return 0;
 }
