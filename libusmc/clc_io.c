@@ -180,6 +180,41 @@ int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, size_t waiting
 	return len > 0 ? take(fd, buf, cap, (size_t)len, hdr) : len;
 }
 
+int clc_io_read(int fd, uint8_t *buf, size_t cap, size_t *have, size_t min, struct clc_hdr *hdr)
+{
+	if (min < CLC_HDR_LEN || min > cap || *have > cap)
+		return -EINVAL;
+	for (;;) {
+		size_t want = min;
+		ssize_t n;
+
+		if (*have >= CLC_HDR_LEN) {
+			int rc = clc_hdr_decode(buf, *have, hdr);
+
+			if (rc)
+				return rc;
+			if (hdr->length > cap)
+				return WIRE_E_LENGTH;
+			if (hdr->length < *have)
+				return WIRE_E_LENGTH; /* shorter than what @min took */
+			if (hdr->length == *have)
+				return hdr->length;
+			want = hdr->length;
+		}
+		n = recv(fd, buf + *have, want - *have, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		}
+		if (n == 0)
+			return -ECONNRESET; /* EOF before the message's end */
+		*have += (size_t)n;
+		if (*have < want)
+			return -EAGAIN; /* the rest is not here yet: poll for it */
+	}
+}
+
 int clc_io_send(int fd, const uint8_t *buf, size_t len)
 {
 	size_t sent = 0;

@@ -67,6 +67,21 @@ int clc_io_ready(int fd, size_t cap, size_t *need);
  */
 int clc_io_wait(int fd, size_t cap, int timeout_ms);
 
+/*
+ * clc_io_read() - without blocking or polling, go on reading the one CLC
+ * message whose first *@have bytes are in @buf (a carry-over buffer of
+ * @cap bytes, *@have 0 before its first byte): a recv() of what is still
+ * missing, never a byte past the message. Until the header is known it
+ * asks for @min bytes, the shortest message the peer may send at that
+ * point (a header names a length of at least its type's minimum, so a
+ * well-formed peer's next message is never overrun); then for the rest
+ * the header names. Returns the whole message's length (@hdr filled; the
+ * caller resets *@have before the next message), -EAGAIN while it is
+ * incomplete (what came is kept in @buf), -ECONNRESET at EOF, a WIRE_E_*
+ * code (malformed header, longer than @cap), or another -errno.
+ */
+int clc_io_read(int fd, uint8_t *buf, size_t cap, size_t *have, size_t min, struct clc_hdr *hdr);
+
 /* clc_io_send() - send @len bytes of one message, all or an error. */
 int clc_io_send(int fd, const uint8_t *buf, size_t len);
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "clock.h"
 #include "conn.h"
 #include "ctx.h"
 #include "kcompat.h"
@@ -23,6 +24,8 @@
 
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
 #define CONN_IOV_MAX 1024
+
+static void chs_free(struct usmc_conn *c);
 
 struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opts *opts,
 			     bool is_server)
@@ -79,6 +82,7 @@ int conn_make_blocking(struct usmc_conn *c)
 void conn_destroy(struct usmc_conn *c)
 {
 	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
+	chs_free(c);			/* an asynchronous connect that did not end */
 	if (c->serve)
 		smcr_clc_serve_abort(c->serve); /* listener closed while it waited */
 	free(c->serve);
@@ -129,22 +133,33 @@ static int check_sockaddr(const struct sockaddr *addr, socklen_t len)
 	return -EAFNOSUPPORT;
 }
 
-/* The client handshake, with our link groups to that server answering its
- * LLC at once meanwhile (lgr_hold_peer()). */
+/*
+ * Our link groups to the server answer its LLC at once while a client
+ * handshake runs (lgr_hold_peer(): the server may run a CONFIRM_RKEY flow
+ * on one before it answers). The peer's address goes to @ss, and
+ * hs->peer points at it, so the handshake need not ask again. Returns how
+ * many link groups @held holds (lgr_unhold_peer() them).
+ */
+static int connect_hold(struct usmc_conn *c, struct smcr_hs *hs, struct sockaddr_storage *ss,
+			struct lgr **held)
+{
+	socklen_t len = sizeof(*ss);
+	struct in_addr peer = {0};
+
+	if (!getpeername(c->fd, (struct sockaddr *)ss, &len)) {
+		hs->peer = ss;
+		smcr_addr_ipv4(ss, &peer);
+	}
+	return peer.s_addr ? lgr_hold_peer(&c->ctx->rdma, peer, held, LGR_HOLD_MAX) : 0;
+}
+
+/* The client handshake, waiting, with our link groups held meanwhile. */
 static int connect_held(struct usmc_conn *c, struct smcr_hs *hs)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
 	struct lgr *held[LGR_HOLD_MAX];
-	struct in_addr peer = {0};
-	int n = 0, rc;
+	int n = connect_hold(c, hs, &ss, held), rc;
 
-	if (!getpeername(c->fd, (struct sockaddr *)&ss, &len)) {
-		hs->peer = &ss; /* the handshake need not ask again */
-		smcr_addr_ipv4(&ss, &peer);
-	}
-	if (peer.s_addr)
-		n = lgr_hold_peer(&c->ctx->rdma, peer, held, LGR_HOLD_MAX);
 	rc = smcr_clc_connect(hs);
 	hs->peer = NULL; /* @ss ends here; @hs lives on */
 	lgr_unhold_peer(held, n);
@@ -152,15 +167,14 @@ static int connect_held(struct usmc_conn *c, struct smcr_hs *hs)
 }
 
 /*
- * Decide the mode of an established client connection. Without an SMC-R
- * device (or with SMC-R disabled) no CLC byte is ever sent, so the server
- * sees a plain TCP client.
+ * What decides the mode of an established client connection before any
+ * CLC: 0 when it is decided (TCP: SMC-R disabled, or a kernel-compat
+ * server whose SYN-ACK had no SMC option), 1 when the CLC comes next.
+ * Without an SMC-R device (or with SMC-R disabled) no CLC byte is ever
+ * sent, so the server sees a plain TCP client.
  */
-static int connect_decide_mode(struct usmc_conn *c)
+static int connect_precheck(struct usmc_conn *c)
 {
-	struct smcr_hs hs;
-	int rc;
-
 	if (!c->opts.v[USMC_OPT_SMC]) {
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
 		return 0;
@@ -171,16 +185,182 @@ static int connect_decide_mode(struct usmc_conn *c)
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
 		return 0;
 	}
-	conn_hs_init(c, &hs);
-	rc = connect_held(c, &hs);
-	if (rc != SMCR_HS_NODEV)
-		return conn_apply_handshake(c, rc, &hs);
-	/* no device: a kernel-compat server that expects CLC gets a DECLINE */
-	rc = kcompat_client_decline(c->kc_peer, c->fd, USMC_REASON_NOSMCRDEV);
+	return 1;
+}
+
+/* No SMC-R device for the local address: TCP. A kernel-compat server that
+ * expects CLC gets a DECLINE. */
+static int connect_nodev(struct usmc_conn *c)
+{
+	int rc = kcompat_client_decline(c->kc_peer, c->fd, USMC_REASON_NOSMCRDEV);
+
 	if (rc)
 		return rc;
 	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
 	return 0;
+}
+
+/* Decide the mode of an established client connection, waiting. */
+static int connect_decide_mode(struct usmc_conn *c)
+{
+	struct smcr_hs hs;
+	int rc = connect_precheck(c);
+
+	if (rc <= 0)
+		return rc;
+	conn_hs_init(c, &hs);
+	rc = connect_held(c, &hs);
+	if (rc != SMCR_HS_NODEV)
+		return conn_apply_handshake(c, rc, &hs);
+	return connect_nodev(c);
+}
+
+/* ---- the asynchronous client handshake (USMC_CONNECT_ASYNC) ---------- */
+
+/* How often a handshake asks again for a link group that a first contact
+ * of ours (on another thread) is still setting up. */
+#define CHS_LGR_RETRY_MS 2
+
+/*
+ * An asynchronous client handshake between two usmc_connect_finish()
+ * calls: the same steps as connect_decide_mode() (smcr_clc_propose(),
+ * then smcr_clc_answer() without waiting), with what they need kept here.
+ */
+struct conn_client_hs {
+	enum { CHS_TCP, CHS_ANSWER } state; /* TCP connect; PROPOSAL sent */
+	long deadline_ms;		    /* CHS_ANSWER: the answer is due then */
+	struct smcr_hs hs;
+	struct smcr_client cl;
+	struct sockaddr_storage peer; /* hs.peer */
+	struct lgr *held[LGR_HOLD_MAX];
+	int nheld;
+};
+
+static void chs_free(struct usmc_conn *c)
+{
+	struct conn_client_hs *h = c->chs;
+
+	if (!h)
+		return;
+	lgr_unhold_peer(h->held, h->nheld);
+	free(h);
+	c->chs = NULL;
+}
+
+/* The handshake ended: 0 (the mode is set) or an error, which every later
+ * call returns too. */
+static int chs_end(struct usmc_conn *c, int rc)
+{
+	chs_free(c);
+	if (rc) {
+		c->connect_err = rc;
+		return rc;
+	}
+	atomic_fetch_add(&c->ctx->connects, 1);
+	return 0;
+}
+
+/* The TCP connect: 0 when it is done, -EINPROGRESS, or its error. */
+static int tcp_connect_done(struct usmc_conn *c)
+{
+	struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+	socklen_t len = sizeof(int);
+	int err = 0, rc = poll(&p, 1, 0);
+
+	if (rc < 0)
+		return -errno;
+	if (rc == 0)
+		return -EINPROGRESS;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		return -errno;
+	return -err;
+}
+
+/* TCP is connected: the checks, then the PROPOSAL (never waits). */
+static int chs_propose(struct usmc_conn *c, struct conn_client_hs *h)
+{
+	int rc = conn_make_blocking(c);
+
+	if (!rc)
+		rc = connect_precheck(c);
+	if (rc <= 0)
+		return chs_end(c, rc);
+	conn_hs_init(c, &h->hs);
+	h->nheld = connect_hold(c, &h->hs, &h->peer, h->held);
+	rc = smcr_clc_propose(&h->hs, &h->cl);
+	if (rc == SMCR_HS_NODEV)
+		return chs_end(c, connect_nodev(c));
+	if (rc)
+		return chs_end(c, conn_apply_handshake(c, rc, &h->hs));
+	h->deadline_ms = clock_now_ms() + c->opts.v[USMC_OPT_CLC_TIMEOUT_MS];
+	h->state = CHS_ANSWER;
+	return -EINPROGRESS; /* the answer cannot be there yet */
+}
+
+/* The server's answer, and what follows it, without waiting for it. */
+static int chs_answer(struct usmc_conn *c, struct conn_client_hs *h)
+{
+	int rc;
+
+	/* no link group to that server at the PROPOSAL: one may have been set
+	 * up since (many connects at once), on which the server runs its
+	 * CONFIRM_RKEY before it answers us; hold it as connect_hold() would */
+	if (!h->nheld && !h->cl.accepted && h->cl.server.s_addr)
+		h->nheld = lgr_hold_peer(&c->ctx->rdma, h->cl.server, h->held, LGR_HOLD_MAX);
+	rc = smcr_clc_answer(&h->hs, &h->cl, false);
+
+	if (rc == SMCR_HS_AWAIT_LGR)
+		return -EINPROGRESS;
+	if (rc == SMCR_HS_AWAIT_ANSWER) {
+		if (clock_now_ms() < h->deadline_ms)
+			return -EINPROGRESS;
+		rc = -ETIMEDOUT; /* as the waiting handshake's CLC wait */
+	}
+	h->hs.peer = NULL;
+	return chs_end(c, conn_apply_handshake(c, rc, &h->hs));
+}
+
+static int connect_finish_async(struct usmc_conn *c)
+{
+	struct conn_client_hs *h = c->chs;
+	int rc;
+
+	if (c->connect_err)
+		return c->connect_err;
+	if (h->state == CHS_ANSWER)
+		return chs_answer(c, h);
+	rc = tcp_connect_done(c);
+	if (rc == -EINPROGRESS)
+		return rc;
+	return rc ? chs_end(c, rc) : chs_propose(c, h);
+}
+
+int usmc_connect_events(struct usmc_conn *c, int *timeout_ms)
+{
+	const struct conn_client_hs *h;
+	long left;
+	int t = 0, ev = 0;
+
+	if (!c || c->is_server || c->fd < 0)
+		return -EINVAL;
+	h = c->chs;
+	if (c->mode != USMC_MODE_CONNECTING || c->connect_err) {
+		/* nothing to wait for: usmc_connect_finish() says how it ended */
+	} else if (!h || h->state == CHS_TCP) {
+		ev = POLLOUT; /* the TCP connect; its own timeout */
+		t = -1;
+	} else if (h->cl.accepted) {
+		/* a first contact of ours sets up the link group: ask again soon */
+		left = h->cl.reuse_deadline_ms - clock_now_ms();
+		t = left < CHS_LGR_RETRY_MS ? (left > 0 ? (int)left : 0) : CHS_LGR_RETRY_MS;
+	} else {
+		ev = POLLIN;
+		left = h->deadline_ms - clock_now_ms();
+		t = left > 0 ? (int)left : 0;
+	}
+	if (timeout_ms)
+		*timeout_ms = t;
+	return ev;
 }
 
 int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
@@ -220,6 +400,11 @@ static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr,
 
 	atomic_store(&c->st_fd, c->fd);
 	c->nonblock = flags & USMC_NONBLOCK;
+	if (c->nonblock && (flags & USMC_CONNECT_ASYNC)) {
+		c->chs = calloc(1, sizeof(*c->chs));
+		if (!c->chs)
+			return -ENOMEM;
+	}
 	memcpy(&c->peer, addr, addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer));
 	c->peer_len = addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer);
 	if (c->opts.v[USMC_OPT_SMC])
@@ -237,7 +422,7 @@ int usmc_conn_connect(struct usmc_conn *c, const struct sockaddr *addr, socklen_
 {
 	int rc;
 
-	if (!c || c->is_server || c->fd >= 0 || (flags & ~USMC_NONBLOCK))
+	if (!c || c->is_server || c->fd >= 0 || (flags & ~(USMC_NONBLOCK | USMC_CONNECT_ASYNC)))
 		return -EINVAL;
 	rc = check_sockaddr(addr, addrlen);
 	if (rc)
@@ -280,7 +465,7 @@ int usmc_conn_connect_fd(struct usmc_conn *c, int fd, const struct sockaddr *add
 {
 	int rc, fl;
 
-	if (!c || c->is_server || c->fd >= 0 || (flags & ~USMC_NONBLOCK))
+	if (!c || c->is_server || c->fd >= 0 || (flags & ~(USMC_NONBLOCK | USMC_CONNECT_ASYNC)))
 		return -EINVAL;
 	rc = check_sockaddr(addr, addrlen);
 	if (!rc)
@@ -324,6 +509,8 @@ int usmc_connect_finish(struct usmc_conn *c)
 		return -EINVAL;
 	if (c->mode != USMC_MODE_CONNECTING)
 		return 0;
+	if (c->chs || c->connect_err)
+		return connect_finish_async(c);
 	p = (struct pollfd){.fd = c->fd, .events = POLLOUT};
 	rc = poll(&p, 1, 0);
 	if (rc < 0)

@@ -15,6 +15,7 @@ struct usmc_ctx;
 struct smcr_conn;
 struct smcr_hs;
 struct smcr_serve;
+struct conn_client_hs;
 
 /*
  * No lock: a connection belongs to one thread at a time (the accept thread,
@@ -44,7 +45,10 @@ struct usmc_conn {
 	uint64_t t_accept_ns; /* listener: when the accept thread took it (CLOCK_MONOTONIC) */
 	struct usmc_opts opts;
 	struct smcr_serve *serve; /* listener: a handshake between ACCEPT and CONFIRM */
-	struct smcr_conn *smcr;	  /* SMC-R state when mode is USMC_MODE_SMCR */
+	/* client, USMC_CONNECT_ASYNC: the handshake until it ends (conn.c) */
+	struct conn_client_hs *chs;
+	int connect_err; /* client, USMC_CONNECT_ASYNC: how it failed, for every later call */
+	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
 	atomic_uint_least64_t bytes_sent, bytes_received;
 	atomic_bool reset_reported; /* SMC-R: a peer reset was returned once */
 	struct usmc_conn *next;	    /* struct conn_fifo link (handshake pool, accept queue) */

@@ -612,20 +612,6 @@ static struct lgr *lgr_find_locked(struct smcr_ctx *sctx, const struct lgr_key *
 	return NULL;
 }
 
-struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms)
-{
-	struct timespec ts;
-	struct lgr *l;
-
-	clock_deadline_ts(deadline_ms, &ts);
-	pthread_mutex_lock(&sctx->lock);
-	while (!(l = lgr_find_locked(sctx, k)) &&
-	       pthread_cond_timedwait(&sctx->lgrs_cond, &sctx->lock, &ts) != ETIMEDOUT)
-		;
-	pthread_mutex_unlock(&sctx->lock);
-	return l;
-}
-
 /* ---- first contacts: one per peer, within the caps -------------------- */
 
 static bool pending_matches(const struct lgr_pending *p, const struct lgr_key *k)
@@ -642,6 +628,29 @@ static bool pending_find_locked(const struct smcr_ctx *sctx, const struct lgr_ke
 		if (pending_matches(p, k))
 			return true;
 	return false;
+}
+
+struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms,
+			  bool *pending)
+{
+	struct timespec ts;
+	bool pend, timed_out = false;
+	struct lgr *l;
+
+	clock_deadline_ts(deadline_ms, &ts);
+	pthread_mutex_lock(&sctx->lock);
+	for (;;) {
+		l = lgr_find_locked(sctx, k);
+		/* only a first contact with that very peer can still publish it */
+		pend = !l && pending_find_locked(sctx, k);
+		if (!pend || !deadline_ms || timed_out)
+			break;
+		timed_out = pthread_cond_timedwait(&sctx->lgrs_cond, &sctx->lock, &ts) == ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&sctx->lock);
+	if (pending)
+		*pending = pend;
+	return l;
 }
 
 /* Room for another link group with @addr under @cfg's caps, counting

@@ -208,11 +208,16 @@ void lgr_put(struct lgr *lgr);
 
 /*
  * lgr_find_wait() - an active link group matching @k with a reference for
- * the caller, waiting until @deadline_ms for one that a concurrent first
- * contact is still confirming; NULL if none. The caller lgr_put()s it once
- * its connection holds its own.
+ * the caller; NULL if none. While a first contact with @k's peer is in
+ * progress (lgr_reserve(): it may still publish the one wanted) it waits
+ * for it, until @deadline_ms at the latest; with none in progress it
+ * returns at once. @deadline_ms 0: never wait (an asynchronous handshake
+ * asks again later). *@pending (if not NULL): NULL was returned while such
+ * a first contact is still in progress. The caller lgr_put()s the link
+ * group once its connection holds its own.
  */
-struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms);
+struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms,
+			  bool *pending);
 /*
  * lgr_hold_peer() - a client handshake with @peer is about to wait for its
  * ACCEPT: the server may first run a CONFIRM_RKEY flow on any of our

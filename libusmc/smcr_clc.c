@@ -219,20 +219,20 @@ static int hs_tcp(struct smcr_hs *hs, uint32_t reason, bool peer_declined)
 }
 
 /*
- * Receive the next CLC message: the @want type into @ac, or a DECLINE
- * (recorded in @hs). A negative value for anything else.
+ * What the next CLC message (@len bytes in @buf, or @len the error of
+ * reading it) is: the @want type decoded into @ac, or a DECLINE (recorded
+ * in @hs). A negative value for anything else. recv_or_decline() receives
+ * it first, waiting; the asynchronous client reads it without waiting
+ * (smcr_clc_answer()).
  */
-static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t want,
-			   struct clc_accept_confirm *ac, int timeout_ms)
+static int rx_classify(struct smcr_hs *hs, const uint8_t *buf, int len, const struct clc_hdr *hdr,
+		       uint8_t want, struct clc_accept_confirm *ac)
 {
-	struct clc_hdr hdr;
-	int len = clc_io_recv(hs->fd, buf, cap, timeout_ms, hs->waiting, &hdr);
 	int rc;
 
-	hs->waiting = 0; /* taken, or the handshake failed */
 	if (len < 0)
 		return len;
-	if (hdr.type == CLC_DECLINE) {
+	if (hdr->type == CLC_DECLINE) {
 		struct clc_decline d;
 
 		rc = clc_decline_decode(buf, (size_t)len, &d);
@@ -244,12 +244,22 @@ static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t
 			 d.out_of_sync ? ", out of sync" : "");
 		return d.out_of_sync ? CLC_RX_DECLINED_SYNC : CLC_RX_DECLINED;
 	}
-	if (hdr.type != want)
+	if (hdr->type != want)
 		return USMC_EPROTO_CLC;
 	rc = clc_accept_confirm_decode(buf, (size_t)len, ac);
 	if (rc || ac->version < CLC_V2 || ac->smcd)
 		return USMC_EPROTO_CLC;
 	return CLC_RX_MSG;
+}
+
+static int recv_or_decline(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t want,
+			   struct clc_accept_confirm *ac, int timeout_ms)
+{
+	struct clc_hdr hdr;
+	int len = clc_io_recv(hs->fd, buf, cap, timeout_ms, hs->waiting, &hdr);
+
+	hs->waiting = 0; /* taken, or the handshake failed */
+	return rx_classify(hs, buf, len, &hdr, want, ac);
 }
 
 /* @ms from now, or the handshake's deadline if that comes first. */
@@ -484,58 +494,104 @@ static int client_reuse(struct smcr_hs *hs, const struct clc_accept_confirm *a, 
 	return hs_established(hs, sc);
 }
 
-/* After the ACCEPT: a new link group (within the caps), or the one it names. */
-static int client_after_accept(struct smcr_hs *hs, const struct smcr_dev *dev,
-			       const struct clc_accept_confirm *a, struct in_addr server)
+/* After the ACCEPT: a new link group (within the caps), or the one it
+ * names. SMCR_HS_AWAIT_LGR (without @wait only): a first contact of ours
+ * with that server is still setting up the link group named. */
+static int client_after_accept(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
 {
+	const struct clc_accept_confirm *a = &cl->accept;
 	struct lgr_config cfg = lgr_config_of(hs->opts);
 	struct lgr_key key = {.role = SMCR_ROLE_CLIENT,
 			      .peer_id = a->peer_id,
 			      .peer_gid = a->gid,
-			      .peer_addr = server,
+			      .peer_addr = cl->server,
 			      .peer_qpn = a->qpn,
 			      .match_qpn = true};
 	struct lgr_pending pending;
+	struct lgr *lgr;
+	bool busy;
 	int rc;
 
-	if (!a->first_contact)
-		return client_reuse(
-			hs, a,
-			lgr_find_wait(hs->sctx, &key, clock_now_ms() + CLIENT_REUSE_WAIT_MS));
+	if (!a->first_contact) {
+		if (!cl->reuse_deadline_ms)
+			cl->reuse_deadline_ms = clock_now_ms() + CLIENT_REUSE_WAIT_MS;
+		/* waits (or asks again) only while a first contact with that
+		 * server is in progress: only it can still publish the link
+		 * group; else it is out of sync at once */
+		lgr = lgr_find_wait(hs->sctx, &key, wait ? cl->reuse_deadline_ms : 0, &busy);
+		if (!lgr && busy && !wait && clock_now_ms() < cl->reuse_deadline_ms)
+			return SMCR_HS_AWAIT_LGR;
+		return client_reuse(hs, a, lgr);
+	}
 	/* the server decides first contact: no lock, only the caps */
 	if (lgr_reserve(hs->sctx, &key, &cfg, &pending))
 		return decline_fallback(hs, SMC_CLC_DECL_MEM, false);
-	rc = client_first_contact(hs, dev, a, server);
+	rc = client_first_contact(hs, &cl->dev, a, cl->server);
 	lgr_unclaim(hs->sctx, &pending);
 	return rc;
 }
 
-int smcr_clc_connect(struct smcr_hs *hs)
+int smcr_clc_propose(struct smcr_hs *hs, struct smcr_client *cl)
 {
-	uint8_t buf[CLC_ACCEPT_MAX_LEN];
-	struct clc_accept_confirm a;
+	uint8_t buf[CLC_PROPOSAL_MAX_LEN];
 	struct clc_proposal p;
-	struct smcr_dev dev;
-	struct in_addr server = {0};
-	int len, rc;
+	int len;
 
+	memset(cl, 0, sizeof(*cl));
 	/* no device: not a byte of CLC, the server sees a TCP client */
-	if (find_dev(hs, &dev) || peer_ipv4(hs, &server)) {
+	if (find_dev(hs, &cl->dev) || peer_ipv4(hs, &cl->server)) {
 		hs->reason = USMC_REASON_NOSMCRDEV;
 		return SMCR_HS_NODEV;
 	}
-	build_proposal(hs->sctx, &dev, &p);
+	build_proposal(hs->sctx, &cl->dev, &p);
 	len = clc_proposal_encode(&p, buf, sizeof(buf));
 	if (len < 0)
-		return len;
+		return hs_error(len);
 	/* THE RULE: the proposal goes right after the connect, never later */
-	rc = clc_io_send(hs->fd, buf, (size_t)len);
-	if (rc)
-		return rc;
-	rc = recv_or_decline(hs, buf, sizeof(buf), CLC_ACCEPT, &a, clc_wait_ms(hs));
+	return hs_error(clc_io_send(hs->fd, buf, (size_t)len));
+}
+
+/* The server's answer to the PROPOSAL, read without waiting: one recv()
+ * while it is incomplete (the bytes carry over in @cl), never a byte past
+ * it (a DECLINE may be followed by the server's data at once).
+ * SMCR_HS_AWAIT_ANSWER while it is incomplete. */
+static int client_read_answer(struct smcr_hs *hs, struct smcr_client *cl)
+{
+	struct clc_hdr hdr;
+	int len =
+		clc_io_read(hs->fd, cl->rx, sizeof(cl->rx), &cl->rx_have, CLC_DECLINE_V1_LEN, &hdr);
+
+	if (len == -EAGAIN)
+		return SMCR_HS_AWAIT_ANSWER;
+	cl->rx_have = 0;
+	return rx_classify(hs, cl->rx, len, &hdr, CLC_ACCEPT, &cl->accept);
+}
+
+int smcr_clc_answer(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
+{
+	int rc = CLC_RX_MSG;
+
+	if (!cl->accepted) {
+		rc = wait ? recv_or_decline(hs, cl->rx, sizeof(cl->rx), CLC_ACCEPT, &cl->accept,
+					    clc_wait_ms(hs))
+			  : client_read_answer(hs, cl);
+		if (rc == SMCR_HS_AWAIT_ANSWER)
+			return rc;
+		cl->accepted = rc == CLC_RX_MSG;
+	}
 	if (rc == CLC_RX_MSG)
-		rc = client_after_accept(hs, &dev, &a, server);
+		rc = client_after_accept(hs, cl, wait);
+	if (rc == SMCR_HS_AWAIT_LGR)
+		return rc;
 	return hs_error(hs_declined_or(hs, rc));
+}
+
+int smcr_clc_connect(struct smcr_hs *hs)
+{
+	struct smcr_client cl;
+	int rc = smcr_clc_propose(hs, &cl);
+
+	return rc ? rc : smcr_clc_answer(hs, &cl, true);
 }
 
 /* ==== server ==== */

@@ -30,6 +30,13 @@ enum smcr_hs_result {
 	SMCR_HS_AWAIT_CONFIRM, /* server: ACCEPT sent; smcr_clc_serve_confirm() next */
 	SMCR_HS_AWAIT_CLAIM,   /* server: a first contact with the peer is in progress:
 				* smcr_clc_serve_accept() again a little later */
+	SMCR_HS_AWAIT_ANSWER,  /* client, not waiting: the server's answer is not
+				* (all) there yet: smcr_clc_answer() again once
+				* the socket is readable */
+	SMCR_HS_AWAIT_LGR,     /* client, not waiting: the link group the ACCEPT
+				* names is still being set up by a first contact of
+				* ours with that server: smcr_clc_answer() again a
+				* little later */
 };
 
 struct smcr_hs {
@@ -80,7 +87,37 @@ struct smcr_serve {
 };
 
 /*
- * smcr_clc_connect() - client, right after the TCP connect.
+ * A client handshake between its steps (smcr_clc_propose(), then
+ * smcr_clc_answer() until it ends): what the PROPOSAL offered and what
+ * came back so far.
+ */
+struct smcr_client {
+	struct smcr_dev dev;		/* the local device the PROPOSAL offered */
+	struct in_addr server;		/* the server's TCP address */
+	uint8_t rx[CLC_ACCEPT_MAX_LEN]; /* the server's answer, read so far */
+	size_t rx_have;			/* ... this many bytes of it (not waiting) */
+	bool accepted;			/* @accept holds the server's ACCEPT */
+	struct clc_accept_confirm accept;
+	/* a reuse ACCEPT: until when a first contact of ours with that server
+	 * may still publish the link group it names (0: not yet asked) */
+	long reuse_deadline_ms;
+};
+
+/*
+ * smcr_clc_propose() - client, right after the TCP connect: send the
+ * PROPOSAL. 0 (smcr_clc_answer() next), SMCR_HS_NODEV (no device for the
+ * local address: nothing sent, hs->reason says NOSMCRDEV), or an error.
+ * @cl is initialised here.
+ * smcr_clc_answer() - client: the server's answer (ACCEPT or DECLINE),
+ * then the link group (found, or created by a first contact: CONFIRM, QP,
+ * CONFIRM_LINK) and the CONFIRM. With @wait it blocks for the answer
+ * (USMC_OPT_CLC_TIMEOUT_MS) and for a concurrent first contact of ours;
+ * without, it reads only what is there (one recv()) and returns
+ * SMCR_HS_AWAIT_ANSWER or SMCR_HS_AWAIT_LGR instead of waiting: call it
+ * again (the caller keeps the deadline). The LLC steps of a first contact
+ * (CONFIRM_LINK, at most SMCR_CL_WAIT_MS) and a CONFIRM_RKEY on reuse run
+ * to their end in either case.
+ * smcr_clc_connect() - both, waiting: the blocking client.
  * smcr_clc_serve_accept() - server, with the client's decoded PROPOSAL in
  * @st->prop: negotiate, claim or reuse a link group, send the ACCEPT.
  * SMCR_HS_AWAIT_CONFIRM then (@st holds the handshake), or
@@ -93,6 +130,8 @@ struct smcr_serve {
  * USMC_EPROTO_CLC (a malformed or unexpected CLC message): then the
  * connection is unusable.
  */
+int smcr_clc_propose(struct smcr_hs *hs, struct smcr_client *cl);
+int smcr_clc_answer(struct smcr_hs *hs, struct smcr_client *cl, bool wait);
 int smcr_clc_connect(struct smcr_hs *hs);
 int smcr_clc_serve_accept(struct smcr_hs *hs, struct smcr_serve *st);
 int smcr_clc_serve_confirm(struct smcr_hs *hs, struct smcr_serve *st);

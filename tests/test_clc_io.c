@@ -245,6 +245,78 @@ static void test_eof_inside(void **state)
 	assert_true(now_ms() - t0 < 2000);
 }
 
+/* clc_io_read(): a message in pieces builds up in the carry-over buffer,
+ * one recv() per call, and nothing after it is read. */
+static void test_read_carry_over(void **state)
+{
+	int *fds = *state;
+	uint8_t msg[CLC_DECLINE_V2_LEN + sizeof(TRAILER)], buf[CLC_ACCEPT_MAX_LEN];
+	size_t len = decline(msg), have = 0;
+	struct clc_hdr hdr;
+
+	memcpy(msg + len, TRAILER, sizeof(TRAILER) - 1);
+	assert_int_equal(clc_io_read(fds[1], buf, sizeof(buf), &have, CLC_DECLINE_V1_LEN, &hdr),
+			 -EAGAIN);
+	assert_int_equal(have, 0);
+	send_all(fds[0], msg, 5); /* not even a header */
+	usleep(20000);
+	assert_int_equal(clc_io_read(fds[1], buf, sizeof(buf), &have, CLC_DECLINE_V1_LEN, &hdr),
+			 -EAGAIN);
+	assert_int_equal(have, 5);
+	send_all(fds[0], msg + 5, 30); /* the header and more, not all */
+	usleep(20000);
+	assert_int_equal(clc_io_read(fds[1], buf, sizeof(buf), &have, CLC_DECLINE_V1_LEN, &hdr),
+			 -EAGAIN);
+	assert_int_equal(have, 35);
+	/* the end, with the application's bytes right behind it */
+	send_all(fds[0], msg + 35, len - 35 + sizeof(TRAILER) - 1);
+	usleep(20000);
+	assert_int_equal(clc_io_read(fds[1], buf, sizeof(buf), &have, CLC_DECLINE_V1_LEN, &hdr),
+			 (int)len);
+	assert_int_equal(hdr.type, CLC_DECLINE);
+	assert_memory_equal(buf, msg, len);
+	assert_trailer_left(fds[1]);
+}
+
+/* A whole message at once; a v1 DECLINE as long as @min, data after it. */
+static void test_read_whole(void **state)
+{
+	int *fds = *state;
+	uint8_t msg[CLC_DECLINE_V2_LEN + sizeof(TRAILER)], buf[CLC_ACCEPT_MAX_LEN];
+	size_t have = 0;
+	struct clc_hdr hdr;
+	int len = clc_decline_build(msg, sizeof(msg), CLC_V1, NULL, 0x03030000, false);
+
+	assert_int_equal(len, CLC_DECLINE_V1_LEN);
+	memcpy(msg + len, TRAILER, sizeof(TRAILER) - 1);
+	send_all(fds[0], msg, (size_t)len + sizeof(TRAILER) - 1);
+	usleep(20000);
+	assert_int_equal(clc_io_read(fds[1], buf, sizeof(buf), &have, CLC_DECLINE_V1_LEN, &hdr),
+			 len);
+	assert_int_equal(hdr.type, CLC_DECLINE);
+	assert_trailer_left(fds[1]);
+}
+
+/* EOF inside, and a header that is no CLC header. */
+static void test_read_errors(void **state)
+{
+	int *fds = *state;
+	uint8_t msg[CLC_DECLINE_V2_LEN], buf[CLC_ACCEPT_MAX_LEN];
+	size_t have = 0;
+	struct clc_hdr hdr;
+
+	assert_int_equal(clc_io_read(fds[1], buf, sizeof(buf), &have, 4, &hdr), -EINVAL);
+	decline(msg);
+	msg[0] = 'G';
+	send_all(fds[0], msg, CLC_HDR_LEN);
+	usleep(20000);
+	assert_true(wire_is_err(clc_io_read(fds[1], buf, sizeof(buf), &have, CLC_HDR_LEN, &hdr)));
+	have = 0;
+	shutdown(fds[0], SHUT_WR);
+	assert_int_equal(clc_io_read(fds[1], buf, sizeof(buf), &have, CLC_DECLINE_V1_LEN, &hdr),
+			 -ECONNRESET);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +327,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_partial_times_out, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_past_deadline_looks_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_eof_inside, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_carry_over, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_whole, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* SMC-R pieces that need no device: UEID rules, context defaults. */
 #include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +11,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "clock.h"
 #include "ctx.h"
 #include "lgr.h"
 #include "smcr_conn.h"
@@ -86,6 +89,74 @@ static void test_lgr_only_init_activates(void **state)
 	assert_int_equal(lgr->state, LGR_ACTIVE);
 	assert_int_equal(lgr_activate(lgr, 1, 255), -ECONNABORTED); /* only once */
 	free(lgr);
+}
+
+/* lgr_find_wait() waits for a link group only while a first contact with
+ * that very peer is registered (lgr_reserve()), and asks without waiting
+ * at a deadline of 0. */
+struct unclaim_later {
+	struct smcr_ctx *sctx;
+	struct lgr_pending *p;
+};
+
+static void *unclaim_after_100ms(void *arg)
+{
+	struct unclaim_later *u = arg;
+
+	usleep(100000);
+	lgr_unclaim(u->sctx, u->p);
+	return NULL;
+}
+
+static void test_lgr_find_wait_pending(void **state)
+{
+	uint8_t id[SMCR_SYSTEM_ID_LEN] = {1, 2, 3}, gid[SMCR_GID_LEN] = {4, 5, 6};
+	struct lgr_config cfg = {.max_lgrs = 128, .max_per_peer = 8};
+	struct lgr_key k = {.role = SMCR_ROLE_CLIENT, .peer_id = id, .peer_gid = gid}, other;
+	struct lgr_pending p, q;
+	struct unclaim_later u;
+	struct usmc_ctx *ctx;
+	pthread_t t;
+	bool busy = true;
+	long t0;
+
+	(void)state;
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	k.peer_addr.s_addr = htonl(0x0a000002);
+	other = k;
+	other.peer_addr.s_addr = htonl(0x0a000003);
+	/* nothing pending: no wait, however far the deadline */
+	t0 = clock_now_ms();
+	assert_null(lgr_find_wait(&ctx->rdma, &k, t0 + 5000, &busy));
+	assert_false(busy);
+	assert_true(clock_now_ms() - t0 < 1000);
+	/* a first contact with that peer: asked without waiting, it says so */
+	assert_int_equal(lgr_reserve(&ctx->rdma, &k, &cfg, &p), 0);
+	assert_null(lgr_find_wait(&ctx->rdma, &k, 0, &busy));
+	assert_true(busy);
+	/* ... with a deadline, it waits for it until then */
+	t0 = clock_now_ms();
+	assert_null(lgr_find_wait(&ctx->rdma, &k, t0 + 200, &busy));
+	assert_true(busy);
+	assert_true(clock_now_ms() - t0 >= 190);
+	/* another peer's first contact is none of its business */
+	assert_int_equal(lgr_reserve(&ctx->rdma, &other, &cfg, &q), 0);
+	lgr_unclaim(&ctx->rdma, &p);
+	t0 = clock_now_ms();
+	assert_null(lgr_find_wait(&ctx->rdma, &k, t0 + 5000, &busy));
+	assert_false(busy);
+	assert_true(clock_now_ms() - t0 < 1000);
+	/* the first contact ends (unpublished) while it waits: it stops then */
+	assert_int_equal(lgr_reserve(&ctx->rdma, &k, &cfg, &p), 0);
+	u = (struct unclaim_later){.sctx = &ctx->rdma, .p = &p};
+	assert_int_equal(pthread_create(&t, NULL, unclaim_after_100ms, &u), 0);
+	t0 = clock_now_ms();
+	assert_null(lgr_find_wait(&ctx->rdma, &k, t0 + 5000, &busy));
+	assert_false(busy);
+	assert_true(clock_now_ms() - t0 < 2000);
+	pthread_join(t, NULL);
+	lgr_unclaim(&ctx->rdma, &q);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
 /* A full ring of pending sends whose positions cross 2^32: every send
@@ -190,6 +261,7 @@ int main(void)
 		cmocka_unit_test(test_sq_stall),
 		cmocka_unit_test(test_sq_full_marks_pending),
 		cmocka_unit_test(test_llc_answer_waits_while_peer_speaks),
+		cmocka_unit_test(test_lgr_find_wait_pending),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

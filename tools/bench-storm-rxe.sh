@@ -30,13 +30,13 @@
 # Each program's raw line (and its first failures, described) on stderr.
 # Usage (host):
 #   tests/rxe/vm-run.sh --setup two --smc -- $PWD/tools/bench-storm-rxe.sh $PWD/build [SECONDS=5]
-# Client threads: usmc_connect() runs the CLC handshake in the calling
-# thread (usmc_connect_finish() blocks), so usmc clients get one thread per
-# client: C handshakes at once, as the kernel's asynchronous AF_SMC connects
-# and the plain ones do from 2 threads.
-# Env: STORM_CLIENTS (default "64 256"), STORM_THREADS client threads of
-#      plain and AF_SMC clients (2), STORM_USMC_THREADS of usmc clients
-#      (default: one per client),
+# Client threads: usmc clients connect with USMC_CONNECT_ASYNC, each
+# thread driving its connects' CLC handshakes from its own epoll loop, so
+# they run from STORM_THREADS threads as the kernel's asynchronous AF_SMC
+# connects and the plain ones do (before: one thread per usmc client, the
+# handshake blocking in usmc_connect_finish()).
+# Env: STORM_CLIENTS (default "64 256"), STORM_THREADS client threads (2),
+#      STORM_USMC_THREADS of usmc clients (default: STORM_THREADS),
 #      STORM_ROWS (default "a b c k u f": a subset, to look at one row;
 #      "p" and "t" add the floors),
 #      STORM_ROUNDS (3), STORM_PERF (1; 0: no perf stat),
@@ -245,7 +245,7 @@ declare -A NAME=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
 	"server on B $B, clients on A $A, ${SECS}s per run, $ROUNDS rounds (medians)," \
-	"client threads $THREADS (usmc: ${USMC_THREADS:-one per client})," \
+	"client threads $THREADS (usmc: ${USMC_THREADS:-$THREADS}, asynchronous connects)," \
 	"USMC_PROBE_MS=$USMC_PROBE_MS"
 summary=()
 FMT='%-7s %-28s %7s %6s %8s %8s %6s %6s %6s %5s %5s %5s %5s %4s %6s %4s %6s %5s %5s %6s\n'
@@ -263,7 +263,7 @@ for c in $CLIENTS; do
 	for r in $(seq "$ROUNDS"); do
 		for k in $ROWS; do
 			t=$THREADS
-			[ "${CLI[$k]}" != "--client usmc" ] || t=${USMC_THREADS:-$c}
+			[ "${CLI[$k]}" != "--client usmc" ] || t=${USMC_THREADS:-$THREADS}
 			row="$c$k$r"
 			# shellcheck disable=SC2086 # word splitting wanted
 			run "$row" "$c" "$t" ${SRV[$k]} -- ${CLI[$k]}

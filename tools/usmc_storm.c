@@ -11,7 +11,10 @@
  *   --server usmc|plain|smc|none   usmc listener, plain sockets, the
  *                                  kernel's SMC (AF_SMC), or a remote one
  *   --client usmc|plain|smc|clc|none
- *       usmc   usmc_connect() (without an RDMA device: TCP, no CLC bytes)
+ *       usmc   usmc_connect() with USMC_CONNECT_ASYNC: each client thread drives
+ *              its connects' CLC handshakes from its own epoll loop, as
+ *              usmc_connect_events() says (without an RDMA device: TCP, no
+ *              CLC bytes)
  *       plain  plain sockets
  *       smc    the kernel's SMC: AF_SMC sockets, otherwise as plain
  *       clc    a simulated SMC client: plain socket that sends a Linux v2
@@ -47,6 +50,7 @@
 #include <linux/smc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -380,7 +384,9 @@ struct cslot {
 	struct usmc_conn *uc;
 	int fd;
 	enum cstate st;
-	long err; /* what the failed call returned */
+	uint32_t watched; /* the epoll events @fd is registered with */
+	uint64_t due_us;  /* usmc connecting: finish by then at the latest (0: no limit) */
+	long err;	  /* what the failed call returned */
 	uint64_t t0;
 	uint8_t buf[DECLINE_MAX];
 	size_t got, want;
@@ -389,6 +395,7 @@ struct cslot {
 struct cthread {
 	pthread_t t;
 	int nslots;
+	struct cslot *slots;
 	bool draining; /* after the D seconds (client-only runs) */
 	uint64_t reqs, errors, declined_busy, connects, drained, abandoned;
 	uint32_t *lat; /* connect times, us */
@@ -426,6 +433,7 @@ static int c_watch(int ep, struct cslot *s, uint32_t events, int op)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = s};
 
+	s->watched = events;
 	return epoll_ctl(ep, op, s->fd, &ev);
 }
 
@@ -444,9 +452,10 @@ static bool c_start(int ep, struct cslot *s)
 	s->t0 = mono_us();
 	s->st = C_CONNECTING;
 	s->got = 0;
+	s->due_us = 0;
 	if (cfg.client == K_USMC) {
 		rc = usmc_connect(cctx, (struct sockaddr *)&cfg.addr, sizeof(cfg.addr),
-				  USMC_NONBLOCK, &s->uc);
+				  USMC_NONBLOCK | USMC_CONNECT_ASYNC, &s->uc);
 		if (rc)
 			return c_fail(s, rc);
 		s->fd = usmc_conn_fd(s->uc);
@@ -516,6 +525,23 @@ static bool c_refresh_fd(int ep, struct cslot *s)
 	return !c_watch(ep, s, EPOLLOUT, EPOLL_CTL_ADD);
 }
 
+/* A usmc connect still in progress: watch what usmc_connect_events() says
+ * (POLLOUT for the TCP connect, POLLIN for the server's CLC answer) and
+ * finish it by its deadline at the latest (c_due()). */
+static bool c_rewatch(int ep, struct cslot *s)
+{
+	int ms, ev = usmc_connect_events(s->uc, &ms);
+	uint32_t want;
+
+	if (ev < 0)
+		return c_fail(s, ev);
+	want = (ev & POLLIN ? EPOLLIN : 0) | (ev & POLLOUT ? EPOLLOUT : 0);
+	s->due_us = ms < 0 ? 0 : mono_us() + (uint64_t)ms * 1000u + (ms ? 0 : 1);
+	if (want == s->watched)
+		return true;
+	return !c_watch(ep, s, want, EPOLL_CTL_MOD) || c_fail(s, -errno);
+}
+
 static bool c_connected(int ep, struct cthread *ct, struct cslot *s)
 {
 	int err = 0;
@@ -525,7 +551,8 @@ static bool c_connected(int ep, struct cthread *ct, struct cslot *s)
 		int rc = usmc_connect_finish(s->uc);
 
 		if (rc == -EINPROGRESS)
-			return true;
+			return c_rewatch(ep, s);
+		s->due_us = 0;
 		if (rc)
 			return c_fail(s, rc);
 		if (!c_refresh_fd(ep, s))
@@ -583,25 +610,53 @@ static bool c_readable(int ep, struct cthread *ct, struct cslot *s)
 	}
 }
 
-/* One round of events; a finished slot starts over unless draining. */
+/* One step of @s (an event, or its connect's deadline); a finished slot
+ * starts over unless draining. */
+static void c_step(int ep, struct cthread *ct, struct cslot *s)
+{
+	bool ok = s->st == C_CONNECTING ? c_connected(ep, ct, s) : c_readable(ep, ct, s);
+
+	if (!ok) {
+		ct->errors++;
+		err_log("client", cstate_names[s->st], s->uc, s->fd, s->err);
+		c_close(ep, s);
+	}
+	if (s->fd < 0 && !ct->draining && !atomic_load(&stop_clients) && !c_start(ep, s)) {
+		ct->errors++;
+		err_log("client", "starting a connection", NULL, -1, s->err);
+	}
+}
+
+/* How long epoll may sleep: 50 ms, or less up to the nearest connect
+ * deadline (usmc_connect_events()). */
+static int c_timeout(const struct cthread *ct)
+{
+	uint64_t now = mono_us(), next = now + 50000;
+
+	for (int i = 0; i < ct->nslots; i++) {
+		const struct cslot *s = &ct->slots[i];
+
+		if (s->fd >= 0 && s->st == C_CONNECTING && s->due_us && s->due_us < next)
+			next = s->due_us;
+	}
+	return next > now ? (int)((next - now + 999) / 1000) : 0;
+}
+
+/* One round of events, then the connects whose deadline has come. */
 static void c_round(int ep, struct cthread *ct)
 {
 	struct epoll_event evs[MAX_EVENTS];
-	int n = epoll_wait(ep, evs, MAX_EVENTS, 50);
+	int n = epoll_wait(ep, evs, MAX_EVENTS, c_timeout(ct));
+	uint64_t now;
 
-	for (int i = 0; i < n; i++) {
-		struct cslot *s = evs[i].data.ptr;
-		bool ok = s->st == C_CONNECTING ? c_connected(ep, ct, s) : c_readable(ep, ct, s);
+	for (int i = 0; i < n; i++)
+		c_step(ep, ct, evs[i].data.ptr);
+	now = mono_us();
+	for (int i = 0; i < ct->nslots; i++) {
+		struct cslot *s = &ct->slots[i];
 
-		if (!ok) {
-			ct->errors++;
-			err_log("client", cstate_names[s->st], s->uc, s->fd, s->err);
-			c_close(ep, s);
-		}
-		if (s->fd < 0 && !ct->draining && !atomic_load(&stop_clients) && !c_start(ep, s)) {
-			ct->errors++;
-			err_log("client", "starting a connection", NULL, -1, s->err);
-		}
+		if (s->fd >= 0 && s->st == C_CONNECTING && s->due_us && s->due_us <= now)
+			c_step(ep, ct, s);
 	}
 }
 
@@ -637,6 +692,7 @@ static void *client_main(void *arg)
 	struct cslot *slots = calloc((size_t)ct->nslots, sizeof(*slots));
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 
+	ct->slots = slots;
 	for (int i = 0; i < ct->nslots; i++) {
 		slots[i].fd = -1;
 		if (!c_start(ep, &slots[i]))
@@ -649,6 +705,7 @@ static void *client_main(void *arg)
 	for (int i = 0; i < ct->nslots; i++)
 		c_close(ep, &slots[i]); /* in flight at the end: not counted */
 	close(ep);
+	ct->slots = NULL;
 	free(slots);
 	return NULL;
 }

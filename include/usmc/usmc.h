@@ -465,6 +465,10 @@ int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *a
 
 /* Flags of usmc_accept() and usmc_connect(). */
 #define USMC_NONBLOCK (1u << 0) /* the connection's send/recv do not block */
+/* usmc_connect() / usmc_conn_connect*() only, with USMC_NONBLOCK (ignored
+ * without it): usmc_connect_finish() never blocks on the CLC handshake
+ * either; drive it with usmc_connect_events() (see there). */
+#define USMC_CONNECT_ASYNC (1u << 1)
 
 /**
  * usmc_accept() - take the next established connection.
@@ -578,13 +582,55 @@ int usmc_conn_connect_fd(struct usmc_conn *c, int fd, const struct sockaddr *add
 
 /**
  * usmc_connect_finish() - complete a non-blocking connect: 0 when the
- * connection is established, -EINPROGRESS if not yet (poll again), or the
- * negative errno of the failed connect (the connection must then be closed).
- * Once the TCP connect is done this call runs the CLC handshake, which
- * blocks (bounded by USMC_OPT_CLC_TIMEOUT_MS per message) when SMC-R is
- * attempted.
+ * connection is established in its final mode, -EINPROGRESS if not yet
+ * (poll again), or the negative errno of the failed connect (the
+ * connection must then be closed).
+ *
+ * Without USMC_CONNECT_ASYNC, once the TCP connect is done this call runs
+ * the CLC handshake, which blocks (bounded by USMC_OPT_CLC_TIMEOUT_MS per
+ * message) when SMC-R is attempted.
+ *
+ * With USMC_CONNECT_ASYNC (and USMC_NONBLOCK) it never waits for the
+ * server: each call takes the handshake as far as it can go without
+ * waiting and returns -EINPROGRESS until it has ended. The first call
+ * that finds TCP connected sends the PROPOSAL (or, with SMC-R off, no
+ * device or a kernel-compat server without SMC, decides TCP at once);
+ * later calls read the server's ACCEPT or DECLINE as it arrives (what came
+ * of a partial message is kept) and, once it is whole, finish the
+ * handshake: a DECLINE means TCP with the server's reason
+ * (usmc_conn_info() peer_declined); an ACCEPT means reusing our link
+ * group to that server (a CONFIRM_RKEY round trip over RDMA when the
+ * buffer is new to the peer) or creating one (first contact: the CONFIRM,
+ * QP setup and the LLC CONFIRM_LINK exchange, which this call runs to its
+ * end, up to 4 s; once per link group). A reuse ACCEPT that names a link
+ * group another thread's first contact with the same server is still
+ * setting up returns -EINPROGRESS, never waits, and is retried by the
+ * next call (for up to 2 s, then the connection falls back to TCP,
+ * SYNCERR). Fallback reasons and errors are those of the blocking
+ * handshake. The server's answer is due USMC_OPT_CLC_TIMEOUT_MS after the
+ * PROPOSAL: the first call past that deadline fails the connection with
+ * -ETIMEDOUT, as the blocking handshake does with a silent server. Once
+ * the handshake failed every later call returns the same error (nothing
+ * is sent again).
  */
 int usmc_connect_finish(struct usmc_conn *c);
+
+/**
+ * usmc_connect_events() - what to wait for before the next
+ * usmc_connect_finish() of a connection still connecting: POLLOUT (the TCP
+ * connect) or POLLIN (the server's CLC answer) on usmc_conn_fd(c), within
+ * *@timeout_ms milliseconds (-1: no limit of its own; 0: call
+ * usmc_connect_finish() now). At *@timeout_ms usmc_connect_finish() is due
+ * whether or not the descriptor became ready: it then applies the
+ * handshake's deadline (USMC_CONNECT_ASYNC: USMC_OPT_CLC_TIMEOUT_MS for
+ * the server's answer, -ETIMEDOUT past it). 0 events with a positive
+ * timeout: nothing to poll for, call again after it (a link group being
+ * set up by another thread). 0 events with 0: the connect has ended, or
+ * must be finished now. Returns the events (a poll(2) mask), or -EINVAL.
+ * Without USMC_CONNECT_ASYNC it says POLLOUT, -1 until the connect ends.
+ * @timeout_ms may be NULL.
+ */
+int usmc_connect_events(struct usmc_conn *c, int *timeout_ms);
 
 /**
  * usmc_conn_fd() - the descriptor to poll: readable when usmc_recv() would
