@@ -501,9 +501,7 @@ int usmc_connect(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t ad
 
 int usmc_connect_finish(struct usmc_conn *c)
 {
-	struct pollfd p;
-	socklen_t len = sizeof(int);
-	int err = 0, rc;
+	int rc;
 
 	if (!c || c->is_server || c->fd < 0)
 		return -EINVAL;
@@ -511,16 +509,9 @@ int usmc_connect_finish(struct usmc_conn *c)
 		return 0;
 	if (c->chs || c->connect_err)
 		return connect_finish_async(c);
-	p = (struct pollfd){.fd = c->fd, .events = POLLOUT};
-	rc = poll(&p, 1, 0);
-	if (rc < 0)
-		return -errno;
-	if (rc == 0)
-		return -EINPROGRESS;
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
-		return -errno;
-	if (err)
-		return -err;
+	rc = tcp_connect_done(c);
+	if (rc)
+		return rc;
 	rc = conn_make_blocking(c);
 	if (rc)
 		return rc;
