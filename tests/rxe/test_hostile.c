@@ -466,32 +466,32 @@ static void run_prod(void)
 /* ---- 3: close and abort flags out of order ---- */
 
 /* Data after PEER_DONE_WRITING that is in before the server reads at all:
- * the reader gets the 10 bytes, then the error, never a clean EOF. */
-static void closeflags_late_reader(struct hp_link *lk, const uint8_t data[10])
+ * the reader gets the 10 bytes, then the error, never a clean EOF. @z lives
+ * as long as @lk: the link keeps a pointer to it. */
+static void closeflags_late_reader(struct hp_link *lk, struct hp_conn *z, const uint8_t data[10])
 {
-	struct hp_conn z;
 	struct cdc_msg m;
 	struct rec *r;
 	double t0;
 
 	atomic_store(&next_reader, true);
-	hp_connect(lk, &z, &srv_addr);
-	r = rec_of(z.port, ERR_WAIT_MS, false);
+	hp_connect(lk, z, &srv_addr);
+	r = rec_of(z->port, ERR_WAIT_MS, false);
 	CHECK(r && r->reader, "late reader: the server did not take the connection as the reader");
-	z.tx_state_flags = CDC_CS_PEER_DONE_WRITING;
+	z->tx_state_flags = CDC_CS_PEER_DONE_WRITING;
 	for (int i = 0; i < 2; i++) {
-		CHECK(!hp_write_raw(&z, z.tx_prod, data, 10, false, 5000), "write");
-		z.tx_prod += 10;
-		m = hp_cdc_now(&z);
-		CHECK(!hp_send_cdc(&z, &m), "send");
+		CHECK(!hp_write_raw(z, z->tx_prod, data, 10, false, 5000), "write");
+		z->tx_prod += 10;
+		m = hp_cdc_now(z);
+		CHECK(!hp_send_cdc(z, &m), "send");
 	}
 	t0 = mono_s();
-	while (!z.srv_abort && mono_s() - t0 < ERR_WAIT_MS / 1e3)
+	while (!z->srv_abort && mono_s() - t0 < ERR_WAIT_MS / 1e3)
 		hp_poll(lk, 10);
-	CHECK(z.srv_abort, "data after DONE_WRITING, reader behind: no abort within %d ms",
+	CHECK(z->srv_abort, "data after DONE_WRITING, reader behind: no abort within %d ms",
 	      ERR_WAIT_MS);
 	atomic_store(&reader_go, true);
-	r = rec_of(z.port, ERR_WAIT_MS, true);
+	r = rec_of(z->port, ERR_WAIT_MS, true);
 	CHECK(r, "late reader: the server's read did not end");
 	CHECK(r->bytes == 10 && r->rc == -EPROTO,
 	      "data after DONE_WRITING, reader behind: it read %llu bytes and then %s "
@@ -504,7 +504,7 @@ static void closeflags_late_reader(struct hp_link *lk, const uint8_t data[10])
 static void run_closeflags(void)
 {
 	struct hp_link lk;
-	struct hp_conn x, y;
+	struct hp_conn x, y, z;
 	struct cdc_msg m;
 	uint8_t data[10] = "0123456789", in[10];
 	double t0;
@@ -541,7 +541,7 @@ static void run_closeflags(void)
 	       x.srv_abort ? "an abort" : "no abort", r->rc ? usmc_strerror(r->rc) : "EOF");
 
 	CHECK(rec_of(y.port, ERR_WAIT_MS, false), "the server did not take y"); /* not the reader */
-	closeflags_late_reader(&lk, data);
+	closeflags_late_reader(&lk, &z, data);
 
 	/* y: abort, then data */
 	m = hp_cdc_now(&y);
