@@ -24,6 +24,7 @@
 # and wmem; usmc: USMC_RMB_SIZE, USMC_SNDBUF_SIZE); default: each one's own.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common/bench-fns.sh"
 
 BUILD=${1:?build directory}
 BENCH=$BUILD/tools/usmc_bench
@@ -61,11 +62,6 @@ export USMC_UEID=$UEID USMC_KERNEL_COMPAT=1 USMC_BENCH_SMC_KCTL=$KCTL
 echo "kernel $(uname -r): net.smc.wmem=$(cat /proc/sys/net/smc/wmem)" \
 	"rmem=$(cat /proc/sys/net/smc/rmem); usmc: RMB/sndbuf ${USMC_RMB_SIZE:-default};" \
 	"$(nproc) CPUs; $ROUNDS rounds"
-
-retry() { # run a client until its server listens
-	for _ in $(seq 50); do "$@" && return 0; sleep 0.2; done
-	return 1
-}
 
 # servers on host B (one per pair, so each usmc server's lines are its pair's)
 "$BENCH" -s "$B:18711" --api smc >"$OUT/ksrv" 2>&1 &
@@ -110,9 +106,6 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # field $2 of pair $1 in every round (first line that has it), one per line
-vals() { for r in $(seq "$ROUNDS"); do sed -n "s/.* $2=\([0-9.]*\).*/\1/p" "$OUT/$1.$r" | head -1; done; }
-med() { vals "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 echo "--- summary: medians of $ROUNDS rounds (same guest run, same rxe pair; rtt = ${SIZES%%,*} B round trip, us)"
 printf "%-24s %8s %8s %8s %8s | %7s %7s %7s %7s\n" pair "MB/s" "rtt" "p50" "p99" \
 	"MB/s:k" "rtt:k" "p50:k" "p99:k"

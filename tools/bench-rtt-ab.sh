@@ -15,6 +15,7 @@
 # Env: BENCH_ROUNDS (5), BENCH_ITERS (500).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common/bench-fns.sh"
 
 BENCH_A=${1:?build directory A}/tools/usmc_bench
 BENCH_B=${2:?build directory B}/tools/usmc_bench
@@ -35,11 +36,6 @@ trap cleanup EXIT
 "$KCTL" ueid flush
 "$KCTL" ueid add "$UEID"
 export USMC_UEID=$UEID USMC_KERNEL_COMPAT=1 USMC_BENCH_SMC_KCTL=$KCTL
-
-retry() { # run a client until its server listens
-	for _ in $(seq 50); do "$@" && return 0; sleep 0.2; done
-	return 1
-}
 
 "$BENCH_B" -s "$B:18721" --api smc >"$OUT/ksrv" 2>&1 &
 PIDS+=($!)
@@ -64,9 +60,6 @@ for r in $(seq "$ROUNDS"); do
 	run b "$r" usmc-smcr "$BENCH_B" -c "$B:18723"
 done
 
-vals() { for r in $(seq "$ROUNDS"); do sed -n "s/.* $2=\([0-9.]*\).*/\1/p" "$OUT/$1.$r" | head -1; done; }
-med() { vals "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 echo "--- summary: medians of $ROUNDS rounds (64 B round trip, us; A = $1, B = $2)"
 printf "%-16s %8s %8s %8s | %6s %6s %6s | %7s %8s\n" pair rtt p50 p99 "rtt:k" "p50:k" "p99:k" \
 	wakeups syscalls

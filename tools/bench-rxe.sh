@@ -2,11 +2,13 @@
 # SMC-R benchmark in the soft-RoCE guest, all in one guest run:
 #   raw verbs ceiling: ib_write_bw 64 KiB (perftest), ibv_rc_pingpong 1 B
 #   usmc_bench over usmc SMC-R, usmc forced to TCP (USMC_SMC=0), plain TCP
-# and the ratios between them. Usage (host):
+# and the ratios between them (the kernel's SMC-R beside usmc, in the same
+# run: tools/bench-interop.sh). Usage (host):
 #   tests/rxe/vm-run.sh --setup two -- $PWD/tools/bench-rxe.sh $PWD/build
 # Env: BENCH_ITERS (500), BENCH_STREAM bytes (33554432).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common/rxe-env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common/bench-fns.sh"
 
 BUILD=${1:?build directory}
 BENCH=$BUILD/tools/usmc_bench
@@ -16,11 +18,6 @@ A=$USMC_TEST_HOST_A B=$USMC_TEST_HOST_B
 OUT=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$OUT"' EXIT
-
-retry() { # run a client until its server listens
-	for _ in $(seq 50); do "$@" && return 0; sleep 0.2; done
-	return 1
-}
 
 # --- raw verbs ceiling
 ib_write_bw -d "$USMC_TEST_RXE_B" -x "$USMC_TEST_GID_INDEX_B" -s 65536 -n 400 -F \
@@ -56,14 +53,12 @@ retry "$BENCH" -c "$B:18702" --api tcp "${ARGS[@]}" | tee "$OUT/tcp"
 grep -q "api=usmc-smcr" "$OUT/smcr" || rxe_fail "usmc_bench did not run SMC-R"
 
 val() { sed -n "s/.*$2=\([0-9.]*\).*/\1/p" "$OUT/$1" | sed -n "${3}p"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 echo "--- ratios (same guest run)"
 for i in 1 2 3; do
 	size=$(val smcr size "$i")
 	s=$(val smcr rtt_us "$i") u=$(val usmc_tcp rtt_us "$i") t=$(val tcp rtt_us "$i")
 	echo "rtt ${size}B: smcr ${s} us, usmc-tcp ${u} us, tcp ${t} us;" \
-		"smcr/tcp $(ratio "$s" "$t"), smcr/verbs-1B $(ratio "$s" "$VERBS_RTT")," \
-		"smcr/kernel-SMC-R(730us) $(ratio "$s" 730)"
+		"smcr/tcp $(ratio "$s" "$t"), smcr/verbs-1B $(ratio "$s" "$VERBS_RTT")"
 done
 s=$(val smcr MBps 1) u=$(val usmc_tcp MBps 1) t=$(val tcp MBps 1)
 echo "stream: smcr ${s} MB/s, usmc-tcp ${u} MB/s, tcp ${t} MB/s, verbs ${VERBS_BW} MB/s;" \
