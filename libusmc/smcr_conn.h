@@ -94,8 +94,7 @@ struct smcr_conn {
 	uint64_t tx_fin;  /* CDC completed: send buffer space free again */
 	uint16_t tx_seq;
 	bool tx_pending;      /* something to send once send queue space frees */
-	bool sent_since_read; /* data sent since a read last took data: a reader waits for a reply
-			       */
+	bool sent_since_read; /* sent since the last read took data: a read awaits a reply */
 	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;
 	bool orphan;		 /* smcr_close() done: freed when the peer closes */
 	long orphan_deadline_ms; /* ... or aborted then (USMC_OPT_CLOSE_WAIT_MS) */
