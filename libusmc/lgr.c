@@ -699,14 +699,23 @@ int lgr_claim(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr_c
 	      long deadline_ms, struct lgr_pending *p, struct lgr **reuse)
 {
 	struct timespec ts;
+	bool pend, timed_out = false;
 	int rc = 0;
 
 	clock_deadline_ts(deadline_ms, &ts);
 	pthread_mutex_lock(&sctx->lock);
-	while (!(*reuse = lgr_find_locked(sctx, k)) && pending_find_locked(sctx, k) && !rc)
-		if (pthread_cond_timedwait(&sctx->lgrs_cond, &sctx->lock, &ts) == ETIMEDOUT)
-			rc = -ETIMEDOUT;
-	if (!*reuse && !rc) {
+	/* a link group found is the answer even when the wait ran out: it
+	 * holds a reference now, which only a reuse gives back */
+	for (;;) {
+		*reuse = lgr_find_locked(sctx, k);
+		pend = !*reuse && pending_find_locked(sctx, k);
+		if (!pend || timed_out)
+			break;
+		timed_out = pthread_cond_timedwait(&sctx->lgrs_cond, &sctx->lock, &ts) == ETIMEDOUT;
+	}
+	if (pend) {
+		rc = -ETIMEDOUT;
+	} else if (!*reuse) {
 		rc = -EUSERS;
 		if (caps_allow_locked(sctx, k->peer_addr, cfg)) {
 			pending_add_locked(sctx, k, p);

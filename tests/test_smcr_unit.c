@@ -159,6 +159,69 @@ static void test_lgr_find_wait_pending(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
+/* lgr_claim(): a link group that shows up while the wait runs out is the
+ * answer, with the reference it took (it was once reported as a timeout,
+ * and the reference leaked: the link group was never freed). The test
+ * links it in without the broadcast lgr_publish() sends, so the waiter
+ * sees it only after its deadline. */
+struct link_later {
+	struct smcr_ctx *sctx;
+	struct lgr *lgr;
+};
+
+static void *link_after_50ms(void *arg)
+{
+	struct link_later *u = arg;
+
+	usleep(50000);
+	pthread_mutex_lock(&u->sctx->lock);
+	u->lgr->next = u->sctx->lgrs;
+	u->sctx->lgrs = u->lgr;
+	pthread_mutex_unlock(&u->sctx->lock);
+	return NULL;
+}
+
+static void test_lgr_claim_found_at_deadline(void **state)
+{
+	uint8_t id[SMCR_SYSTEM_ID_LEN] = {1, 2, 3}, gid[SMCR_GID_LEN] = {4, 5, 6};
+	struct lgr_config cfg = {.max_lgrs = 128, .max_per_peer = 8};
+	struct lgr_key k = {.role = SMCR_ROLE_SERVER, .peer_id = id, .peer_gid = gid};
+	struct lgr *lgr = calloc(1, sizeof(*lgr)), *reuse = NULL;
+	struct lgr_pending first, mine;
+	struct link_later u;
+	struct usmc_ctx *ctx;
+	pthread_t t;
+
+	(void)state;
+	assert_non_null(lgr);
+	assert_int_equal(usmc_ctx_create(&ctx), 0);
+	k.peer_addr.s_addr = htonl(0x0a000002);
+	lgr->sctx = &ctx->rdma;
+	lgr->is_server = true;
+	lgr->state = LGR_ACTIVE;
+	lgr->peer_addr = k.peer_addr;
+	memcpy(lgr->peer_id, id, sizeof(id));
+	memcpy(lgr->peer_gid, gid, sizeof(gid));
+	lgr->max_conns = 255;
+	pthread_mutex_init(&lgr->lock, NULL);
+	/* another handshake's first contact with that peer is in progress */
+	assert_int_equal(lgr_reserve(&ctx->rdma, &k, &cfg, &first), 0);
+	u = (struct link_later){.sctx = &ctx->rdma, .lgr = lgr};
+	assert_int_equal(pthread_create(&t, NULL, link_after_50ms, &u), 0);
+	assert_int_equal(lgr_claim(&ctx->rdma, &k, &cfg, clock_now_ms() + 200, &mine, &reuse), 0);
+	pthread_join(t, NULL);
+	assert_ptr_equal(reuse, lgr);
+	assert_int_equal(atomic_load(&lgr->refs), 1);
+	lgr_put(reuse);
+	lgr_unclaim(&ctx->rdma, &first);
+	pthread_mutex_lock(&ctx->rdma.lock);
+	ctx->rdma.lgrs = lgr->next; /* the fake goes before the context frees its link groups */
+	pthread_mutex_unlock(&ctx->rdma.lock);
+	pthread_mutex_destroy(&lgr->lock);
+	free(lgr);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
 /* A full ring of pending sends whose positions cross 2^32: every send
  * comes back in order with its own record (32-bit positions mixed up
  * slots there, as 2^32 % SMCR_MAX_SEND_WR is 256, not 0). */
@@ -262,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_sq_full_marks_pending),
 		cmocka_unit_test(test_llc_answer_waits_while_peer_speaks),
 		cmocka_unit_test(test_lgr_find_wait_pending),
+		cmocka_unit_test(test_lgr_claim_found_at_deadline),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
