@@ -48,6 +48,7 @@
 #include "ctx.h"
 #include "lgr.h"
 #include "smcr_conn.h"
+#include "lgr_dump.h"
 #include "smcr_common.h"
 
 #define PEEREXIT_WAIT_US 1000000
@@ -719,6 +720,8 @@ static void run_orphans(void)
 	       "%llu link groups left after %.1f s; RSS %ld KiB before, %ld at the peak, %ld now\n",
 	       n, smcr, count_fds() - (int)fds0, (unsigned long long)st.lgrs_open, mono_s() - t0,
 	       rss0, rss_peak, rss_kib());
+	if (count_fds() > fds0 || st.lgrs_open)
+		lgr_dump(cs, "server, not reclaimed");
 	CHECK(count_fds() <= fds0, "descriptors not reclaimed");
 	CHECK(!st.lgrs_open, "link groups not reclaimed");
 	CHECK(rss_kib() < rss0 + (rss_peak - rss0) / 2, "memory not reclaimed");
