@@ -24,8 +24,10 @@
 /* Token bucket of one level: LOG_RATE_BURST lines at once, then
  * LOG_RATE_PER_SEC lines per second; the rest are counted and the count is
  * told with the next line that passes. */
+#ifndef LOG_RATE_BURST /* a debugging build may raise them (-D) */
 #define LOG_RATE_BURST	 10
 #define LOG_RATE_PER_SEC 10
+#endif
 
 struct log_bucket {
 	uint64_t last_ns; /* last refill */
