@@ -583,6 +583,23 @@ static bool sc_orphan_expired_locked(struct smcr_conn *sc, long now)
 	return true;
 }
 
+/* Closed by its user, its peer silent since (SMCR_ORPHAN_PROBE_MS): test
+ * the link group once. Requires sc->lock. */
+static void sc_orphan_probe_locked(struct smcr_conn *sc, long now)
+{
+	struct lgr *lgr = sc->lgr;
+	long quiet_since = atomic_load(&lgr->last_rx_ms);
+
+	if (!sc->orphan || sc->orphan_probed || sc->err || !sc->closed_sent)
+		return;
+	if (quiet_since < sc->orphan_ms)
+		quiet_since = sc->orphan_ms;
+	if (now - quiet_since < SMCR_ORPHAN_PROBE_MS)
+		return;
+	sc->orphan_probed = true;
+	atomic_store(&lgr->llc.test_now, true);
+}
+
 static bool sc_eof_expire_locked(struct smcr_conn *sc, long now);
 
 static void sc_tick(struct lgr *lgr)
@@ -605,6 +622,7 @@ static void sc_tick(struct lgr *lgr)
 		if (eof && sc_eof_check_locked(sc, now))
 			again = true;
 		reap = sc_orphan_expired_locked(sc, now);
+		sc_orphan_probe_locked(sc, now);
 		sc_eof_expire_locked(sc, now); /* an event loop's reader waits for it */
 		pthread_mutex_unlock(&sc->lock);
 		if (reap)
@@ -1340,7 +1358,8 @@ bool smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 	/* the RMB goes back to the pool only once the peer can no longer write */
 	peer_gone = sc->rx.peer_closed || sc->rx.peer_abort || sc->err;
 	sc->orphan = !peer_gone;
-	sc->orphan_deadline_ms = clock_now_ms() + close_wait_ms;
+	sc->orphan_ms = clock_now_ms();
+	sc->orphan_deadline_ms = sc->orphan_ms + close_wait_ms;
 	if (sc->orphan)
 		atomic_fetch_add(&sc->lgr->orphans, 1);
 	tcp_fd = kept ? -1 : sc->tcp_fd; /* kept: closed by sc_tcp_release_locked() */

@@ -50,6 +50,15 @@
  * filled our window exactly pays it, once, at its close. */
 #define SMCR_EOF_SETTLE_MS 100
 
+/* A connection we closed whose peer has been silent this long since (no
+ * close CDC, nothing on the link) has its link group tested once
+ * (TEST_LINK): a peer that died right after our close would otherwise
+ * hold it until USMC_OPT_CLOSE_WAIT_MS or the keepalive (30 s). Our
+ * close CDC and TEST_LINK then go unacknowledged (its QP went with its
+ * process), or the TEST_LINK unanswered: the link group ends, and the
+ * connection with it. A live peer answers, and the connection waits on. */
+#define SMCR_ORPHAN_PROBE_MS SMCR_LLC_WAIT_MS
+
 struct bufpool_buf;
 
 /* What the peer's ACCEPT or CONFIRM says about its RMB. */
@@ -98,6 +107,8 @@ struct smcr_conn {
 	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;
 	bool orphan;		 /* smcr_close() done: freed when the peer closes */
 	long orphan_deadline_ms; /* ... or aborted then (USMC_OPT_CLOSE_WAIT_MS) */
+	long orphan_ms;		 /* smcr_close() then */
+	bool orphan_probed;	 /* its link group tested (SMCR_ORPHAN_PROBE_MS) */
 	/* a held EOF (rx.eof_held): asking the peer for what it still holds */
 	bool eof_ask;	/* the next CDC asks: CONS_CURS_UPD_REQ */
 	bool eof_asked; /* asked with rx.rx_prod at eof_ask_prod */

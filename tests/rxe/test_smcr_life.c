@@ -9,6 +9,8 @@
  *   abort      usmc_abort(): the peer sees ECONNRESET
  *   killed     the server process is SIGKILLed: the client sees an error
  *              within a bounded time (its TCP socket hangs up, no close CDC)
+ *   orphankilled  the client is SIGKILLed after the server's close, before
+ *              its own: the server's link group goes within 10 s
  *   testlink   an idle link is tested and answered; the connection lives on
  *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
  *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
@@ -807,6 +809,71 @@ static void run_killed(void)
 	CHECK(!usmc_ctx_destroy(cc), "ctx destroy");
 }
 
+/*
+ * The peer dies after our close, before its own: the client process reads
+ * the server's EOF, then is SIGKILLed without closing. Default options
+ * (TEST_LINK after 30 s idle, USMC_OPT_CLOSE_WAIT_MS 60 s): the server's
+ * closed connection must not hold its link group that long. Its peer
+ * silent since the close, the link group is tested (SMCR_ORPHAN_PROBE_MS),
+ * found dead and freed: within 10 s (2 s + the QP's retries or the 2 s
+ * answer wait + the idle time).
+ */
+static void run_orphan_killed(void)
+{
+	struct usmc_ctx_stats st;
+	struct usmc_conn *s;
+	int pfd[2];
+	double t0;
+	pid_t pid;
+	char b;
+
+	CHECK(!usmc_ctx_create(&cs), "server ctx");
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_LGR_IDLE_MS, 1000), "idle option");
+	lst = listen_b(cs, 4, &srv_addr);
+	CHECK(!pipe(pfd), "pipe");
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) { /* the client: read to EOF, say so, never close */
+		struct usmc_conn *c;
+		char buf[8];
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(pfd[0]);
+		CHECK(!usmc_ctx_create(&cc), "client ctx");
+		c = connect_b(cc);
+		expect_smcr(c, "client");
+		recv_all(c, buf, 4);
+		CHECK(usmc_recv(c, buf, sizeof(buf), 0) == 0, "client: EOF expected");
+		CHECK(write(pfd[1], "e", 1) == 1, "pipe write");
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	s = accept_one();
+	expect_smcr(s, "server");
+	send_all(s, "bye!", 4);
+	CHECK(!usmc_close(s), "close");
+	CHECK(read(pfd[0], &b, 1) == 1, "the client did not read EOF");
+	close(pfd[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	t0 = mono_s();
+	do {
+		usleep(100000);
+		usmc_ctx_stats(cs, &st);
+	} while (st.lgrs_open && mono_s() - t0 < 20);
+	printf("peer killed after our close: link group %s %.2f s after the kill (%llu LLC "
+	       "messages sent)\n",
+	       st.lgrs_open ? "still there" : "freed", mono_s() - t0,
+	       (unsigned long long)st.llc_sent);
+	if (st.lgrs_open)
+		lgr_dump(cs, "server, the killed peer's");
+	CHECK(!st.lgrs_open, "the killed peer's link group still there after 20 s");
+	CHECK(mono_s() - t0 < 10, "the killed peer's link group took %.1f s", mono_s() - t0);
+	CHECK(!usmc_listener_close(lst), "listener close");
+	CHECK(!usmc_ctx_destroy(cs), "server ctx destroy");
+}
+
 /* ---- TEST_LINK ---- */
 
 static void run_testlink(void)
@@ -1060,6 +1127,11 @@ int main(int argc, char **argv)
 	if (!strcmp(sc, "killed")) {
 		run_killed();
 		printf("PASS killed\n");
+		return 0;
+	}
+	if (!strcmp(sc, "orphankilled")) {
+		run_orphan_killed();
+		printf("PASS orphankilled\n");
 		return 0;
 	}
 	setup();
