@@ -570,16 +570,20 @@ static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 
 /*
  * Closed by its user, and the peer did not close within
- * USMC_OPT_CLOSE_WAIT_MS: abort it, as TCP ends FIN_WAIT2. Requires
- * sc->lock; true if it is to leave the link group's table.
+ * USMC_OPT_CLOSE_WAIT_MS: abort it, as TCP ends FIN_WAIT2. One that failed
+ * meanwhile (a hang-up reset it, say) leaves then too: nothing else takes
+ * it out of the table while its link group lives. Requires sc->lock; true
+ * if it is to leave the link group's table.
  */
 static bool sc_orphan_expired_locked(struct smcr_conn *sc, long now)
 {
-	if (!sc->orphan || sc->err || now < sc->orphan_deadline_ms)
+	if (!sc->orphan || now < sc->orphan_deadline_ms)
 		return false;
-	sc->aborting = true;
-	sc_tx_push_locked(sc);
-	sc_fail_locked(sc, -ETIMEDOUT);
+	if (!sc->err) {
+		sc->aborting = true;
+		sc_tx_push_locked(sc);
+		sc_fail_locked(sc, -ETIMEDOUT);
+	}
 	return true;
 }
 

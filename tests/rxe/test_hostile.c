@@ -21,6 +21,10 @@
  *               (CONS_CURS_UPD_REQ and its barrier) answered at once, the
  *               rest written 10 ms later (Linux defers it to
  *               release_sock()): the reader gets all of it, then EOF
+ *   orphanreset the server writes past the peer's window and closes; the
+ *               peer hangs up its TCP socket with no close CDC, its QP
+ *               alive: the reset orphan leaves its link group by its
+ *               close-wait deadline
  *   window      RDMA WRITEs past the end of the RMBE the ACCEPT announced,
  *               straddling its end, and before its start: the verbs must
  *               refuse them
@@ -88,6 +92,7 @@ struct rec {
 	int rc;		    /* 0 for EOF, else the error that ended it */
 	bool done;
 	bool reader;  /* reads only (once reader_go is set), echoes nothing */
+	bool writer;  /* writes WRITER_BYTES at once, then closes */
 	uint64_t sum; /* a reader's FNV-1a of what it read */
 	struct usmc_conn *c;
 	pthread_t th;
@@ -104,6 +109,11 @@ static struct rec recs[MAX_RECS];
 static int nrecs;
 /* The next accepted connection is a reader; readers start at reader_go. */
 static atomic_bool next_reader, reader_go;
+/* The next accepted connection is a writer. */
+static atomic_bool next_writer;
+/* A writer's bytes: more than the hostile peer's 16 KiB RMB, less than
+ * the server's 64 KiB send buffer (the send returns, the close lingers) */
+#define WRITER_BYTES (48 * 1024)
 
 static uint64_t fnv_add(uint64_t h, const uint8_t *p, size_t n)
 {
@@ -165,6 +175,12 @@ static void *echo_conn(void *arg)
 			rc = read_to_end(r, buf, sizeof(buf));
 			break;
 		}
+		if (r->writer) {
+			ssize_t w = usmc_send(r->c, buf, WRITER_BYTES, 0);
+
+			rc = w == WRITER_BYTES ? 0 : w < 0 ? (int)w : -EIO;
+			break;
+		}
 		ssize_t n = usmc_recv(r->c, buf, sizeof(buf), 0);
 
 		if (n < 0) {
@@ -216,6 +232,7 @@ static void *acceptor(void *arg)
 		r = &recs[nrecs++];
 		r->c = c;
 		r->reader = atomic_exchange(&next_reader, false);
+		r->writer = atomic_exchange(&next_writer, false);
 		r->mode = info.mode;
 		r->port = ntohs(((struct sockaddr_in *)&info.peer)->sin_port);
 		pthread_cond_broadcast(&rec_cond);
@@ -643,6 +660,63 @@ static void run_heldeof(void)
 	printf("  all %u bytes read and checked (FNV-1a %016llx), then EOF\n", len,
 	       (unsigned long long)r->sum);
 	free(out);
+	hp_link_close(&lk);
+}
+
+/* ---- 3c: a closed connection reset by its peer's hang-up ---- */
+
+/* Connections the server still holds in its link groups. */
+static int server_conns(void)
+{
+	static struct lgr_info info[16];
+	int n = lgr_info_all(&cs->rdma, info, 16), conns = 0;
+
+	for (int i = 0; i < n && i < 16; i++)
+		conns += info[i].nconns;
+	return conns;
+}
+
+/*
+ * The server writes more than the peer's window and closes: the close
+ * lingers, then returns with data unsent, and the connection (an orphan)
+ * keeps its TCP socket until the rest can go. The peer never opens its
+ * window and hangs up its TCP socket with no close CDC, its QP alive: the
+ * barrier behind the hang-up comes back empty and the orphan is reset
+ * (ECONNRESET). It must still leave its link group by its close-wait
+ * deadline (2 s here): an orphan that failed once stayed for good, and
+ * with it its buffers and its link group.
+ */
+static void run_orphanreset(void)
+{
+	int base = server_conns();
+	struct hp_link lk;
+	struct hp_conn x;
+	struct rec *r;
+	double t0;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	atomic_store(&next_writer, true);
+	hp_connect(&lk, &x, &srv_addr);
+	r = rec_of(x.port, ERR_WAIT_MS, false);
+	CHECK(r && r->writer, "orphan reset: the server did not take the connection as the writer");
+	t0 = mono_s();
+	while (!(r = rec_of(x.port, 0, true)) && mono_s() - t0 < 10)
+		hp_poll(&lk, 10);
+	CHECK(r && !r->rc, "orphan reset: the writer did not write and close within 10 s (%s)",
+	      r ? usmc_strerror(r->rc) : "still running");
+	CHECK(x.rx_prod < WRITER_BYTES, "orphan reset: %llu bytes arrived, the window holds less",
+	      (unsigned long long)x.rx_prod);
+	CHECK(server_conns() == base + 1, "orphan reset: the closed connection is not waiting");
+	printf("  the server closed after %.1f s with %llu of %u bytes written\n", mono_s() - t0,
+	       (unsigned long long)x.rx_prod, WRITER_BYTES);
+	close(x.fd); /* the hang-up, no close CDC; the QP answers the barrier */
+	x.fd = -1;
+	t0 = mono_s();
+	while (server_conns() > base && mono_s() - t0 < ERR_WAIT_MS / 1e3 + 4)
+		hp_poll(&lk, 10);
+	CHECK(server_conns() == base, "orphan reset: the closed connection still held after %.1f s",
+	      mono_s() - t0);
+	printf("  the reset orphan left its link group %.1f s after the hang-up\n", mono_s() - t0);
 	hp_link_close(&lk);
 }
 
@@ -1622,6 +1696,7 @@ int main(int argc, char **argv)
 		{"prod", run_prod},
 		{"closeflags", run_closeflags},
 		{"heldeof", run_heldeof},
+		{"orphanreset", run_orphanreset},
 		{"window", run_window},
 		{"writeimm", run_writeimm},
 		{"longsend", run_longsend},
