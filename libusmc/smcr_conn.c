@@ -1231,14 +1231,16 @@ static void sc_consumer_update_locked(struct smcr_conn *sc)
  * bound of a held EOF (which a talking peer moves on). Requires sc->lock. */
 static long sc_rd_wait_ms(const struct smcr_conn *sc)
 {
-	long left = 1000;
+	long left = 1000, now;
 
+	if (!sc->eof_asked_ms && !sc->eof_empty)
+		return left; /* the common case: no clock read */
+	now = clock_now_ms();
 	if (sc->eof_asked_ms)
 		left = smcr_llc_answer_due_ms(sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)) -
-		       clock_now_ms() + 1;
-	if (sc->eof_empty && sc_eof_settle_due_ms(sc) - clock_now_ms() + 1 < left)
-		left = sc_eof_settle_due_ms(sc) - clock_now_ms() + 1;
-
+		       now + 1;
+	if (sc->eof_empty && sc_eof_settle_due_ms(sc) - now + 1 < left)
+		left = sc_eof_settle_due_ms(sc) - now + 1;
 	return left < 1 ? 1 : left > 1000 ? 1000 : left;
 }
 
