@@ -24,7 +24,9 @@
  * wake-ups, system calls as the library counts them, completions and
  * doorbells (wakeups=, syscalls=, cqes=, doorbells=, channel_sleeps=,
  * spins_ok= per message); the server prints the same for its end on
- * stdout ("server: ..." lines).
+ * stdout ("server: ..." lines). A stream line gives them per MiB, for the
+ * sender here and for the receiver on the server's stdout (with its reads
+ * per MiB).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -175,15 +177,32 @@ static void engine_per_msg(const struct usmc_engine_stats *a, uint64_t msgs, cha
 
 /* ---- server ---- */
 
+/* The engine's cost per MiB of a stream: what the receiver's and the
+ * sender's threads paid for it. */
+#define STREAM_UNIT (1u << 20)
+
 static int serve_stream(struct bconn *c, uint8_t *buf, uint64_t total)
 {
-	for (uint64_t got = 0; got < total;) {
+	struct usmc_engine_stats e0;
+	uint64_t reads = 0;
+	char per[256];
+
+	engine_snap(&e0);
+	for (uint64_t got = 0; got < total; reads++) {
 		size_t n = total - got < BENCH_CHUNK ? (size_t)(total - got) : BENCH_CHUNK;
 		ssize_t r = b_recv(c, buf, n);
 
 		if (r <= 0)
 			return -1;
 		got += (uint64_t)r;
+	}
+	engine_per_msg(&e0, total / STREAM_UNIT, per, sizeof(per));
+	if (*per) {
+		printf("server: test=stream bytes=%llu per_MiB: reads=%.1f%s\n",
+		       (unsigned long long)total,
+		       (double)reads / (double)(total / STREAM_UNIT ? total / STREAM_UNIT : 1),
+		       per);
+		fflush(stdout);
 	}
 	return send_all(c, "k", 1);
 }
@@ -320,6 +339,10 @@ static int stream(struct bconn *c, const char *api, uint64_t bytes)
 	uint8_t *buf = calloc(1, BENCH_CHUNK);
 	double t0 = mono_ns() / 1e3; /* us */
 	int rc = buf ? send_all(c, &h, sizeof(h)) : -ENOMEM;
+	struct usmc_engine_stats e0;
+	char per[256];
+
+	engine_snap(&e0);
 
 	for (uint64_t off = 0; !rc && off < bytes;) {
 		size_t n = bytes - off < BENCH_CHUNK ? (size_t)(bytes - off) : BENCH_CHUNK;
@@ -329,9 +352,13 @@ static int stream(struct bconn *c, const char *api, uint64_t bytes)
 	}
 	if (!rc)
 		rc = recv_all(c, buf, 1);
-	if (!rc)
-		printf("api=%s test=stream bytes=%llu MBps=%.2f\n", api, (unsigned long long)bytes,
-		       (double)bytes / (mono_ns() / 1e3 - t0));
+	if (!rc) {
+		double us = mono_ns() / 1e3 - t0;
+
+		engine_per_msg(&e0, bytes / STREAM_UNIT, per, sizeof(per));
+		printf("api=%s test=stream bytes=%llu MBps=%.2f%s%s\n", api,
+		       (unsigned long long)bytes, (double)bytes / us, *per ? " per_MiB:" : "", per);
+	}
 	free(buf);
 	return rc;
 }
