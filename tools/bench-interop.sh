@@ -121,9 +121,16 @@ for p in kk:kernel-kernel uu:usmc-usmc ub:usmc-usmc-busy-poll uk:usmc-client-ker
 done
 echo "usmc-usmc stream / ib_write_bw: $(ratio "$(med uu MBps)" "$(med vb MBps)")"
 
-# the servers' lines: one per ping-pong, in round order
+# the servers' lines: one per ping-pong and one per stream, in round order
 for n in uu ub ku; do
-	grep '^server:' "$OUT/srv.$n" | awk -v d="$OUT" -v n="$n" '{ print > (d "/s" n "." NR) }' || true
+	grep '^server: test=pingpong' "$OUT/srv.$n" |
+		awk -v d="$OUT" -v n="$n" '{ print > (d "/s" n "." NR) }' || true
+	grep '^server: test=stream' "$OUT/srv.$n" |
+		awk -v d="$OUT" -v n="$n" '{ print > (d "/xs" n "." NR) }' || true
+done
+# the clients' stream lines
+for n in uu ub uk; do
+	for r in $(seq "$ROUNDS"); do grep 'test=stream' "$OUT/$n.$r" >"$OUT/x$n.$r" || true; done
 done
 echo "--- cost per round trip of each end (medians; usmc engine counters)"
 printf "%-24s %9s %9s %9s %9s %9s %9s\n" "end" wakeups syscalls cqes doorbells ch_sleeps spins_ok
@@ -133,6 +140,16 @@ for p in uu:usmc-usmc-client suu:usmc-usmc-server ub:busy-poll-client sub:busy-p
 	printf "%-24s %9s %9s %9s %9s %9s %9s\n" "${p#*:}" "$(med "$n" wakeups)" \
 		"$(med "$n" syscalls)" "$(med "$n" cqes)" "$(med "$n" doorbells)" \
 		"$(med "$n" channel_sleeps)" "$(med "$n" spins_ok)"
+done
+
+echo "--- cost per MiB of the stream at each end (medians; usmc engine counters)"
+printf "%-24s %9s %9s %9s %9s %9s %9s\n" "end" reads wakeups syscalls cqes doorbells ch_sleeps
+for p in xuu:usmc-usmc-sender xsuu:usmc-usmc-receiver xub:busy-poll-sender \
+	xsub:busy-poll-receiver xuk:usmc-sender-to-kernel xsku:usmc-receiver-from-kernel; do
+	n=${p%%:*}
+	printf "%-24s %9s %9s %9s %9s %9s %9s\n" "${p#*:}" "$(med "$n" reads)" "$(med "$n" wakeups)" \
+		"$(med "$n" syscalls)" "$(med "$n" cqes)" "$(med "$n" doorbells)" \
+		"$(med "$n" channel_sleeps)"
 done
 
 if [ "${BENCH_STRACE:-1}" = 1 ] && command -v strace >/dev/null; then
