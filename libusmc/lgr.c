@@ -630,23 +630,39 @@ static bool pending_find_locked(const struct smcr_ctx *sctx, const struct lgr_ke
 	return false;
 }
 
-struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms,
-			  bool *pending)
+/*
+ * A matching link group (with a reference), waiting until @deadline_ms (0:
+ * not at all) while a first contact with that peer is in progress: only it
+ * can still publish one. One found is the answer even as the wait runs
+ * out: it holds a reference now, which only its user gives back.
+ * *@pend: none found and that first contact still runs. Requires
+ * sctx->lock (released while waiting).
+ */
+static struct lgr *lgr_find_wait_locked(struct smcr_ctx *sctx, const struct lgr_key *k,
+					long deadline_ms, bool *pend)
 {
 	struct timespec ts;
-	bool pend, timed_out = false;
+	bool timed_out = false;
 	struct lgr *l;
 
 	clock_deadline_ts(deadline_ms, &ts);
-	pthread_mutex_lock(&sctx->lock);
 	for (;;) {
 		l = lgr_find_locked(sctx, k);
-		/* only a first contact with that very peer can still publish it */
-		pend = !l && pending_find_locked(sctx, k);
-		if (!pend || !deadline_ms || timed_out)
-			break;
+		*pend = !l && pending_find_locked(sctx, k);
+		if (!*pend || !deadline_ms || timed_out)
+			return l;
 		timed_out = pthread_cond_timedwait(&sctx->lgrs_cond, &sctx->lock, &ts) == ETIMEDOUT;
 	}
+}
+
+struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long deadline_ms,
+			  bool *pending)
+{
+	struct lgr *l;
+	bool pend;
+
+	pthread_mutex_lock(&sctx->lock);
+	l = lgr_find_wait_locked(sctx, k, deadline_ms, &pend);
 	pthread_mutex_unlock(&sctx->lock);
 	if (pending)
 		*pending = pend;
@@ -698,21 +714,11 @@ int lgr_reserve(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr
 int lgr_claim(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr_config *cfg,
 	      long deadline_ms, struct lgr_pending *p, struct lgr **reuse)
 {
-	struct timespec ts;
-	bool pend, timed_out = false;
+	bool pend;
 	int rc = 0;
 
-	clock_deadline_ts(deadline_ms, &ts);
 	pthread_mutex_lock(&sctx->lock);
-	/* a link group found is the answer even when the wait ran out: it
-	 * holds a reference now, which only a reuse gives back */
-	for (;;) {
-		*reuse = lgr_find_locked(sctx, k);
-		pend = !*reuse && pending_find_locked(sctx, k);
-		if (!pend || timed_out)
-			break;
-		timed_out = pthread_cond_timedwait(&sctx->lgrs_cond, &sctx->lock, &ts) == ETIMEDOUT;
-	}
+	*reuse = lgr_find_wait_locked(sctx, k, deadline_ms, &pend);
 	if (pend) {
 		rc = -ETIMEDOUT;
 	} else if (!*reuse) {
