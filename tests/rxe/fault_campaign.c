@@ -249,6 +249,34 @@ static int server_accept(struct server *s, double timeout_s, int *fd, struct usm
 	}
 }
 
+/*
+ * Accepts and closes what a killed peer left in our listener (its
+ * handshakes end within their bounds, some as connections queued for
+ * accept): the application's to take, not the library's to drop (Linux
+ * keeps such sockets in its accept queue too). Waits up to @bound_s for
+ * nothing to be in handshake or queued; returns how many it closed, -1 if
+ * the listener still held some then.
+ */
+static int server_drain(struct server *s, double bound_s)
+{
+	double until = mono_s() + bound_s;
+	int n = 0;
+
+	for (;;) {
+		struct usmc_listener_stats ls;
+		struct usmc_conn *c;
+
+		while (!usmc_accept(s->l, USMC_NONBLOCK, &c))
+			usmc_close(c), n++;
+		usmc_listener_stats(s->l, &ls);
+		if (!ls.in_handshake && !ls.queued)
+			return n;
+		if (mono_s() > until)
+			return -1;
+		usleep(50000);
+	}
+}
+
 /* A client connection to @port: 0 and the fd or conn, else the error. */
 static int client_connect(enum side side, struct usmc_ctx *ctx, int port, int *fd,
 			  struct usmc_conn **c, int *local_port)
@@ -988,39 +1016,6 @@ struct conn_pair {
 	bool kernel_smcr;
 };
 
-/*
- * Opens @n connections of @p: the client connects, the server accepts the
- * one from that port (others are stashed). Returns how many opened; the
- * failures are counted in *@setup_failed with the first error in *@err.
- */
-/*
- * Accepts and closes what a killed peer left in our listener (its
- * handshakes end within their bounds, some as connections queued for
- * accept): the application's to take, not the library's to drop (Linux
- * keeps such sockets in its accept queue too). Waits up to @bound_s for
- * nothing to be in handshake or queued; returns how many it closed, -1 if
- * the listener still held some then.
- */
-static int server_drain(struct server *s, double bound_s)
-{
-	double until = mono_s() + bound_s;
-	int n = 0;
-
-	for (;;) {
-		struct usmc_listener_stats ls;
-		struct usmc_conn *c;
-
-		while (!usmc_accept(s->l, USMC_NONBLOCK, &c))
-			usmc_close(c), n++;
-		usmc_listener_stats(s->l, &ls);
-		if (!ls.in_handshake && !ls.queued)
-			return n;
-		if (mono_s() > until)
-			return -1;
-		usleep(50000);
-	}
-}
-
 /* A server end accepted before its client's turn came. */
 struct accepted_end {
 	int fd, port;
@@ -1045,6 +1040,11 @@ static void not_accepted_report(const struct server *srv, const struct accepted_
 	printf("%s\n", ns ? "" : " none");
 }
 
+/*
+ * Opens @n connections of @p: the client connects, the server accepts the
+ * one from that port (others are stashed). Returns how many opened; the
+ * failures are counted in *@setup_failed with the first error in *@err.
+ */
 static int open_pairs(const struct pairing *p, struct usmc_ctx *cc, struct server *srv,
 		      struct conn_pair *cp, int n, int *setup_failed, int *err)
 {
