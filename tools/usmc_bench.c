@@ -198,10 +198,10 @@ static int serve_stream(struct bconn *c, uint8_t *buf, uint64_t total)
 	}
 	engine_per_msg(&e0, total / STREAM_UNIT, per, sizeof(per));
 	if (*per) {
+		uint64_t mib = total / STREAM_UNIT;
+
 		printf("server: test=stream bytes=%llu per_MiB: reads=%.1f%s\n",
-		       (unsigned long long)total,
-		       (double)reads / (double)(total / STREAM_UNIT ? total / STREAM_UNIT : 1),
-		       per);
+		       (unsigned long long)total, (double)reads / (double)(mib ? mib : 1), per);
 		fflush(stdout);
 	}
 	return send_all(c, "k", 1);
