@@ -57,10 +57,34 @@ static bool sc_hup(const struct smcr_conn *sc)
 	return sc_rdhup(sc) && (sc->shut_wr || sc->rx.peer_abort || sc->err);
 }
 
+/*
+ * Where the send buffer is free again up to: what has completed, or what
+ * the peer has consumed, whichever is further. Linux frees only at the
+ * completion (net/smc/smc_cdc.c smc_cdc_tx_handler()), but the consumer
+ * cursor proves more: the peer read those bytes, so the RDMA WRITE that
+ * carried them was executed before the CDC that announced them (one QP,
+ * in order), and nothing reads that part of the buffer again. Only a
+ * retransmission could, and a responder drops a duplicate WRITE (IBTA
+ * C9-105). On rxe the completion comes up to a millisecond after the
+ * credit in a stream: freed at the credit, the writer fills the buffer
+ * while the window is open instead of after (docs/smcr.md "Stream").
+ * rx.peer_cons <= rx.tx_sent <= tx_prep (wire/cdc_rx.h), so the free
+ * space never exceeds the buffer.
+ */
+static uint64_t sc_snd_free(const struct smcr_conn *sc)
+{
+	return sc->rx.peer_cons > sc->tx_fin ? sc->rx.peer_cons : sc->tx_fin;
+}
+
+static uint64_t sc_snd_room(const struct smcr_conn *sc)
+{
+	return sc->snd_len - (sc->tx_prep - sc_snd_free(sc));
+}
+
 static bool sc_writable(const struct smcr_conn *sc)
 {
-	return sc->tx_prep - sc->tx_fin < sc->snd_len || sc->err || sc->rx.peer_abort ||
-	       sc->rx.peer_closed || sc->shut_wr || sc->closed;
+	return sc_snd_room(sc) > 0 || sc->err || sc->rx.peer_abort || sc->rx.peer_closed ||
+	       sc->shut_wr || sc->closed;
 }
 
 /*
@@ -1012,6 +1036,7 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		}
 	} else if (!sc->err && !(sc->rx_seq_seen && cdc_seq_before(m.seqno, sc->rx_seq))) {
 		bool held = sc->rx.eof_held;
+		uint64_t freed = sc_snd_free(sc);
 
 		sc->rx_seq = m.seqno;
 		sc->rx_seq_seen = true;
@@ -1038,8 +1063,10 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 			 * not complete after all, so no reader may take EOF */
 			sc->err_after_eof = false;
 		}
-		/* writers care about the peer's close too: sends fail then */
-		sc_wake_locked(sc, sc->rx.peer_abort || sc->rx.peer_closed || sc->err
+		/* writers care about room the credit freed, and about the
+		 * peer's close: sends fail then */
+		sc_wake_locked(sc, sc->rx.peer_abort || sc->rx.peer_closed || sc->err ||
+						   sc_snd_free(sc) > freed
 					   ? SC_RD | SC_WR
 					   : SC_RD);
 		sc_update_ready_locked(sc);
@@ -1162,7 +1189,7 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 
 	pthread_mutex_lock(&sc->lock);
 	while (done < total || !total) {
-		uint64_t room = sc->snd_len - (sc->tx_prep - sc->tx_fin);
+		uint64_t room = sc_snd_room(sc);
 		size_t n = total - done;
 
 		/* the peer closed (not a shutdown(SHUT_WR)): it reads nothing

@@ -100,7 +100,7 @@ struct smcr_conn {
 	struct cdc_msg early;
 	/* send side */
 	uint64_t tx_prep; /* copied into the send buffer; RDMA-written: rx.tx_sent */
-	uint64_t tx_fin;  /* CDC completed: send buffer space free again */
+	uint64_t tx_fin;  /* CDC completed (sc_snd_free(): or consumed by the peer) */
 	uint16_t tx_seq;
 	bool tx_pending;      /* something to send once send queue space frees */
 	bool sent_since_read; /* sent since the last read took data: a read awaits a reply */
