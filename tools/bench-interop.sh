@@ -91,7 +91,7 @@ bw() { # round: ib_write_bw with 64 KiB messages
 	PIDS+=($!)
 	retry ib_write_bw -d "$USMC_TEST_RXE_A" -x "$USMC_TEST_GID_INDEX_A" -s 65536 -n 400 -F \
 		"$B" >"$OUT/bw_cli" 2>&1
-	echo "verbs: api=ib_write_bw MBps=$(awk '$1 == 65536 { print $4 }' "$OUT/bw_cli")" |
+	echo "verbs: api=ib_write_bw MBps=$(perftest_mbps "$OUT/bw_cli")" |
 		tee "$OUT/vb.$1"
 }
 for r in $(seq "$ROUNDS"); do

@@ -25,7 +25,7 @@ ib_write_bw -d "$USMC_TEST_RXE_B" -x "$USMC_TEST_GID_INDEX_B" -s 65536 -n 400 -F
 PIDS+=($!)
 retry ib_write_bw -d "$USMC_TEST_RXE_A" -x "$USMC_TEST_GID_INDEX_A" -s 65536 -n 400 -F "$B" \
 	>"$OUT/bw_cli" 2>&1
-VERBS_BW=$(awk '$1 == 65536 { print $4 }' "$OUT/bw_cli")
+VERBS_BW=$(perftest_mbps "$OUT/bw_cli")
 ibv_rc_pingpong -d "$USMC_TEST_RXE_B" -g "$USMC_TEST_GID_INDEX_B" -s 1 -n "$ITERS" -p 18700 \
 	>"$OUT/pp_srv" 2>&1 &
 PIDS+=($!)

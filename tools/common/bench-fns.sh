@@ -17,3 +17,8 @@ med() { vals "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR 
 
 # ratio A B: A / B with two decimals, n/a unless B > 0
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# perftest_mbps FILE: the average bandwidth of ib_write_bw's 64 KiB line in
+# FILE, in MB/s of 10^6 bytes as usmc_bench counts them; perftest's
+# "MB/sec" are MiB (its format_factor 0x100000)
+perftest_mbps() { awk '$1 == 65536 { printf "%.2f", $4 * 1.048576 }' "$1"; }
