@@ -12,7 +12,9 @@
 # build B with smc_kctl):
 #   tests/rxe/vm-run.sh --setup two --smc -- \
 #       $PWD/tools/bench-rtt-ab.sh $PWD/build-old $PWD/build
-# Env: BENCH_ROUNDS (5), BENCH_ITERS (500).
+# Env: BENCH_ROUNDS (5), BENCH_ITERS (500), BENCH_STREAM bytes (0): with
+# more than 0, each client also streams that much one way after its round
+# trips, and the summary has the stream's MB/s.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common/rxe-env.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/common/bench-fns.sh"
@@ -22,6 +24,7 @@ BENCH_B=${2:?build directory B}/tools/usmc_bench
 KCTL=$2/tests/smc_kctl
 ROUNDS=${BENCH_ROUNDS:-5}
 ITERS=${BENCH_ITERS:-500}
+STREAM=${BENCH_STREAM:-0}
 A=$USMC_TEST_HOST_A B=$USMC_TEST_HOST_B
 UEID=USMC-BENCH-AB
 OUT=$(mktemp -d)
@@ -44,7 +47,7 @@ PIDS+=($!)
 "$BENCH_B" -s "$B:18723" >"$OUT/srv.b" 2>&1 &
 PIDS+=($!)
 sleep 1
-ARGS=(--iters "$ITERS" --stream 0 --sizes 64)
+ARGS=(--iters "$ITERS" --stream "$STREAM" --sizes 64)
 
 run() { # name round expected-api client...
 	local name=$1 r=$2 want=$3 f
@@ -61,14 +64,15 @@ for r in $(seq "$ROUNDS"); do
 done
 
 echo "--- summary: medians of $ROUNDS rounds (64 B round trip, us; A = $1, B = $2)"
-printf "%-16s %8s %8s %8s | %6s %6s %6s | %7s %8s\n" pair rtt p50 p99 "rtt:k" "p50:k" "p99:k" \
-	wakeups syscalls
+printf "%-16s %8s %8s %8s | %6s %6s %6s | %7s %8s | %7s %6s\n" pair rtt p50 p99 "rtt:k" \
+	"p50:k" "p99:k" wakeups syscalls MB/s "MB/s:k"
 for p in kk:kernel-kernel a:usmc-A b:usmc-B; do
 	k=${p%%:*}
-	printf "%-16s %8s %8s %8s | %6s %6s %6s | %7s %8s\n" "${p#*:}" "$(med "$k" rtt_us)" \
+	printf "%-16s %8s %8s %8s | %6s %6s %6s | %7s %8s | %7s %6s\n" "${p#*:}" "$(med "$k" rtt_us)" \
 		"$(med "$k" p50_us)" "$(med "$k" p99_us)" \
 		"$(ratio "$(med "$k" rtt_us)" "$(med kk rtt_us)")" \
 		"$(ratio "$(med "$k" p50_us)" "$(med kk p50_us)")" \
 		"$(ratio "$(med "$k" p99_us)" "$(med kk p99_us)")" \
-		"$(med "$k" wakeups)" "$(med "$k" syscalls)"
+		"$(med "$k" wakeups)" "$(med "$k" syscalls)" "$(med "$k" MBps)" \
+		"$(ratio "$(med "$k" MBps)" "$(med kk MBps)")"
 done
