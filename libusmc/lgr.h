@@ -64,6 +64,7 @@ struct lgr_conn_ops {
 /* Per link group settings, from the context's options. */
 struct lgr_config {
 	bool busy_poll;	   /* USMC_OPT_BUSY_POLL */
+	bool spin;	   /* USMC_OPT_SPIN */
 	long testlink_ms;  /* USMC_OPT_TESTLINK_MS, 0: no keepalive */
 	long idle_ms;	   /* USMC_OPT_LGR_IDLE_MS */
 	uint32_t max_bufs; /* USMC_OPT_MAX_BUFS: buffers per pool; 0 = 255 */

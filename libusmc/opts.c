@@ -39,6 +39,7 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_MAX_LGRS_PER_PEER] = {"USMC_MAX_LGRS_PER_PEER", 8, 1, 4096},
 	[USMC_OPT_STAT] = {"USMC_STAT", 1, 0, 1},
 	[USMC_OPT_HS_TIMEOUT_MS] = {"USMC_HS_TIMEOUT_MS", 10000, 100, 600000},
+	[USMC_OPT_SPIN] = {"USMC_SPIN", 1, 0, 1},
 };
 
 static int parse_long(const char *s, long *out)

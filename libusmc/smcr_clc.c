@@ -103,6 +103,7 @@ static int hs_error(int rc)
 static struct lgr_config lgr_config_of(const struct usmc_opts *o)
 {
 	return (struct lgr_config){.busy_poll = o->v[USMC_OPT_BUSY_POLL] != 0,
+				   .spin = o->v[USMC_OPT_SPIN] != 0,
 				   .testlink_ms = o->v[USMC_OPT_TESTLINK_MS],
 				   .idle_ms = o->v[USMC_OPT_LGR_IDLE_MS],
 				   .max_bufs = (uint32_t)o->v[USMC_OPT_MAX_BUFS],

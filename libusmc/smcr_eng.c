@@ -496,7 +496,8 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 {
 	struct smcr_eng *e = &lgr->eng;
 	bool scq = how & SMCR_WAIT_SCQ;
-	int64_t t0 = now_ns(), budget = (how & SMCR_WAIT_REPLY) ? spin_budget(e) : 0, t_yield = t0;
+	int64_t t0 = now_ns(), t_yield = t0;
+	int64_t budget = (how & SMCR_WAIT_REPLY) && lgr->cfg.spin ? spin_budget(e) : 0;
 	bool busy = lgr->cfg.busy_poll, ok = false, slept = false;
 	int passes = 0;
 	bool can_spin = !busy && budget > 0 &&

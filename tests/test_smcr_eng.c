@@ -268,6 +268,7 @@ int main(void)
 	lgr->ch = &chan;
 	lgr->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	atomic_store(&lgr->state, LGR_ACTIVE);
+	lgr->cfg.spin = true; /* the default (USMC_OPT_SPIN): a wait for a reply spins first */
 	/* NMSG messages spread over the connections; each reader waits for its own */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* as the library's */

@@ -227,6 +227,14 @@ enum usmc_opt {
 	 * accept thread waits for its bytes. Env USMC_HS_TIMEOUT_MS, default
 	 * 10000, range 100..600000. */
 	USMC_OPT_HS_TIMEOUT_MS,
+	/* Context: a thread that waits for the answer to what its connection
+	 * sent polls the completion queue for a while before it sleeps (0/1).
+	 * 1: it spins up to a bound scaled to how fast this machine wakes a
+	 * thread (docs/smcr.md "Run to completion"), fewer wake-ups and a
+	 * shorter round trip for a CPU kept busy meanwhile. 0: every wait
+	 * sleeps at once, for machines whose CPUs are all taken. Read when a
+	 * link group is created. Env USMC_SPIN, default 1. */
+	USMC_OPT_SPIN,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
