@@ -67,9 +67,9 @@ static bool sc_hup(const struct smcr_conn *sc)
  * retransmission could, and a responder drops a duplicate WRITE (IBTA
  * C9-105). On rxe the completion comes up to a millisecond after the
  * credit in a stream: freed at the credit, the writer fills the buffer
- * while the window is open instead of after (docs/smcr.md "Stream").
- * rx.peer_cons <= rx.tx_sent <= tx_prep (wire/cdc_rx.h), so the free
- * space never exceeds the buffer.
+ * while the window is open instead of after (docs/smcr.md "The stream's
+ * cycle"). rx.peer_cons <= rx.tx_sent <= tx_prep (wire/cdc_rx.h), so the
+ * free space never exceeds the buffer.
  */
 static uint64_t sc_snd_free(const struct smcr_conn *sc)
 {
@@ -1155,8 +1155,8 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
  * 4 KiB with AVX2), so every piece takes its vector loop. From the
  * threshold up glibc uses rep movsb, which an emulated CPU runs several
  * times slower (qemu TCG, where the rxe tests and benchmarks run: 410
- * MB/s against 3 GB/s, docs/smcr.md "Stream"); on hardware the two are
- * about even, and a piece still costs one call per 2 KiB.
+ * MB/s against 3 GB/s, docs/smcr.md "The stream's cycle"); on hardware
+ * the two are about even, and a piece costs one call per 2 KiB.
  */
 #define RING_COPY_PIECE 2048
 
