@@ -9,10 +9,12 @@
 #   (k) the Linux kernel's SMC-R: AF_SMC server, AF_SMC clients
 #   (u) usmc listener, auto-fallback off, the kernel's AF_SMC clients
 #   (f) usmc listener, auto-fallback on, the kernel's AF_SMC clients
-# and two floors, only when STORM_ROWS names them: what a client costs
-# when the server never offers SMC, the best an auto-fallback row can do:
+# and three floors, only when STORM_ROWS names them: what a client costs
+# when the server never offers SMC, the best an auto-fallback row can do,
+# and what the usmc listener costs when no client asks for SMC:
 #   (p) plain server, usmc clients    (the floor of (c))
 #   (t) plain server, AF_SMC clients  (the floor of (f))
+#   (s) usmc listener, auto-fallback on, plain clients (the server's floor)
 # STORM_ROUNDS rounds (rows alternating within a round); the table gives
 # each figure's median over the rounds: req/s, errors (clients + server,
 # summed), connect p50/p99, the client connections that ran SMC-R or TCP
@@ -38,7 +40,7 @@
 # Env: STORM_CLIENTS (default "64 256"), STORM_THREADS client threads (2),
 #      STORM_USMC_THREADS of usmc clients (default: STORM_THREADS),
 #      STORM_ROWS (default "a b c k u f": a subset, to look at one row;
-#      "p" and "t" add the floors),
+#      "p", "t" and "s" add the floors),
 #      STORM_ROUNDS (3), STORM_PERF (1; 0: no perf stat),
 #      STORM_WRK (1; 0 skips wrk), STORM_WRK_ROUNDS (3, alternating),
 #      STORM_PORT first port (18800), USMC_PROBE_MS (default here 1000).
@@ -234,14 +236,15 @@ run() {
 
 declare -A SRV=([a]="--server plain" [b]="--server usmc" [c]="--server usmc -f"
 	[k]="--server smc" [u]="--server usmc" [f]="--server usmc -f"
-	[p]="--server plain" [t]="--server plain")
+	[p]="--server plain" [t]="--server plain" [s]="--server usmc -f")
 declare -A CLI=([a]="--client plain" [b]="--client usmc" [c]="--client usmc"
 	[k]="--client smc" [u]="--client smc" [f]="--client smc"
-	[p]="--client usmc" [t]="--client smc")
+	[p]="--client usmc" [t]="--client smc" [s]="--client plain")
 declare -A NAME=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
 	[c]="(c) usmc, auto-fallback on" [k]="(k) kernel SMC-R (AF_SMC)"
 	[u]="(u) AF_SMC -> usmc, af off" [f]="(f) AF_SMC -> usmc, af on"
-	[p]="(p) usmc -> plain server" [t]="(t) AF_SMC -> plain server")
+	[p]="(p) usmc -> plain server" [t]="(t) AF_SMC -> plain server"
+	[s]="(s) plain -> usmc, af on")
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
 	"server on B $B, clients on A $A, ${SECS}s per run, $ROUNDS rounds (medians)," \
@@ -297,7 +300,7 @@ for c in $CLIENTS; do
 			put "$k" llc "$llc"
 			echo "round $r $c clients ${NAME[$k]}: $(field req_per_s "$cli") req/s," \
 				"$msreq ms/req, $(med "$k" sysc | tr -d '\n') sys/conn (median so far)" >&2
-			if [[ $k != [apt] ]] && [ "$(num client_smcr "$cli")" = 0 ]; then
+			if [[ $k != [apts] ]] && [ "$(num client_smcr "$cli")" = 0 ]; then
 				echo "bench-storm-rxe: $c clients, ${NAME[$k]}, round $r: no connection ran SMC-R" >&2
 				fail=1
 			fi
@@ -309,7 +312,7 @@ for c in $CLIENTS; do
 		[ "$(sum "$k" errs)" = 0 ] || fail=1
 	done
 	for k in $ROWS; do
-		if [[ $k == [apt] ]]; then sh=- smc=- tc=-; else
+		if [[ $k == [apts] ]]; then sh=- smc=- tc=-; else
 			smc=$(med "$k" smcr) tc=$(med "$k" tcp) sh=$(share "$smc" "$tc")
 		fi
 		# shellcheck disable=SC2059 # the format is ours
