@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -260,21 +261,37 @@ static int chs_end(struct usmc_conn *c, int rc)
 	return 0;
 }
 
-/* The TCP connect: 0 when it is done, -EINPROGRESS, or its error. */
+/*
+ * The TCP connect: 0 when it is done, -EINPROGRESS, or its error. One
+ * getsockopt(TCP_INFO), where poll() and SO_ERROR took two, and the order
+ * kernel-compat mode needs. The kernel's tcp_finish_connect()
+ * (net/ipv4/tcp_input.c) sets ESTABLISHED and then runs the sock_ops
+ * program's ACTIVE_ESTABLISHED callback, which records whether the SYN-ACK
+ * carried the SMC option, both under the socket's lock. tcp_poll() takes no
+ * lock and reports POLLOUT in between, so a poll() then the map lookup could
+ * read "no option" for a SYN-ACK that had it, and skip the CLC a kernel
+ * server waits for. tcp_get_info() (net/ipv4/tcp.c) reads the state and then
+ * takes the lock: a connected state it returns comes with the record done.
+ */
 static int tcp_connect_done(struct usmc_conn *c)
 {
-	struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-	socklen_t len = sizeof(int);
-	int err = 0, rc = poll(&p, 1, 0);
+	uint8_t state; /* struct tcp_info's first byte: tcpi_state */
+	socklen_t len = sizeof(state);
+	int err = 0;
 
-	if (rc < 0)
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &state, &len))
 		return -errno;
-	if (rc == 0)
+	if (state == TCP_SYN_SENT)
 		return -EINPROGRESS;
+	if (state != TCP_CLOSE)
+		return 0; /* connected, perhaps closed by the peer since */
+	len = sizeof(err);
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
 		return -errno;
-	return -err;
+	return err ? -err : -ENOTCONN;
 }
+
+_Static_assert(offsetof(struct tcp_info, tcpi_state) == 0, "tcpi_state leads struct tcp_info");
 
 /* TCP is connected: the checks, then the PROPOSAL (never waits). */
 static int chs_propose(struct usmc_conn *c, struct conn_client_hs *h)
