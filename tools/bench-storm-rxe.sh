@@ -130,6 +130,8 @@ cpu_stats() { # row reqs: prints "busy ms/req kern"
 				(n ? busy * 10 / n : 0), (busy ? 100 * kern / busy : 0) }' \
 		"$OUT/$1.stat0" "$OUT/$1.stat1"
 }
+# rows where one end is plain TCP, so no connection can run SMC-R
+tcp_only_row() { [[ $1 == [apts] ]]; }
 share() { awk -v s="$1" -v t="$2" 'BEGIN { if (s + t > 0) printf "%.1f%%", 100 * s / (s + t); else print "-" }'; }
 
 # System calls and context switches of the whole guest over a client run:
@@ -300,7 +302,7 @@ for c in $CLIENTS; do
 			put "$k" llc "$llc"
 			echo "round $r $c clients ${NAME[$k]}: $(field req_per_s "$cli") req/s," \
 				"$msreq ms/req, $(med "$k" sysc | tr -d '\n') sys/conn (median so far)" >&2
-			if [[ $k != [apts] ]] && [ "$(num client_smcr "$cli")" = 0 ]; then
+			if ! tcp_only_row "$k" && [ "$(num client_smcr "$cli")" = 0 ]; then
 				echo "bench-storm-rxe: $c clients, ${NAME[$k]}, round $r: no connection ran SMC-R" >&2
 				fail=1
 			fi
@@ -312,7 +314,7 @@ for c in $CLIENTS; do
 		[ "$(sum "$k" errs)" = 0 ] || fail=1
 	done
 	for k in $ROWS; do
-		if [[ $k == [apts] ]]; then sh=- smc=- tc=-; else
+		if tcp_only_row "$k"; then sh=- smc=- tc=-; else
 			smc=$(med "$k" smcr) tc=$(med "$k" tcp) sh=$(share "$smc" "$tc")
 		fi
 		# shellcheck disable=SC2059 # the format is ours
