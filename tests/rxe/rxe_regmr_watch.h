@@ -38,12 +38,34 @@ static inline void rxe_regmr_watch_stop(void)
 	       "/kprobe_events; } 2>/dev/null");
 }
 
+/*
+ * Turn off what would patch kernel text beyond the probe itself. Enabling
+ * any trace event with the record-cmd option on (the default) registers
+ * probes on sched_switch and sched_wakeup (kernel/trace/trace_events.c
+ * __ftrace_event_enable_disable(), tracing_start_cmdline_record()), and
+ * the kprobe optimizer replaces the probe's int3 with a jump: each flips
+ * code on the scheduler's hot path with text_poke_bp(). Under qemu TCG
+ * a vCPU can still run a translated int3 after the patch is done, and
+ * poke_int3_handler(), finding no patch under way, oopses: a CI run's
+ * guest panicked so in ttwu_do_activate()'s trace_sched_wakeup() as this
+ * watch started. An unoptimized kprobe tolerates a stale int3
+ * (kprobe_int3_handler()).
+ */
+static inline int rxe_regmr_watch_quiet(void)
+{
+	return fnet_sh("echo 0 > " RXE_REGMR_TRACEFS "/options/record-cmd && "
+		       "echo 0 > " RXE_REGMR_TRACEFS "/options/record-tgid && "
+		       "echo 0 > /proc/sys/debug/kprobes-optimization");
+}
+
 /* Start counting rxe_reg_fast_mr() failures from now; 0 or -1. */
 static inline int rxe_regmr_watch_start(void)
 {
 	rxe_regmr_watch_stop();
 	if (fnet_sh("mountpoint -q " RXE_REGMR_TRACEFS
 		    " || mount -t tracefs nodev " RXE_REGMR_TRACEFS))
+		return -1;
+	if (rxe_regmr_watch_quiet())
 		return -1;
 	if (fnet_sh("echo 'r:" RXE_REGMR_EVENT
 		    " rxe_reg_fast_mr ret=$retval:s32' >> " RXE_REGMR_TRACEFS "/kprobe_events"))
