@@ -49,6 +49,22 @@ bool listen_decline_at_once(bool auto_fallback, unsigned int depth, long thresho
 	return auto_fallback && listen_hs_congested(depth, threshold);
 }
 
+void listen_storm_renew(int64_t now_ns, struct listen_admit_state *st)
+{
+	const int64_t base = LISTEN_STORM_HOLD_MS * 1000000LL;
+	const int64_t max = LISTEN_STORM_HOLD_MAX_MS * 1000000LL;
+	int64_t hold = st->storm_hold_ns > 0 ? st->storm_hold_ns : base;
+
+	if (now_ns >= st->storm_until_ns) { /* not in a storm: one starts */
+		if (st->storm_hold_ns > 0 && now_ns < st->storm_until_ns + hold)
+			hold = hold < max / 2 ? 2 * hold : max; /* it came back */
+		else
+			hold = base;
+	}
+	st->storm_hold_ns = hold;
+	st->storm_until_ns = now_ns + hold;
+}
+
 enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,
 				    int64_t now_ns, int64_t hs_cost_ns,
 				    struct listen_admit_state *st)
@@ -58,7 +74,7 @@ enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long
 	if (!auto_fallback)
 		return LISTEN_ADMIT;
 	if (listen_hs_congested(depth, threshold)) {
-		st->storm_until_ns = now_ns + LISTEN_STORM_HOLD_MS * 1000000LL;
+		listen_storm_renew(now_ns, st);
 		return LISTEN_DECLINE_QUEUE;
 	}
 	if (now_ns >= st->storm_until_ns)
@@ -156,21 +172,34 @@ void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t 
 	listener_enqueue(l, c);
 }
 
+static struct listen_admit_state storm_load(struct usmc_listener *l)
+{
+	return (struct listen_admit_state){.storm_until_ns = atomic_load(&l->storm_until_ns),
+					   .storm_hold_ns = atomic_load(&l->storm_hold_ns),
+					   .next_admit_ns = atomic_load(&l->next_admit_ns)};
+}
+
+/* Racing stores (the accept thread, workers) both come from recent
+ * arrivals: either is right. */
+static void storm_store(struct usmc_listener *l, const struct listen_admit_state *st)
+{
+	atomic_store(&l->storm_hold_ns, st->storm_hold_ns);
+	atomic_store(&l->storm_until_ns, st->storm_until_ns);
+}
+
 /* The decision for an SMC client arriving now; takes the storm's
  * admission token if it admits in a storm. */
 static enum listen_admit listener_admit(struct usmc_listener *l, const struct usmc_opts *o)
 {
 	int64_t now = (int64_t)clock_now_ns();
-	struct listen_admit_state st = {.storm_until_ns = atomic_load(&l->storm_until_ns),
-					.next_admit_ns = atomic_load(&l->next_admit_ns)};
+	struct listen_admit_state st = storm_load(l);
 	int64_t next0 = st.next_admit_ns, storm0 = st.storm_until_ns;
 	enum listen_admit a =
 		listen_admit_smcr(o->v[USMC_OPT_AUTO_FALLBACK], hs_pool_depth(&l->hs),
 				  opts_hs_congestion(o), now, atomic_load(&l->hs_cost_ns), &st);
 
 	if (st.storm_until_ns > storm0)
-		atomic_store(&l->storm_until_ns,
-			     st.storm_until_ns); /* racing stores: both recent */
+		storm_store(l, &st);
 	/* one thread wins a storm's token */
 	if (st.next_admit_ns != next0 &&
 	    !atomic_compare_exchange_strong(&l->next_admit_ns, &next0, st.next_admit_ns))
@@ -188,9 +217,12 @@ static void update_congestion(struct usmc_listener *l, const struct usmc_opts *o
 	if (!o->v[USMC_OPT_AUTO_FALLBACK])
 		return;
 	congested = listen_hs_congested(hs_pool_depth(&l->hs), opts_hs_congestion(o));
-	if (congested && arrival)
-		atomic_store(&l->storm_until_ns,
-			     (int64_t)clock_now_ns() + LISTEN_STORM_HOLD_MS * 1000000LL);
+	if (congested && arrival) {
+		struct listen_admit_state st = storm_load(l);
+
+		listen_storm_renew((int64_t)clock_now_ns(), &st);
+		storm_store(l, &st);
+	}
 	kcompat_listener_set_congested(l->ctx->kc, &l->kc, congested);
 	/* a storm: its SMC clients get TCP at SYN time, as cheap as plain
 	 * ones; the program ends it at storm_until_ns by itself, so nothing

@@ -88,7 +88,8 @@ struct usmc_listener {
 
 	atomic_uint_least64_t accepted, hs_failed, congestion_fallbacks, backlog_full;
 	/* auto-fallback admits SMC-R by cost (listener_admit_smcr()) */
-	_Atomic int64_t storm_until_ns; /* a storm: congested within LISTEN_STORM_HOLD_MS */
+	_Atomic int64_t storm_until_ns; /* a storm: congested within storm_hold_ns */
+	_Atomic int64_t storm_hold_ns;	/* the storm's hold (listen_storm_renew()) */
 	_Atomic int64_t next_admit_ns;	/* in a storm, no SMC-R admission before */
 	_Atomic int64_t hs_cost_ns;	/* moving average of a worker's handshake time */
 	atomic_uint_least64_t budget_fallbacks;
@@ -183,16 +184,17 @@ bool listen_decline_at_once(bool auto_fallback, unsigned int depth, long thresho
 
 /*
  * Admission by cost (issue 15). A storm is a queue that reached its
- * threshold within the last LISTEN_STORM_HOLD_MS. Outside a storm every SMC
- * client is admitted (a load the workers keep up with gets SMC-R for every
- * connection); in a storm one is admitted only when no handshake waits and
- * the budget allows: at most one per LISTEN_BUDGET_DIV handshake times,
- * i.e. SMC-R handshakes take at most 1/LISTEN_BUDGET_DIV of one worker while
- * it lasts, so the storm runs at about TCP's rate.
+ * threshold within the last hold (listen_storm_renew()). Outside a storm
+ * every SMC client is admitted (a load the workers keep up with gets SMC-R
+ * for every connection); in a storm one is admitted only when no handshake
+ * waits and the budget allows: at most one per LISTEN_BUDGET_DIV handshake
+ * times, i.e. SMC-R handshakes take at most 1/LISTEN_BUDGET_DIV of one
+ * worker while it lasts, so the storm runs at about TCP's rate.
  */
-#define LISTEN_STORM_HOLD_MS   1000
-#define LISTEN_BUDGET_DIV      10
-#define LISTEN_HS_COST_DEFAULT (10 * 1000 * 1000L) /* ns, before one is measured */
+#define LISTEN_STORM_HOLD_MS	 1000 /* a first storm's hold */
+#define LISTEN_STORM_HOLD_MAX_MS 8000 /* a storm that keeps coming back */
+#define LISTEN_BUDGET_DIV	 10
+#define LISTEN_HS_COST_DEFAULT	 (10 * 1000 * 1000L) /* ns, before one is measured */
 
 enum listen_admit {
 	LISTEN_ADMIT,	      /* to the handshake pool */
@@ -202,8 +204,22 @@ enum listen_admit {
 
 struct listen_admit_state {
 	int64_t storm_until_ns; /* in, out */
+	int64_t storm_hold_ns;	/* in, out: 0 before the first storm */
 	int64_t next_admit_ns;	/* in, out: moved on when a storm admits */
 };
+
+/*
+ * An arrival at a congested queue at @now_ns: the storm starts or goes on
+ * for one hold (pure). A storm that starts again within one hold of the
+ * last one's end holds twice as long, up to LISTEN_STORM_HOLD_MAX_MS; one
+ * after a longer calm holds LISTEN_STORM_HOLD_MS again. Why: in a storm
+ * the listener falls back at SYN time, so its queue stays short and
+ * nothing says the load goes on. A load that congests the queue again as
+ * soon as the hold ends makes the storm flap, and each flap answers a
+ * burst of SMC SYNs with the option (kernel-compat): each one then costs a
+ * CLC DECLINE or an SMC-R handshake, several times a TCP connection.
+ */
+void listen_storm_renew(int64_t now_ns, struct listen_admit_state *st);
 
 /* The decision at @now_ns for a queue of @depth waiting handshakes (pure). */
 enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,

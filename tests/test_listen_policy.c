@@ -86,6 +86,43 @@ static void test_admit_by_cost(void **state)
 	assert_int_equal(st.next_admit_ns, t + LISTEN_HS_COST_DEFAULT * LISTEN_BUDGET_DIV);
 }
 
+/* A storm that comes back as soon as it ends holds twice as long each time,
+ * up to the cap; one after a calm of a hold or more starts from the base. */
+static void test_storm_hold_backs_off(void **state)
+{
+	const int64_t ms = 1000000, base = LISTEN_STORM_HOLD_MS * ms;
+	const int64_t max = LISTEN_STORM_HOLD_MAX_MS * ms;
+	struct listen_admit_state st = {0};
+	int64_t t = 1000 * ms, hold = base;
+
+	listen_storm_renew(t, &st);
+	assert_int_equal(st.storm_hold_ns, base);
+	assert_int_equal(st.storm_until_ns, t + base);
+	/* within the storm: extended, the hold unchanged */
+	listen_storm_renew(t + 10 * ms, &st);
+	assert_int_equal(st.storm_hold_ns, base);
+	assert_int_equal(st.storm_until_ns, t + 10 * ms + base);
+	/* back just after each end: doubled, then capped */
+	for (int i = 0; i < 6; i++) {
+		t = st.storm_until_ns + ms;
+		listen_storm_renew(t, &st);
+		hold = 2 * hold < max ? 2 * hold : max;
+		assert_int_equal(st.storm_hold_ns, hold);
+		assert_int_equal(st.storm_until_ns, t + hold);
+	}
+	assert_int_equal(st.storm_hold_ns, max);
+	/* a calm of one hold: the next storm starts from the base */
+	t = st.storm_until_ns + max;
+	listen_storm_renew(t, &st);
+	assert_int_equal(st.storm_hold_ns, base);
+	assert_int_equal(st.storm_until_ns, t + base);
+	/* the admission decision renews it the same way */
+	t = st.storm_until_ns + ms;
+	assert_int_equal(listen_admit_smcr(true, 4, 4, t, 20 * ms, &st), LISTEN_DECLINE_QUEUE);
+	assert_int_equal(st.storm_hold_ns, 2 * base);
+	assert_int_equal(st.storm_until_ns, t + 2 * base);
+}
+
 static void test_threshold_default(void **state)
 {
 	struct usmc_opts o;
@@ -210,6 +247,7 @@ int main(void)
 		cmocka_unit_test(test_congested),
 		cmocka_unit_test(test_decline_at_once),
 		cmocka_unit_test(test_admit_by_cost),
+		cmocka_unit_test(test_storm_hold_backs_off),
 		cmocka_unit_test(test_threshold_default),
 		cmocka_unit_test(test_hist_bucket),
 		cmocka_unit_test(test_pool_depth),
