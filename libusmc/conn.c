@@ -80,6 +80,19 @@ int conn_make_blocking(struct usmc_conn *c)
 	return fcntl(c->fd, F_SETFL, 0) ? -errno : 0;
 }
 
+/*
+ * The client socket before the CLC, whose I/O blocks (with its own
+ * deadlines). A non-blocking user's calls pass MSG_DONTWAIT, so its socket
+ * is made blocking only when a CLC comes next: one that falls back to TCP
+ * before any CLC (a kernel-compat server that did not echo the option, as
+ * in a storm) keeps O_NONBLOCK and saves the fcntl(). A blocking user's
+ * socket was made blocking when the TCP connect ended.
+ */
+static int connect_clc_blocking(struct usmc_conn *c)
+{
+	return c->nonblock ? conn_make_blocking(c) : 0;
+}
+
 void conn_destroy(struct usmc_conn *c)
 {
 	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
@@ -209,6 +222,9 @@ static int connect_decide_mode(struct usmc_conn *c)
 
 	if (rc <= 0)
 		return rc;
+	rc = connect_clc_blocking(c);
+	if (rc)
+		return rc;
 	conn_hs_init(c, &hs);
 	rc = connect_held(c, &hs);
 	if (rc != SMCR_HS_NODEV)
@@ -296,11 +312,12 @@ _Static_assert(offsetof(struct tcp_info, tcpi_state) == 0, "tcpi_state leads str
 /* TCP is connected: the checks, then the PROPOSAL (never waits). */
 static int chs_propose(struct usmc_conn *c, struct conn_client_hs *h)
 {
-	int rc = conn_make_blocking(c);
+	int rc = connect_precheck(c);
 
-	if (!rc)
-		rc = connect_precheck(c);
 	if (rc <= 0)
+		return chs_end(c, rc);
+	rc = connect_clc_blocking(c);
+	if (rc)
 		return chs_end(c, rc);
 	conn_hs_init(c, &h->hs);
 	h->nheld = connect_hold(c, &h->hs, &h->peer, h->held);
@@ -529,8 +546,7 @@ int usmc_connect_finish(struct usmc_conn *c)
 	rc = tcp_connect_done(c);
 	if (rc)
 		return rc;
-	rc = conn_make_blocking(c);
-	if (rc)
+	if (!c->nonblock && (rc = conn_make_blocking(c))) /* its TCP calls block */
 		return rc;
 	rc = connect_decide_mode(c);
 	if (rc)
