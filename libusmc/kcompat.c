@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "clc_io.h"
 #include "kcompat.h"
 #include "log.h"
+#include "treiber.h"
 
 #ifdef USMC_HAVE_BPF
 #include <bpf/bpf.h>
@@ -112,6 +114,15 @@ struct kcompat {
 	int socks_fd;	       /* usmc_socks: per-socket flags, keyed by fd */
 	int listeners_fd;      /* usmc_listeners: per-port congestion + counters */
 	char cgroup[PATH_MAX]; /* where the program is attached (set once) */
+
+	/* usmc_peers, mapped read-only (NULL: not mappable, every client
+	 * asks with bpf()); a connecting client holds one slot, taken from
+	 * free_slots, until it has read it */
+	const uint32_t *peers;
+	size_t peers_len;
+	struct treiber_stack free_slots;
+	_Atomic uint32_t slot_next[KC_PEER_SLOTS]; /* free_slots' links */
+	uint32_t slot_gen[KC_PEER_SLOTS];	   /* each written by its slot's holder */
 };
 
 /* ---- loading ----------------------------------------------------------- */
@@ -233,6 +244,26 @@ const char *kcompat_cgroup(const struct kcompat *kc)
 	return kc && kc->link ? kc->cgroup : NULL;
 }
 
+/* The client's slots: a failure leaves every client to bpf() lookups. */
+static void map_peers(struct kcompat *kc)
+{
+	int fd = map_fd(kc->obj, "usmc_peers");
+	long page = sysconf(_SC_PAGESIZE);
+	size_t len = (KC_PEER_SLOTS * sizeof(uint32_t) + (size_t)page - 1) & ~((size_t)page - 1);
+	void *p;
+
+	if (fd < 0)
+		return;
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return;
+	kc->peers = p;
+	kc->peers_len = len;
+	treiber_init(&kc->free_slots, kc->slot_next, KC_PEER_SLOTS);
+	for (uint32_t i = KC_PEER_SLOTS; i-- > 0;)
+		treiber_push(&kc->free_slots, i);
+}
+
 static int load(struct kcompat *kc, struct usmc_logger *log)
 {
 	int rc;
@@ -247,6 +278,7 @@ static int load(struct kcompat *kc, struct usmc_logger *log)
 	kc->listeners_fd = map_fd(kc->obj, "usmc_listeners");
 	if (kc->socks_fd < 0 || kc->listeners_fd < 0)
 		return -ENOENT;
+	map_peers(kc);
 	return attach(kc, log);
 }
 
@@ -254,6 +286,8 @@ void kcompat_close(struct kcompat *kc)
 {
 	if (!kc)
 		return;
+	if (kc->peers)
+		munmap((void *)kc->peers, kc->peers_len);
 	bpf_link__destroy(kc->link);
 	bpf_object__close(kc->obj);
 	free(kc);
@@ -290,12 +324,17 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 
 /* ---- sockets ----------------------------------------------------------- */
 
+/* A failure leaves the socket unmarked: the old rule applies to it. */
+static int mark_sock(struct kcompat *kc, int fd, const struct kc_sock *s)
+{
+	return bpf_map_update_elem(kc->socks_fd, &fd, s, BPF_ANY);
+}
+
 static void mark(struct kcompat *kc, int fd)
 {
 	struct kc_sock s = {.flags = KC_SOCK_USMC};
 
-	/* a failure leaves the socket unmarked: the old rule applies to it */
-	(void)bpf_map_update_elem(kc->socks_fd, &fd, &s, BPF_ANY);
+	(void)mark_sock(kc, fd, &s);
 }
 
 static enum kc_peer peer_of(struct kcompat *kc, int fd)
@@ -306,15 +345,45 @@ static enum kc_peer peer_of(struct kcompat *kc, int fd)
 	return kc_peer_from_flags(found, found ? s.flags : 0);
 }
 
-void kcompat_mark_client(struct kcompat *kc, int fd)
+uint32_t kcompat_mark_client(struct kcompat *kc, int fd)
 {
-	if (kc)
-		mark(kc, fd);
+	struct kc_sock s = {.flags = KC_SOCK_USMC};
+	uint32_t slot;
+
+	if (!kc)
+		return 0;
+	if (kc->peers && treiber_pop(&kc->free_slots, &slot)) {
+		s.slot = slot + 1;
+		s.gen = ++kc->slot_gen[slot] & KC_PEER_GEN_MASK;
+	}
+	if (mark_sock(kc, fd, &s))
+		kcompat_client_forget(kc, &s.slot);
+	return s.slot;
 }
 
-enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
+void kcompat_client_forget(struct kcompat *kc, uint32_t *ticket)
 {
-	return kc ? peer_of(kc, fd) : KC_PEER_UNKNOWN;
+	if (kc && *ticket)
+		treiber_push(&kc->free_slots, *ticket - 1);
+	*ticket = 0;
+}
+
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket)
+{
+	uint32_t slot, v;
+	bool mine;
+
+	if (!kc)
+		return KC_PEER_UNKNOWN;
+	if (!*ticket)
+		return peer_of(kc, fd);
+	slot = *ticket - 1;
+	v = __atomic_load_n(&kc->peers[slot], __ATOMIC_ACQUIRE);
+	mine = v >> KC_PEER_GEN_SHIFT == (kc->slot_gen[slot] & KC_PEER_GEN_MASK);
+	kcompat_client_forget(kc, ticket);
+	/* not written for this holder: the program did not see the SYN-ACK
+	 * (detached since?): the socket's storage says what it knows */
+	return mine ? kc_peer_from_flags(true, v & KC_PEER_FLAGS_MASK) : peer_of(kc, fd);
 }
 
 static int netns_cookie(int fd, uint64_t *out)
@@ -438,11 +507,17 @@ void kcompat_close(struct kcompat *kc)
 {
 }
 
-void kcompat_mark_client(struct kcompat *kc, int fd)
+uint32_t kcompat_mark_client(struct kcompat *kc, int fd)
 {
+	return 0;
 }
 
-enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
+void kcompat_client_forget(struct kcompat *kc, uint32_t *ticket)
+{
+	*ticket = 0;
+}
+
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket)
 {
 	return KC_PEER_UNKNOWN;
 }
