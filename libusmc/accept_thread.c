@@ -57,7 +57,6 @@ static void note_backlog_high(struct usmc_listener *l)
  */
 static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 {
-	c->kc_peer = kcompat_server_peer(l->ctx->kc, &l->kc, c->fd);
 	if (c->kc_peer == KC_PEER_NOSMC) {
 		listener_finish_tcp(l, c, USMC_REASON_PEERNOSMC);
 		return true;
@@ -74,6 +73,21 @@ static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 	return false;
 }
 
+/* Kernel-compat: what the handshake said. Every accepted socket goes
+ * through it once, whatever becomes of it, so that the listener's count of
+ * the sockets it took stays the program's (kcompat_server_peer()). */
+static enum kc_peer accepted_peer(struct usmc_listener *l, int fd)
+{
+	return kcompat_server_peer(l->ctx->kc, &l->kc, fd);
+}
+
+void accept_refuse(struct usmc_listener *l, int fd)
+{
+	(void)accepted_peer(l, fd);
+	close(fd);
+	atomic_fetch_add(&l->hs_failed, 1);
+}
+
 void accept_one(struct usmc_listener *l, int fd)
 {
 	struct usmc_opts o;
@@ -83,10 +97,10 @@ void accept_one(struct usmc_listener *l, int fd)
 	atomic_fetch_add(&l->accepted, 1);
 	c = conn_alloc(l->ctx, fd, &o, true);
 	if (!c) {
-		close(fd);
-		atomic_fetch_add(&l->hs_failed, 1);
+		accept_refuse(l, fd);
 		return;
 	}
+	c->kc_peer = accepted_peer(l, fd);
 	c->t_accept_ns = clock_now_ns();
 	if (!o.v[USMC_OPT_SMC]) {
 		listener_finish_tcp(l, c, USMC_REASON_DISABLED);

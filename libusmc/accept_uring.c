@@ -118,8 +118,7 @@ static void stash_push(struct usmc_listener *l, int fd)
 		int *s = realloc(ar->stash, cap * sizeof(*s));
 
 		if (!s) {
-			close(fd); /* out of memory: the client sees a reset */
-			atomic_fetch_add(&l->hs_failed, 1);
+			accept_refuse(l, fd); /* out of memory: the client sees a reset */
 			return;
 		}
 		ar->stash = s;

@@ -61,6 +61,21 @@ int kc_listen_key_make(uint64_t netns_cookie, const struct sockaddr *addr, struc
 	return k->port ? 0 : -EINVAL; /* port 0: not bound yet */
 }
 
+int kc_estab_deduce(const uint64_t established[KC_ESTAB_KINDS],
+		    const uint64_t taken[KC_ESTAB_KINDS])
+{
+	int kind = -1;
+
+	for (int k = 0; k < KC_ESTAB_KINDS; k++) {
+		if (established[k] <= taken[k])
+			continue;
+		if (kind >= 0)
+			return -1; /* two kinds pending: which one is this? */
+		kind = k;
+	}
+	return kind;
+}
+
 enum kc_peer kc_peer_from_flags(bool found, uint32_t flags)
 {
 	/* the program never ran for the socket: the old rule applies */
@@ -120,6 +135,8 @@ struct kcompat {
 	 * free_slots, until it has read it */
 	const uint32_t *peers;
 	size_t peers_len;
+	const struct kc_lsn_estab *estab; /* usmc_estab, mapped read-only, or NULL */
+	size_t estab_len;
 	struct treiber_stack free_slots;
 	_Atomic uint32_t slot_next[KC_PEER_SLOTS]; /* free_slots' links */
 	uint32_t slot_gen[KC_PEER_SLOTS];	   /* each written by its slot's holder */
@@ -244,21 +261,28 @@ const char *kcompat_cgroup(const struct kcompat *kc)
 	return kc && kc->link ? kc->cgroup : NULL;
 }
 
-/* The client's slots: a failure leaves every client to bpf() lookups. */
-static void map_peers(struct kcompat *kc)
+/* A BPF_F_MMAPABLE array, mapped read-only: NULL if it cannot be. */
+static const void *map_array(struct kcompat *kc, const char *name, size_t size, size_t *len)
 {
-	int fd = map_fd(kc->obj, "usmc_peers");
-	long page = sysconf(_SC_PAGESIZE);
-	size_t len = (KC_PEER_SLOTS * sizeof(uint32_t) + (size_t)page - 1) & ~((size_t)page - 1);
+	int fd = map_fd(kc->obj, name);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *p;
 
+	*len = (size + page - 1) & ~(page - 1);
 	if (fd < 0)
+		return NULL;
+	p = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* A failure leaves the answers to bpf() lookups. */
+static void map_arrays(struct kcompat *kc)
+{
+	kc->estab = map_array(kc, "usmc_estab", sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS,
+			      &kc->estab_len);
+	kc->peers = map_array(kc, "usmc_peers", sizeof(uint32_t) * KC_PEER_SLOTS, &kc->peers_len);
+	if (!kc->peers)
 		return;
-	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return;
-	kc->peers = p;
-	kc->peers_len = len;
 	treiber_init(&kc->free_slots, kc->slot_next, KC_PEER_SLOTS);
 	for (uint32_t i = KC_PEER_SLOTS; i-- > 0;)
 		treiber_push(&kc->free_slots, i);
@@ -278,7 +302,7 @@ static int load(struct kcompat *kc, struct usmc_logger *log)
 	kc->listeners_fd = map_fd(kc->obj, "usmc_listeners");
 	if (kc->socks_fd < 0 || kc->listeners_fd < 0)
 		return -ENOENT;
-	map_peers(kc);
+	map_arrays(kc);
 	return attach(kc, log);
 }
 
@@ -288,6 +312,8 @@ void kcompat_close(struct kcompat *kc)
 		return;
 	if (kc->peers)
 		munmap((void *)kc->peers, kc->peers_len);
+	if (kc->estab)
+		munmap((void *)kc->estab, kc->estab_len);
 	bpf_link__destroy(kc->link);
 	bpf_object__close(kc->obj);
 	free(kc);
@@ -404,6 +430,7 @@ void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 	if (!kc || netns_cookie(fd, &cookie) || getsockname(fd, (struct sockaddr *)&ss, &len) ||
 	    kc_listen_key_make(cookie, (struct sockaddr *)&ss, &ls->key))
 		return;
+	ls->slot = kc_listen_slot(ls->key.netns_cookie, ls->key.port);
 	/* a port shared with another usmc listener (SO_REUSEPORT) keeps the
 	 * entry it has: one congestion state per port */
 	if (bpf_map_update_elem(kc->listeners_fd, &ls->key, &v, BPF_NOEXIST) && errno != EEXIST)
@@ -470,15 +497,51 @@ void kcompat_listener_forget(struct kcompat *kc, struct kcompat_lsn *ls)
 	memset(ls, 0, sizeof(*ls));
 }
 
-enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *ls, int fd)
+static const enum kc_peer peer_of_kind[KC_ESTAB_KINDS] = {
+	[KC_ESTAB_PLAIN] = KC_PEER_NOSMC,
+	[KC_ESTAB_SMC] = KC_PEER_SMC,
+	[KC_ESTAB_CONGESTED] = KC_PEER_CONGESTED,
+};
+
+/* The kind of an accepted socket from the mapped counts, or -1. */
+static int estab_kind(struct kcompat *kc, struct kcompat_lsn *ls)
 {
+	uint64_t est[KC_ESTAB_KINDS], taken[KC_ESTAB_KINDS];
+
+	if (!kc->estab)
+		return -1;
+	for (int k = 0; k < KC_ESTAB_KINDS; k++) {
+		/* the program counted this socket before accept() could take
+		 * the socket's lock (kcompat_abi.h usmc_estab), so it is in */
+		est[k] = __atomic_load_n(&kc->estab[ls->slot].n[k], __ATOMIC_RELAXED);
+		taken[k] = atomic_load_explicit(&ls->taken[k], memory_order_relaxed);
+	}
+	return kc_estab_deduce(est, taken);
+}
+
+enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int fd)
+{
+	enum kc_peer p;
+	int kind;
+
 	if (!kc || !ls->active)
 		return KC_PEER_UNKNOWN;
-	enum kc_peer p = peer_of(kc, fd);
-
-	/* the program gives an accepted socket storage only when its SYN had
-	 * the option: no storage means the peer is plain TCP */
-	return p == KC_PEER_UNKNOWN ? KC_PEER_NOSMC : p;
+	kind = estab_kind(kc, ls);
+	if (kind >= 0) {
+		p = peer_of_kind[kind];
+	} else {
+		atomic_fetch_add_explicit(&ls->lookups, 1, memory_order_relaxed);
+		p = peer_of(kc, fd);
+		/* the program gives an accepted socket storage only when its
+		 * SYN had the option: no storage means the peer is plain TCP */
+		if (p == KC_PEER_UNKNOWN)
+			p = KC_PEER_NOSMC;
+		kind = p == KC_PEER_SMC		? KC_ESTAB_SMC
+		       : p == KC_PEER_CONGESTED ? KC_ESTAB_CONGESTED
+						: KC_ESTAB_PLAIN;
+	}
+	atomic_fetch_add_explicit(&ls->taken[kind], 1, memory_order_relaxed);
+	return p;
 }
 
 #else /* !USMC_HAVE_BPF: built without libbpf or clang */
@@ -549,7 +612,7 @@ void kcompat_listener_forget(struct kcompat *kc, struct kcompat_lsn *ls)
 {
 }
 
-enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *ls, int fd)
+enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int fd)
 {
 	return KC_PEER_UNKNOWN;
 }

@@ -109,6 +109,11 @@ struct kcompat_lsn {
 	atomic_bool congested;		/* last value written to the map */
 	_Atomic int64_t storm_until_ns; /* last value written to the map */
 	struct kc_listen_key key;	/* fixed */
+	uint32_t slot;			/* fixed: kc_listen_slot() of key */
+	/* accepted sockets by kind (enum kc_estab_kind), against the
+	 * program's usmc_estab counts; and how many needed a bpf() lookup */
+	atomic_uint_least64_t taken[KC_ESTAB_KINDS];
+	atomic_uint_least64_t lookups;
 };
 
 /* Between bind() and listen(): mark @fd and register its port. */
@@ -132,8 +137,13 @@ int kcompat_listener_counters(struct kcompat *kc, const struct kcompat_lsn *ls,
 
 void kcompat_listener_forget(struct kcompat *kc, struct kcompat_lsn *ls);
 
-/* An accepted socket of an active listener: did the handshake signal SMC? */
-enum kc_peer kcompat_server_peer(struct kcompat *kc, const struct kcompat_lsn *ls, int fd);
+/*
+ * An accepted socket of an active listener: did the handshake signal SMC?
+ * From the program's counts when they leave one answer (no system call),
+ * else from the socket's storage (a bpf() lookup). Called once per
+ * accepted socket, right after accept() returned it.
+ */
+enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int fd);
 
 /* ---- pure helpers (unit-tested) ------------------------------------- */
 
@@ -142,5 +152,15 @@ int kc_listen_key_make(uint64_t netns_cookie, const struct sockaddr *addr, struc
 
 /* What a socket's storage flags (or none: @found false) mean for its peer. */
 enum kc_peer kc_peer_from_flags(bool found, uint32_t flags);
+
+/*
+ * The kind of a socket just accepted, from @established (the program's
+ * counts, read after accept() returned it: they include it) and @taken
+ * (those this listener accepted before it, by kind): the only kind with
+ * sockets established and not yet taken, or -1 when more than one has
+ * some (the answer is the socket's storage then).
+ */
+int kc_estab_deduce(const uint64_t established[KC_ESTAB_KINDS],
+		    const uint64_t taken[KC_ESTAB_KINDS]);
 
 #endif

@@ -125,6 +125,34 @@ static inline void kc_flow_from_ack(struct kc_flow_key *k, __u64 netns_cookie, _
 	k->rport = source;
 }
 
+/*
+ * usmc_estab (BPF_MAP_TYPE_ARRAY, BPF_F_MMAPABLE): how many sockets each
+ * listener's handshakes established, by kind, counted by the program at
+ * PASSIVE_ESTABLISHED_CB; libusmc maps it read-only. A listener's entry is
+ * kc_listen_slot() of its key; listeners whose keys share a slot share the
+ * counts, which only makes them ask with bpf() more often (kcompat.c
+ * kc_estab_deduce()).
+ */
+enum kc_estab_kind {
+	KC_ESTAB_PLAIN,	    /* no storage: the SYN had no option (or a cookie) */
+	KC_ESTAB_SMC,	    /* KC_SOCK_PEER_SMC */
+	KC_ESTAB_CONGESTED, /* KC_SOCK_CONGESTED */
+	KC_ESTAB_KINDS
+};
+
+struct kc_lsn_estab {
+	__u64 n[KC_ESTAB_KINDS];
+};
+
+#define KC_LSN_SLOTS 1024 /* a power of two */
+
+static inline __u32 kc_listen_slot(__u64 netns_cookie, __u32 port)
+{
+	__u64 h = (netns_cookie ^ (netns_cookie >> 31) ^ port) * 0x9E3779B97F4A7C15ull;
+
+	return (__u32)(h >> 32) & (KC_LSN_SLOTS - 1);
+}
+
 #define KC_MAX_LISTENERS 1024
 #define KC_MAX_PENDING	 65536 /* SYN-ACKs awaiting their ACK; LRU beyond */
 

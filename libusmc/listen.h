@@ -155,6 +155,10 @@ void accept_thread_wake(struct usmc_listener *l);
 /* Probe, classify or queue a socket just taken from the kernel. */
 void accept_one(struct usmc_listener *l, int fd);
 
+/* A socket taken from the kernel that nobody will get (out of memory):
+ * closed, counted as a failed handshake. */
+void accept_refuse(struct usmc_listener *l, int fd);
+
 /* How many more connections the listener may take now. */
 unsigned int accept_room(struct usmc_listener *l);
 

@@ -94,6 +94,34 @@ static void test_peer_flags(void **state)
 	assert_int_equal(kc_peer_from_flags(true, seen | KC_SOCK_CONGESTED), KC_PEER_CONGESTED);
 }
 
+/* An accepted socket's kind from the program's counts: the one kind with
+ * sockets established and not yet taken; none or two: ask the socket. */
+static void test_estab_deduce(void **state)
+{
+	uint64_t est[KC_ESTAB_KINDS] = {0}, taken[KC_ESTAB_KINDS] = {0};
+
+	assert_int_equal(kc_estab_deduce(est, taken), -1); /* not counted */
+	est[KC_ESTAB_PLAIN] = 3;
+	taken[KC_ESTAB_PLAIN] = 2;
+	assert_int_equal(kc_estab_deduce(est, taken), KC_ESTAB_PLAIN);
+	est[KC_ESTAB_SMC] = 5, taken[KC_ESTAB_SMC] = 5;
+	est[KC_ESTAB_CONGESTED] = 7, taken[KC_ESTAB_CONGESTED] = 7;
+	assert_int_equal(kc_estab_deduce(est, taken), KC_ESTAB_PLAIN);
+	taken[KC_ESTAB_PLAIN] = 3; /* all taken: this socket is not counted */
+	assert_int_equal(kc_estab_deduce(est, taken), -1);
+	est[KC_ESTAB_CONGESTED] = 8;
+	assert_int_equal(kc_estab_deduce(est, taken), KC_ESTAB_CONGESTED);
+	est[KC_ESTAB_SMC] = 6; /* two kinds pending: which is this one? */
+	assert_int_equal(kc_estab_deduce(est, taken), -1);
+	/* a slot shared with another listener only adds to the counts */
+	est[KC_ESTAB_PLAIN] = 100;
+	assert_int_equal(kc_estab_deduce(est, taken), -1);
+	/* the slot: same key, same slot; in range */
+	assert_int_equal(kc_listen_slot(42, 8080), kc_listen_slot(42, 8080));
+	for (uint32_t port = 0; port < 70000; port += 7)
+		assert_true(kc_listen_slot(0x1234567890abcdefull, port) < KC_LSN_SLOTS);
+}
+
 static void test_mode_parse(void **state)
 {
 	enum kc_mode m;
@@ -181,7 +209,7 @@ int main(void)
 		cmocka_unit_test(test_option_bytes),   cmocka_unit_test(test_flow_keys),
 		cmocka_unit_test(test_listen_key),     cmocka_unit_test(test_peer_flags),
 		cmocka_unit_test(test_mode_parse),     cmocka_unit_test(test_ctx_modes),
-		cmocka_unit_test(test_client_decline),
+		cmocka_unit_test(test_client_decline), cmocka_unit_test(test_estab_deduce),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

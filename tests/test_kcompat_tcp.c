@@ -314,6 +314,76 @@ static void test_real_congestion(void **state)
 	usmc_listener_close(l);
 }
 
+/* A connected client to @to: marked for the program (SMC SYN) or plain. */
+static int raw_client(const struct fixture *f, const struct sockaddr_in *to, bool smc)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint32_t ticket = 0;
+
+	assert_true(fd >= 0);
+	if (smc)
+		ticket = kcompat_mark_client(f->ctx->kc, fd);
+	assert_int_equal(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
+	kcompat_client_forget(f->ctx->kc, &ticket);
+	return fd;
+}
+
+/* accept() on @lfd, then what kcompat_server_peer() says of the socket. */
+static enum kc_peer raw_accept(const struct fixture *f, int lfd, struct kcompat_lsn *ls, int *fds,
+			       int *n)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	assert_true(fd >= 0);
+	fds[(*n)++] = fd;
+	return kcompat_server_peer(f->ctx->kc, ls, fd);
+}
+
+/* The accept side reads an accepted socket's kind from the program's
+ * counts, without a bpf() lookup, while one kind is pending; with two it
+ * asks the socket, and the answers stay right either way. */
+static void test_accepted_kind_from_counts(void **state)
+{
+	struct fixture *f = need_kcompat(state);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), fds[16], n = 0;
+	struct kcompat_lsn ls;
+
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	kcompat_listener_prepare(f->ctx->kc, lfd, &ls);
+	assert_int_equal(listen(lfd, 16), 0);
+	kcompat_listener_started(f->ctx->kc, lfd, &ls);
+	assert_true(ls.active);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+
+	/* one at a time: each kind read from the counts */
+	fds[n++] = raw_client(f, &a, false);
+	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_NOSMC);
+	fds[n++] = raw_client(f, &a, true);
+	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_SMC);
+	kcompat_listener_set_congested(f->ctx->kc, &ls, true);
+	fds[n++] = raw_client(f, &a, true);
+	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_CONGESTED);
+	kcompat_listener_set_congested(f->ctx->kc, &ls, false);
+	assert_int_equal(atomic_load(&ls.lookups), 0);
+
+	/* two kinds waiting in the accept queue: the first asks the socket,
+	 * the second is the one left */
+	fds[n++] = raw_client(f, &a, false);
+	fds[n++] = raw_client(f, &a, true);
+	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_NOSMC);
+	assert_int_equal(atomic_load(&ls.lookups), 1);
+	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_SMC);
+	assert_int_equal(atomic_load(&ls.lookups), 1);
+
+	kcompat_listener_forget(f->ctx->kc, &ls);
+	while (n > 0)
+		close(fds[--n]);
+	close(lfd);
+}
+
 /* A dual-stack IPv6 listener: IPv4 (mapped) and IPv6 clients alike. */
 static void test_dual_stack_listener(void **state)
 {
@@ -357,6 +427,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_usmc_pair_declines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_congested_listener, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dual_stack_listener, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_accepted_kind_from_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_real_congestion, setup, teardown),
 	};
 

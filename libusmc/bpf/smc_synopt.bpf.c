@@ -59,6 +59,14 @@ struct {
 	__type(value, __u32);
 } usmc_peers SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, KC_LSN_SLOTS);
+	__type(key, __u32);
+	__type(value, struct kc_lsn_estab);
+} usmc_estab SEC(".maps");
+
 /* Our usmc-marked full socket, or NULL. */
 static struct kc_sock *usmc_sock(struct bpf_sock_ops *skops)
 {
@@ -245,7 +253,8 @@ static void publish_peer(const struct kc_sock *s)
 		return;
 	v = bpf_map_lookup_elem(&usmc_peers, &i);
 	if (v)
-		*v = (s->gen & KC_PEER_GEN_MASK) << KC_PEER_GEN_SHIFT | (s->flags & KC_PEER_FLAGS_MASK);
+		*v = (s->gen & KC_PEER_GEN_MASK) << KC_PEER_GEN_SHIFT |
+		     (s->flags & KC_PEER_FLAGS_MASK);
 }
 
 /* Client: the SYN-ACK that completes the handshake is in skb_data. */
@@ -263,31 +272,50 @@ static void active_established(struct bpf_sock_ops *skops)
 	publish_peer(s);
 }
 
-/* Server: the new socket, with the ACK that completes the handshake. */
-static void passive_established(struct bpf_sock_ops *skops)
+/* The accepted socket's storage from its flow entry; what it got. */
+static enum kc_estab_kind accepted_kind(struct bpf_sock_ops *skops)
 {
 	struct tcphdr *th = (void *)(long)skops->skb_data;
 	struct kc_flow_key k = {};
 	struct bpf_sock *sk = skops->sk;
+	enum kc_estab_kind kind;
 	struct kc_sock *s;
 	__u32 *v, flags;
 
-	if (!sk || !usmc_listener(skops))
-		return;
-	/* inherited from the listener: not wanted on data segments */
-	set_write_cb(skops, 0);
-	if ((void *)(th + 1) > (void *)(long)skops->skb_data_end)
-		return;
+	if (!sk || (void *)(th + 1) > (void *)(long)skops->skb_data_end)
+		return KC_ESTAB_PLAIN;
 	kc_flow_from_ack(&k, bpf_get_netns_cookie(skops), th->source, th->dest, th->seq);
 	v = bpf_map_lookup_elem(&usmc_flows, &k);
 	if (!v)
-		return; /* the SYN had no option: plain TCP, no storage */
+		return KC_ESTAB_PLAIN; /* the SYN had no option: plain TCP, no storage */
+	kind = *v == KC_FLOW_ECHOED ? KC_ESTAB_SMC : KC_ESTAB_CONGESTED;
 	flags = KC_SOCK_USMC | KC_SOCK_SEEN;
-	flags |= *v == KC_FLOW_ECHOED ? KC_SOCK_PEER_SMC : KC_SOCK_CONGESTED;
+	flags |= kind == KC_ESTAB_SMC ? KC_SOCK_PEER_SMC : KC_SOCK_CONGESTED;
 	bpf_map_delete_elem(&usmc_flows, &k);
 	s = bpf_sk_storage_get(&usmc_socks, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
-	if (s)
-		s->flags = flags;
+	if (!s)
+		return KC_ESTAB_PLAIN; /* no storage: libusmc reads plain TCP */
+	s->flags = flags;
+	return kind;
+}
+
+/* Server: the new socket, with the ACK that completes the handshake. Runs
+ * before accept() can return it, and counts it, so that the accept thread
+ * can often tell its kind without a bpf() lookup (kcompat.c). */
+static void passive_established(struct bpf_sock_ops *skops)
+{
+	__u32 slot = kc_listen_slot(bpf_get_netns_cookie(skops), skops->local_port);
+	enum kc_estab_kind kind;
+	struct kc_lsn_estab *e;
+
+	if (!usmc_listener(skops))
+		return;
+	/* inherited from the listener: not wanted on data segments */
+	set_write_cb(skops, 0);
+	kind = accepted_kind(skops);
+	e = bpf_map_lookup_elem(&usmc_estab, &slot);
+	if (e && kind < KC_ESTAB_KINDS)
+		__sync_fetch_and_add(&e->n[kind], 1);
 }
 
 SEC("sockops")
