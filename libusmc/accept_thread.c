@@ -67,6 +67,7 @@ static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 			"listener %s: handshake queue congested: SYN-ACK to %s without the SMC option, TCP",
 			log_local(c->fd).s, conn_log_peer(c).s);
 		atomic_fetch_add(&l->congestion_fallbacks, 1);
+		listener_storm_demand(l, &c->opts);
 		listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
 		return true;
 	}

@@ -65,6 +65,22 @@ void listen_storm_renew(int64_t now_ns, struct listen_admit_state *st)
 	st->storm_until_ns = now_ns + hold;
 }
 
+bool listen_storm_demand(int64_t now_ns, int64_t hs_cost_ns, long workers, struct listen_demand *d)
+{
+	int64_t cost = hs_cost_ns > 0 ? hs_cost_ns : LISTEN_HS_COST_DEFAULT;
+	int64_t span = now_ns - d->since_ns;
+	bool busy;
+
+	d->n++;
+	if (span < LISTEN_DEMAND_WINDOW_MS * 1000000LL)
+		return false;
+	/* their handshakes, one after another, against the workers' time */
+	busy = (double)d->n * (double)cost >= (double)span * (double)(workers > 0 ? workers : 1);
+	d->since_ns = now_ns;
+	d->n = 0;
+	return busy;
+}
+
 enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,
 				    int64_t now_ns, int64_t hs_cost_ns,
 				    struct listen_admit_state *st)
@@ -236,12 +252,30 @@ void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts 
 	update_congestion(l, o, true); /* the accept thread, for a new connection */
 }
 
+void listener_storm_demand(struct usmc_listener *l, const struct usmc_opts *o)
+{
+	int64_t now = (int64_t)clock_now_ns();
+	struct listen_admit_state st;
+
+	if (!listen_storm_demand(now, atomic_load(&l->hs_cost_ns), o->v[USMC_OPT_HS_THREADS],
+				 &l->demand))
+		return;
+	st = storm_load(l);
+	if (now >= st.storm_until_ns)
+		return; /* over: the queue says whether another starts */
+	listen_storm_renew(now, &st);
+	storm_store(l, &st);
+	kcompat_listener_set_storm(l->ctx->kc, &l->kc, st.storm_until_ns);
+}
+
 bool listener_decline_smcr(struct usmc_listener *l, const struct usmc_opts *o)
 {
 	enum listen_admit a = listener_admit(l, o);
 
-	if (a == LISTEN_DECLINE_BUDGET)
+	if (a == LISTEN_DECLINE_BUDGET) {
 		atomic_fetch_add(&l->budget_fallbacks, 1);
+		listener_storm_demand(l, o);
+	}
 	return a != LISTEN_ADMIT;
 }
 

@@ -35,6 +35,14 @@ struct accept_backend_ops;
  * by usmc_listen() before any thread starts and only read afterwards;
  * atomics need no lock.
  */
+/* Refused SMC clients in a storm (listen_storm_demand()). */
+#define LISTEN_DEMAND_WINDOW_MS 250
+
+struct listen_demand {
+	int64_t since_ns; /* the window's start */
+	uint64_t n;	  /* SMC clients refused in it */
+};
+
 struct usmc_listener {
 	struct usmc_ctx *ctx; /* fixed */
 	unsigned int flags;   /* fixed: USMC_LISTEN_* */
@@ -92,6 +100,7 @@ struct usmc_listener {
 	_Atomic int64_t storm_hold_ns;	/* the storm's hold (listen_storm_renew()) */
 	_Atomic int64_t next_admit_ns;	/* in a storm, no SMC-R admission before */
 	_Atomic int64_t hs_cost_ns;	/* moving average of a worker's handshake time */
+	struct listen_demand demand;	/* the accept thread's only */
 	atomic_uint_least64_t budget_fallbacks;
 	struct mode_counts modes; /* connections handed to usmc_accept() */
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
@@ -136,6 +145,11 @@ void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts 
  * storm's admission token when it admits.
  */
 bool listener_decline_smcr(struct usmc_listener *l, const struct usmc_opts *o);
+
+/* The accept thread refused an SMC client in a storm (kernel-compat: at SYN
+ * time): the storm goes on while they come faster than the workers could
+ * serve them (listen_storm_demand()). */
+void listener_storm_demand(struct usmc_listener *l, const struct usmc_opts *o);
 
 /* A consistent copy of the listener's options. */
 void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out);
@@ -211,6 +225,16 @@ struct listen_admit_state {
 	int64_t storm_hold_ns;	/* in, out: 0 before the first storm */
 	int64_t next_admit_ns;	/* in, out: moved on when a storm admits */
 };
+
+/*
+ * Demand in a storm. The queue cannot tell whether a storm goes on: the
+ * storm's SMC clients are refused before it. So the accept thread counts
+ * them, and a storm whose refused SMC clients, over a window of
+ * LISTEN_DEMAND_WINDOW_MS, would have kept all @workers busy at @hs_cost_ns
+ * each is extended by one hold. A load the workers could serve ends its
+ * storm within a hold and gets SMC-R again. Pure; returns true to extend.
+ */
+bool listen_storm_demand(int64_t now_ns, int64_t hs_cost_ns, long workers, struct listen_demand *d);
 
 /*
  * An arrival at a congested queue at @now_ns: the storm starts or goes on

@@ -123,6 +123,35 @@ static void test_storm_hold_backs_off(void **state)
 	assert_int_equal(st.storm_until_ns, t + 2 * base);
 }
 
+/* A storm goes on while its refused SMC clients would keep every worker
+ * busy; fewer, and it is let end. */
+static void test_storm_demand(void **state)
+{
+	const int64_t ms = 1000000, cost = 10 * ms, win = LISTEN_DEMAND_WINDOW_MS * ms;
+	struct listen_demand d = {0};
+	int64_t t = 1000 * ms;
+	int extend = 0;
+
+	/* the first call opens a window */
+	assert_false(listen_storm_demand(t, cost, 2, &d));
+	/* 2 workers at 10 ms: 200 a second is their capacity; 400 a second
+	 * (one each 2.5 ms) over a window: extend once per window */
+	for (int64_t now = t + 2500000; now <= t + 4 * win; now += 2500000)
+		extend += listen_storm_demand(now, cost, 2, &d);
+	assert_int_equal(extend, 4);
+	/* 100 a second: half their capacity, never */
+	t += 4 * win;
+	extend = 0;
+	for (int64_t now = t + 10 * ms; now <= t + 8 * win; now += 10 * ms)
+		extend += listen_storm_demand(now, cost, 2, &d);
+	assert_int_equal(extend, 0);
+	/* no cost measured yet: the default (10 ms) */
+	d = (struct listen_demand){.since_ns = t, .n = 0};
+	for (int i = 0; i < 100; i++)
+		listen_storm_demand(t + i * ms, 0, 1, &d);
+	assert_true(listen_storm_demand(t + win, 0, 1, &d)); /* 101 in 250 ms x 10 ms */
+}
+
 static void test_threshold_default(void **state)
 {
 	struct usmc_opts o;
@@ -248,6 +277,7 @@ int main(void)
 		cmocka_unit_test(test_decline_at_once),
 		cmocka_unit_test(test_admit_by_cost),
 		cmocka_unit_test(test_storm_hold_backs_off),
+		cmocka_unit_test(test_storm_demand),
 		cmocka_unit_test(test_threshold_default),
 		cmocka_unit_test(test_hist_bucket),
 		cmocka_unit_test(test_pool_depth),
