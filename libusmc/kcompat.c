@@ -15,7 +15,6 @@
 #include "clc_io.h"
 #include "kcompat.h"
 #include "log.h"
-#include "treiber.h"
 
 #ifdef USMC_HAVE_BPF
 #include <bpf/bpf.h>
@@ -126,20 +125,11 @@ int kcompat_take_decline(enum kc_peer peer, int fd, uint8_t *buf, ssize_t n, uin
 struct kcompat {
 	struct bpf_object *obj;
 	struct bpf_link *link;
-	int socks_fd;	       /* usmc_socks: per-socket flags, keyed by fd */
-	int listeners_fd;      /* usmc_listeners: per-port congestion + counters */
-	char cgroup[PATH_MAX]; /* where the program is attached (set once) */
-
-	/* usmc_peers, mapped read-only (NULL: not mappable, every client
-	 * asks with bpf()); a connecting client holds one slot, taken from
-	 * free_slots, until it has read it */
-	const uint32_t *peers;
-	size_t peers_len;
+	int socks_fd;			  /* usmc_socks: per-socket flags, keyed by fd */
+	int listeners_fd;		  /* usmc_listeners: per-port congestion + counters */
+	char cgroup[PATH_MAX];		  /* where the program is attached (set once) */
 	const struct kc_lsn_estab *estab; /* usmc_estab, mapped read-only, or NULL */
 	size_t estab_len;
-	struct treiber_stack free_slots;
-	_Atomic uint32_t slot_next[KC_PEER_SLOTS]; /* free_slots' links */
-	uint32_t slot_gen[KC_PEER_SLOTS];	   /* each written by its slot's holder */
 };
 
 /* ---- loading ----------------------------------------------------------- */
@@ -280,12 +270,6 @@ static void map_arrays(struct kcompat *kc)
 {
 	kc->estab = map_array(kc, "usmc_estab", sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS,
 			      &kc->estab_len);
-	kc->peers = map_array(kc, "usmc_peers", sizeof(uint32_t) * KC_PEER_SLOTS, &kc->peers_len);
-	if (!kc->peers)
-		return;
-	treiber_init(&kc->free_slots, kc->slot_next, KC_PEER_SLOTS);
-	for (uint32_t i = KC_PEER_SLOTS; i-- > 0;)
-		treiber_push(&kc->free_slots, i);
 }
 
 static int load(struct kcompat *kc, struct usmc_logger *log)
@@ -310,8 +294,6 @@ void kcompat_close(struct kcompat *kc)
 {
 	if (!kc)
 		return;
-	if (kc->peers)
-		munmap((void *)kc->peers, kc->peers_len);
 	if (kc->estab)
 		munmap((void *)kc->estab, kc->estab_len);
 	bpf_link__destroy(kc->link);
@@ -350,17 +332,12 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 
 /* ---- sockets ----------------------------------------------------------- */
 
-/* A failure leaves the socket unmarked: the old rule applies to it. */
-static int mark_sock(struct kcompat *kc, int fd, const struct kc_sock *s)
-{
-	return bpf_map_update_elem(kc->socks_fd, &fd, s, BPF_ANY);
-}
-
 static void mark(struct kcompat *kc, int fd)
 {
 	struct kc_sock s = {.flags = KC_SOCK_USMC};
 
-	(void)mark_sock(kc, fd, &s);
+	/* a failure leaves the socket unmarked: the old rule applies to it */
+	(void)bpf_map_update_elem(kc->socks_fd, &fd, &s, BPF_ANY);
 }
 
 static enum kc_peer peer_of(struct kcompat *kc, int fd)
@@ -371,45 +348,15 @@ static enum kc_peer peer_of(struct kcompat *kc, int fd)
 	return kc_peer_from_flags(found, found ? s.flags : 0);
 }
 
-uint32_t kcompat_mark_client(struct kcompat *kc, int fd)
+void kcompat_mark_client(struct kcompat *kc, int fd)
 {
-	struct kc_sock s = {.flags = KC_SOCK_USMC};
-	uint32_t slot;
-
-	if (!kc)
-		return 0;
-	if (kc->peers && treiber_pop(&kc->free_slots, &slot)) {
-		s.slot = slot + 1;
-		s.gen = ++kc->slot_gen[slot] & KC_PEER_GEN_MASK;
-	}
-	if (mark_sock(kc, fd, &s))
-		kcompat_client_forget(kc, &s.slot);
-	return s.slot;
+	if (kc)
+		mark(kc, fd);
 }
 
-void kcompat_client_forget(struct kcompat *kc, uint32_t *ticket)
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
 {
-	if (kc && *ticket)
-		treiber_push(&kc->free_slots, *ticket - 1);
-	*ticket = 0;
-}
-
-enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket)
-{
-	uint32_t slot, v;
-	bool mine;
-
-	if (!kc)
-		return KC_PEER_UNKNOWN;
-	if (!*ticket)
-		return peer_of(kc, fd);
-	slot = *ticket - 1;
-	v = __atomic_load_n(&kc->peers[slot], __ATOMIC_ACQUIRE);
-	mine = v >> KC_PEER_GEN_SHIFT == (kc->slot_gen[slot] & KC_PEER_GEN_MASK);
-	kcompat_client_forget(kc, ticket);
-	/* not written for this holder: the program did not see the SYN-ACK
-	 * (detached since?): the socket's storage says what it knows */
-	return mine ? kc_peer_from_flags(true, v & KC_PEER_FLAGS_MASK) : peer_of(kc, fd);
+	return kc ? peer_of(kc, fd) : KC_PEER_UNKNOWN;
 }
 
 static int netns_cookie(int fd, uint64_t *out)
@@ -570,17 +517,11 @@ void kcompat_close(struct kcompat *kc)
 {
 }
 
-uint32_t kcompat_mark_client(struct kcompat *kc, int fd)
+void kcompat_mark_client(struct kcompat *kc, int fd)
 {
-	return 0;
 }
 
-void kcompat_client_forget(struct kcompat *kc, uint32_t *ticket)
-{
-	*ticket = 0;
-}
-
-enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket)
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
 {
 	return KC_PEER_UNKNOWN;
 }

@@ -39,23 +39,7 @@
 
 struct kc_sock {
 	__u32 flags;
-	__u32 slot; /* a client's entry in usmc_peers, + 1; 0: none */
-	__u32 gen;  /* what that entry's holder expects in it (KC_PEER_GEN_MASK) */
-	__u32 pad;
 };
-
-/*
- * usmc_peers (BPF_MAP_TYPE_ARRAY, BPF_F_MMAPABLE): what a connecting
- * client's SYN-ACK said, written by the program when the connection is
- * established, (gen << KC_PEER_GEN_SHIFT) | its usmc_socks flags, and read
- * by libusmc from its mapping of the array: no bpf() call per connection.
- * A slot belongs to one connecting socket at a time; gen tells a value
- * written for this holder from one left by a previous one.
- */
-#define KC_PEER_SLOTS	   8192
-#define KC_PEER_GEN_SHIFT  8
-#define KC_PEER_GEN_MASK   0xffffffu
-#define KC_PEER_FLAGS_MASK 0xffu
 
 /*
  * A usmc listener, found from its SYN-ACKs: those run on a request socket,

@@ -191,16 +191,11 @@ static void test_congested_listener(void **state)
 static int stalled_smc_client(const struct fixture *f, const struct sockaddr *to, socklen_t len)
 {
 	int fd = socket(to->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	uint32_t ticket;
 
 	assert_true(fd >= 0);
-	ticket = kcompat_mark_client(f->ctx->kc, fd);
-	assert_int_not_equal(ticket, 0); /* a slot of the mapped usmc_peers */
+	kcompat_mark_client(f->ctx->kc, fd);
 	assert_int_equal(connect(fd, to, len), 0);
-	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd, &ticket), KC_PEER_SMC);
-	assert_int_equal(ticket, 0); /* consumed */
-	/* without a slot, the socket's storage (a bpf() lookup) agrees */
-	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd, &ticket), KC_PEER_SMC);
+	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd), KC_PEER_SMC);
 	assert_int_equal(send(fd, linux_v2_proposal, sizeof(linux_v2_proposal), 0),
 			 (ssize_t)sizeof(linux_v2_proposal));
 	return fd;
@@ -318,13 +313,11 @@ static void test_real_congestion(void **state)
 static int raw_client(const struct fixture *f, const struct sockaddr_in *to, bool smc)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	uint32_t ticket = 0;
 
 	assert_true(fd >= 0);
 	if (smc)
-		ticket = kcompat_mark_client(f->ctx->kc, fd);
+		kcompat_mark_client(f->ctx->kc, fd);
 	assert_int_equal(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
-	kcompat_client_forget(f->ctx->kc, &ticket);
 	return fd;
 }
 
