@@ -265,13 +265,6 @@ static const void *map_array(struct kcompat *kc, const char *name, size_t size, 
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* A failure leaves the answers to bpf() lookups. */
-static void map_arrays(struct kcompat *kc)
-{
-	kc->estab = map_array(kc, "usmc_estab", sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS,
-			      &kc->estab_len);
-}
-
 static int load(struct kcompat *kc, struct usmc_logger *log)
 {
 	int rc;
@@ -286,7 +279,9 @@ static int load(struct kcompat *kc, struct usmc_logger *log)
 	kc->listeners_fd = map_fd(kc->obj, "usmc_listeners");
 	if (kc->socks_fd < 0 || kc->listeners_fd < 0)
 		return -ENOENT;
-	map_arrays(kc);
+	/* not mappable: every accepted socket's kind by a bpf() lookup */
+	kc->estab = map_array(kc, "usmc_estab", sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS,
+			      &kc->estab_len);
 	return attach(kc, log);
 }
 
@@ -378,6 +373,11 @@ void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 	    kc_listen_key_make(cookie, (struct sockaddr *)&ss, &ls->key))
 		return;
 	ls->slot = kc_listen_slot(ls->key.netns_cookie, ls->key.port);
+	/* what the slot counted before this listener (one closed on the same
+	 * port, one sharing the slot) is not ours to take */
+	for (int k = 0; kc->estab && k < KC_ESTAB_KINDS; k++)
+		atomic_init(&ls->taken[k],
+			    __atomic_load_n(&kc->estab[ls->slot].n[k], __ATOMIC_RELAXED));
 	/* a port shared with another usmc listener (SO_REUSEPORT) keeps the
 	 * entry it has: one congestion state per port */
 	if (bpf_map_update_elem(kc->listeners_fd, &ls->key, &v, BPF_NOEXIST) && errno != EEXIST)

@@ -90,7 +90,8 @@ int kcompat_client_decline(enum kc_peer peer, int fd, uint32_t reason);
 int kcompat_take_decline(enum kc_peer peer, int fd, uint8_t *buf, ssize_t n, uint32_t *reason);
 
 /* A listener's registration; written before its threads start, then only
- * congested changes (atomically, from the accept thread and workers). */
+ * congested and storm_until_ns change (atomically, from the accept thread
+ * and workers), and the accept thread's taken and lookups. */
 struct kcompat_lsn {
 	bool active;			/* fixed: the program runs for this listener */
 	atomic_bool congested;		/* last value written to the map */

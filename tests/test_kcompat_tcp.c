@@ -344,6 +344,8 @@ static void test_accepted_kind_from_counts(void **state)
 	struct kcompat_lsn ls;
 
 	assert_true(lfd >= 0);
+	/* its accepted sockets inherit it: the port can be bound again below */
+	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
 	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
 	kcompat_listener_prepare(f->ctx->kc, lfd, &ls);
 	assert_int_equal(listen(lfd, 16), 0);
@@ -371,6 +373,23 @@ static void test_accepted_kind_from_counts(void **state)
 	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_SMC);
 	assert_int_equal(atomic_load(&ls.lookups), 1);
 
+	kcompat_listener_forget(f->ctx->kc, &ls);
+	while (n > 0)
+		close(fds[--n]);
+	close(lfd);
+
+	/* a new listener on the same port starts from the slot's counts:
+	 * what the old one left is not pending for it */
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	kcompat_listener_prepare(f->ctx->kc, lfd, &ls);
+	assert_int_equal(listen(lfd, 16), 0);
+	kcompat_listener_started(f->ctx->kc, lfd, &ls);
+	assert_true(ls.active);
+	fds[n++] = raw_client(f, &a, true);
+	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_SMC);
+	assert_int_equal(atomic_load(&ls.lookups), 0);
 	kcompat_listener_forget(f->ctx->kc, &ls);
 	while (n > 0)
 		close(fds[--n]);
