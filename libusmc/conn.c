@@ -97,6 +97,7 @@ void conn_destroy(struct usmc_conn *c)
 {
 	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
 	chs_free(c);			/* an asynchronous connect that did not end */
+	kcompat_client_forget(c->ctx->kc, &c->kc_ticket);
 	if (c->serve)
 		smcr_clc_serve_abort(c->serve); /* listener closed while it waited */
 	free(c->serve);
@@ -194,7 +195,7 @@ static int connect_precheck(struct usmc_conn *c)
 		return 0;
 	}
 	/* kernel-compat: no SMC option on the SYN-ACK, no CLC (kcompat.h) */
-	c->kc_peer = kcompat_client_peer(c->ctx->kc, c->fd);
+	c->kc_peer = kcompat_client_peer(c->ctx->kc, c->fd, &c->kc_ticket);
 	if (c->kc_peer == KC_PEER_NOSMC) {
 		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
 		return 0;
@@ -442,7 +443,8 @@ static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr,
 	memcpy(&c->peer, addr, addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer));
 	c->peer_len = addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer);
 	if (c->opts.v[USMC_OPT_SMC])
-		kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
+		c->kc_ticket =
+			kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
 	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
 		return -errno;
 	if (c->nonblock)

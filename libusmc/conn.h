@@ -39,6 +39,7 @@ struct usmc_conn {
 	bool counted_open;    /* counted in ctx->open_conns */
 	bool decline_at_once; /* listener congested: decline in the accept thread */
 	int kc_peer;	      /* enum kc_peer: SMC option seen in the handshake */
+	uint32_t kc_ticket;   /* kcompat_mark_client()'s, until the connect ends */
 	/* listener: the length of a whole CLC message the accept thread saw
 	 * waiting on @fd (peeked), so the worker takes it with one recv() */
 	size_t clc_waiting;

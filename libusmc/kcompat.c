@@ -15,6 +15,7 @@
 #include "clc_io.h"
 #include "kcompat.h"
 #include "log.h"
+#include "treiber.h"
 
 #ifdef USMC_HAVE_BPF
 #include <bpf/bpf.h>
@@ -125,11 +126,20 @@ int kcompat_take_decline(enum kc_peer peer, int fd, uint8_t *buf, ssize_t n, uin
 struct kcompat {
 	struct bpf_object *obj;
 	struct bpf_link *link;
-	int socks_fd;			  /* usmc_socks: per-socket flags, keyed by fd */
-	int listeners_fd;		  /* usmc_listeners: per-port congestion + counters */
-	char cgroup[PATH_MAX];		  /* where the program is attached (set once) */
+	int socks_fd;	       /* usmc_socks: per-socket flags, keyed by fd */
+	int listeners_fd;      /* usmc_listeners: per-port congestion + counters */
+	char cgroup[PATH_MAX]; /* where the program is attached (set once) */
+
+	/* usmc_peers, mapped read-only (NULL: not mappable, every client
+	 * asks with bpf()); a connecting client holds one slot, taken from
+	 * free_slots, until it has read it */
+	const uint64_t *peers;
+	size_t peers_len;
 	const struct kc_lsn_estab *estab; /* usmc_estab, mapped read-only, or NULL */
 	size_t estab_len;
+	struct treiber_stack free_slots;
+	_Atomic uint32_t slot_next[KC_PEER_SLOTS]; /* free_slots' links */
+	uint32_t slot_gen[KC_PEER_SLOTS];	   /* each written by its slot's holder */
 };
 
 /* ---- loading ----------------------------------------------------------- */
@@ -265,6 +275,21 @@ static const void *map_array(struct kcompat *kc, const char *name, size_t size, 
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* The mapping's stride is the array's element size (kcompat_abi.h). */
+_Static_assert(sizeof(uint64_t) % 8 == 0 && sizeof(struct kc_lsn_estab) % 8 == 0,
+	       "a mapped array's values are 8-byte aligned: no padding between ours");
+
+/* The clients' slots: without them every client asks with bpf(). */
+static void map_client_slots(struct kcompat *kc)
+{
+	kc->peers = map_array(kc, "usmc_peers", sizeof(uint64_t) * KC_PEER_SLOTS, &kc->peers_len);
+	if (!kc->peers)
+		return;
+	treiber_init(&kc->free_slots, kc->slot_next, KC_PEER_SLOTS);
+	for (uint32_t i = KC_PEER_SLOTS; i-- > 0;)
+		treiber_push(&kc->free_slots, i);
+}
+
 static int load(struct kcompat *kc, struct usmc_logger *log)
 {
 	int rc;
@@ -282,6 +307,7 @@ static int load(struct kcompat *kc, struct usmc_logger *log)
 	/* not mappable: every accepted socket's kind by a bpf() lookup */
 	kc->estab = map_array(kc, "usmc_estab", sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS,
 			      &kc->estab_len);
+	map_client_slots(kc);
 	return attach(kc, log);
 }
 
@@ -289,6 +315,8 @@ void kcompat_close(struct kcompat *kc)
 {
 	if (!kc)
 		return;
+	if (kc->peers)
+		munmap((void *)kc->peers, kc->peers_len);
 	if (kc->estab)
 		munmap((void *)kc->estab, kc->estab_len);
 	bpf_link__destroy(kc->link);
@@ -327,12 +355,17 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 
 /* ---- sockets ----------------------------------------------------------- */
 
+/* A failure leaves the socket unmarked: the old rule applies to it. */
+static int mark_sock(struct kcompat *kc, int fd, const struct kc_sock *s)
+{
+	return bpf_map_update_elem(kc->socks_fd, &fd, s, BPF_ANY);
+}
+
 static void mark(struct kcompat *kc, int fd)
 {
 	struct kc_sock s = {.flags = KC_SOCK_USMC};
 
-	/* a failure leaves the socket unmarked: the old rule applies to it */
-	(void)bpf_map_update_elem(kc->socks_fd, &fd, &s, BPF_ANY);
+	(void)mark_sock(kc, fd, &s);
 }
 
 static enum kc_peer peer_of(struct kcompat *kc, int fd)
@@ -343,15 +376,49 @@ static enum kc_peer peer_of(struct kcompat *kc, int fd)
 	return kc_peer_from_flags(found, found ? s.flags : 0);
 }
 
-void kcompat_mark_client(struct kcompat *kc, int fd)
+uint32_t kcompat_mark_client(struct kcompat *kc, int fd)
 {
-	if (kc)
-		mark(kc, fd);
+	struct kc_sock s = {.flags = KC_SOCK_USMC};
+	uint32_t slot;
+
+	if (!kc)
+		return 0;
+	if (kc->peers && treiber_pop(&kc->free_slots, &slot)) {
+		s.slot = slot + 1;
+		do /* 0 is what a slot never written holds */
+			s.gen = ++kc->slot_gen[slot];
+		while (!s.gen);
+	}
+	if (mark_sock(kc, fd, &s))
+		kcompat_client_forget(kc, &s.slot);
+	return s.slot;
 }
 
-enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
+void kcompat_client_forget(struct kcompat *kc, uint32_t *ticket)
 {
-	return kc ? peer_of(kc, fd) : KC_PEER_UNKNOWN;
+	if (kc && *ticket)
+		treiber_push(&kc->free_slots, *ticket - 1);
+	*ticket = 0;
+}
+
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket)
+{
+	uint32_t slot;
+	uint64_t v;
+	bool mine;
+
+	if (!kc)
+		return KC_PEER_UNKNOWN;
+	if (!*ticket)
+		return peer_of(kc, fd);
+	slot = *ticket - 1;
+	v = __atomic_load_n(&kc->peers[slot], __ATOMIC_ACQUIRE);
+	mine = (uint32_t)(v >> KC_PEER_GEN_SHIFT) == kc->slot_gen[slot];
+	kcompat_client_forget(kc, ticket);
+	/* not written for this holder: the program did not see the SYN-ACK
+	 * (detached since?): the socket's storage says what it knows */
+	return mine ? kc_peer_from_flags(true, (uint32_t)(v & KC_PEER_FLAGS_MASK))
+		    : peer_of(kc, fd);
 }
 
 static int netns_cookie(int fd, uint64_t *out)
@@ -517,11 +584,17 @@ void kcompat_close(struct kcompat *kc)
 {
 }
 
-void kcompat_mark_client(struct kcompat *kc, int fd)
+uint32_t kcompat_mark_client(struct kcompat *kc, int fd)
 {
+	return 0;
 }
 
-enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd)
+void kcompat_client_forget(struct kcompat *kc, uint32_t *ticket)
+{
+	*ticket = 0;
+}
+
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket)
 {
 	return KC_PEER_UNKNOWN;
 }

@@ -61,11 +61,24 @@ void kcompat_close(struct kcompat *kc);
 
 /* ---- client --------------------------------------------------------- */
 
-/* Mark socket @fd (before connect()) so that its SYN carries the option. */
-void kcompat_mark_client(struct kcompat *kc, int fd);
+/*
+ * Mark socket @fd (before connect()) so that its SYN carries the option.
+ * Returns a ticket for kcompat_client_peer(): a slot of the mapped
+ * usmc_peers array, where the program writes what the SYN-ACK said (0:
+ * none, the answer then costs a bpf() lookup).
+ */
+uint32_t kcompat_mark_client(struct kcompat *kc, int fd);
 
-/* After the handshake: did the server's SYN-ACK carry the option? */
-enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd);
+/*
+ * After the handshake: did the server's SYN-ACK carry the option? Call it
+ * once the connect's end was read with getsockopt(TCP_INFO), which takes
+ * the socket's lock after the program ran (conn.c tcp_connect_done()).
+ * Consumes *@ticket (sets it to 0).
+ */
+enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket);
+
+/* A connect that ended before kcompat_client_peer(): its slot back. */
+void kcompat_client_forget(struct kcompat *kc, uint32_t *ticket);
 
 /*
  * The client will not propose: if the server expects CLC (@peer, what the

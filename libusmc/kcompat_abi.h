@@ -39,7 +39,28 @@
 
 struct kc_sock {
 	__u32 flags;
+	__u32 slot; /* a client's entry in usmc_peers, + 1; 0: none */
+	__u32 gen;  /* what that entry's holder expects in it; never 0 */
+	__u32 pad;
 };
+
+/*
+ * usmc_peers (BPF_MAP_TYPE_ARRAY, BPF_F_MMAPABLE): what a connecting
+ * client's SYN-ACK said, written by the program when the connection is
+ * established, (gen << KC_PEER_GEN_SHIFT) | its usmc_socks flags, and read
+ * by libusmc from its mapping of the array: no bpf() call per connection.
+ * A slot belongs to one connecting socket at a time; gen tells a value
+ * written for this holder from one left by a previous one.
+ *
+ * The values are 8 bytes because that is the mapping's stride whatever
+ * their size: an array's elements are 8-byte aligned (kernel/bpf/
+ * arraymap.c, elem_size = round_up(value_size, 8)). With 4-byte values
+ * slot i sits at byte 8 i, not 4 i, and reading it as a __u32[] mixes
+ * slots up (a first version did, reverted in fee0fb1).
+ */
+#define KC_PEER_SLOTS	   8192
+#define KC_PEER_GEN_SHIFT  32
+#define KC_PEER_FLAGS_MASK 0xffffffffu
 
 /*
  * A usmc listener, found from its SYN-ACKs: those run on a request socket,

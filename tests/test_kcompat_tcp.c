@@ -191,11 +191,16 @@ static void test_congested_listener(void **state)
 static int stalled_smc_client(const struct fixture *f, const struct sockaddr *to, socklen_t len)
 {
 	int fd = socket(to->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint32_t ticket;
 
 	assert_true(fd >= 0);
-	kcompat_mark_client(f->ctx->kc, fd);
+	ticket = kcompat_mark_client(f->ctx->kc, fd);
+	assert_int_not_equal(ticket, 0); /* a slot of the mapped usmc_peers */
 	assert_int_equal(connect(fd, to, len), 0);
-	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd), KC_PEER_SMC);
+	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd, &ticket), KC_PEER_SMC);
+	assert_int_equal(ticket, 0); /* consumed */
+	/* without a slot, the socket's storage (a bpf() lookup) agrees */
+	assert_int_equal(kcompat_client_peer(f->ctx->kc, fd, &ticket), KC_PEER_SMC);
 	assert_int_equal(send(fd, linux_v2_proposal, sizeof(linux_v2_proposal), 0),
 			 (ssize_t)sizeof(linux_v2_proposal));
 	return fd;
@@ -313,11 +318,13 @@ static void test_real_congestion(void **state)
 static int raw_client(const struct fixture *f, const struct sockaddr_in *to, bool smc)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint32_t ticket = 0;
 
 	assert_true(fd >= 0);
 	if (smc)
-		kcompat_mark_client(f->ctx->kc, fd);
+		ticket = kcompat_mark_client(f->ctx->kc, fd);
 	assert_int_equal(connect(fd, (const struct sockaddr *)to, sizeof(*to)), 0);
+	kcompat_client_forget(f->ctx->kc, &ticket);
 	return fd;
 }
 
@@ -396,6 +403,51 @@ static void test_accepted_kind_from_counts(void **state)
 	close(lfd);
 }
 
+/* Clients holding their slots at once, their SYN-ACKs alternately with and
+ * without the option: each reads its own answer from its slot (the
+ * mapping's stride is the array's 8-byte element, kcompat_abi.h), and the
+ * socket's storage agrees. */
+static void test_client_slots(void **state)
+{
+	struct fixture *f = need_kcompat(state);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), cfd[8], sfd[8];
+	uint32_t ticket[8];
+	struct kcompat_lsn ls;
+
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	kcompat_listener_prepare(f->ctx->kc, lfd, &ls);
+	assert_int_equal(listen(lfd, 16), 0);
+	kcompat_listener_started(f->ctx->kc, lfd, &ls);
+	assert_true(ls.active);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+	for (int i = 0; i < 8; i++) {
+		/* odd ones: the listener withholds the option */
+		kcompat_listener_set_congested(f->ctx->kc, &ls, i & 1);
+		cfd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(cfd[i] >= 0);
+		ticket[i] = kcompat_mark_client(f->ctx->kc, cfd[i]);
+		assert_int_not_equal(ticket[i], 0);
+		assert_int_equal(connect(cfd[i], (struct sockaddr *)&a, sizeof(a)), 0);
+		sfd[i] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(sfd[i] >= 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		enum kc_peer want = i & 1 ? KC_PEER_NOSMC : KC_PEER_SMC;
+		uint32_t none = 0;
+
+		assert_int_equal(kcompat_client_peer(f->ctx->kc, cfd[i], &ticket[i]), want);
+		assert_int_equal(ticket[i], 0);
+		assert_int_equal(kcompat_client_peer(f->ctx->kc, cfd[i], &none), want);
+		close(cfd[i]);
+		close(sfd[i]);
+	}
+	kcompat_listener_forget(f->ctx->kc, &ls);
+	close(lfd);
+}
+
 /* A dual-stack IPv6 listener: IPv4 (mapped) and IPv6 clients alike. */
 static void test_dual_stack_listener(void **state)
 {
@@ -440,6 +492,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_congested_listener, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dual_stack_listener, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_accepted_kind_from_counts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_client_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_real_congestion, setup, teardown),
 	};
 

@@ -54,6 +54,14 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, KC_PEER_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} usmc_peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, KC_LSN_SLOTS);
 	__type(key, __u32);
 	__type(value, struct kc_lsn_estab);
@@ -234,6 +242,21 @@ static void write_hdr(struct bpf_sock_ops *skops)
 		bpf_store_hdr_opt(skops, opt, sizeof(opt), 0);
 }
 
+/* A client's flags to its usmc_peers slot, which libusmc reads without a
+ * bpf() call: one 64-bit store, under the socket's lock, which the
+ * library's getsockopt(TCP_INFO) takes before it reads the slot. */
+static void publish_peer(const struct kc_sock *s)
+{
+	__u32 i = s->slot - 1;
+	__u64 *v;
+
+	if (!s->slot)
+		return;
+	v = bpf_map_lookup_elem(&usmc_peers, &i);
+	if (v)
+		*v = (__u64)s->gen << KC_PEER_GEN_SHIFT | s->flags;
+}
+
 /* Client: the SYN-ACK that completes the handshake is in skb_data. */
 static void active_established(struct bpf_sock_ops *skops)
 {
@@ -246,6 +269,7 @@ static void active_established(struct bpf_sock_ops *skops)
 	if (bpf_load_hdr_opt(skops, opt, sizeof(opt), 0) > 0)
 		s->flags |= KC_SOCK_PEER_SMC;
 	set_write_cb(skops, 0); /* no callbacks for data segments */
+	publish_peer(s);
 }
 
 /* The accepted socket's storage from its flow entry; what it got. */
