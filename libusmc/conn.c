@@ -442,9 +442,9 @@ static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr,
 	}
 	memcpy(&c->peer, addr, addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer));
 	c->peer_len = addrlen < sizeof(c->peer) ? addrlen : sizeof(c->peer);
+	/* kernel-compat: the SYN carries the option */
 	if (c->opts.v[USMC_OPT_SMC])
-		c->kc_ticket =
-			kcompat_mark_client(c->ctx->kc, c->fd); /* kernel-compat: SYN option */
+		c->kc_ticket = kcompat_mark_client(c->ctx->kc, c->fd);
 	if (connect(c->fd, addr, addrlen) && errno != EINPROGRESS)
 		return -errno;
 	if (c->nonblock)

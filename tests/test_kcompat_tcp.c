@@ -339,6 +339,34 @@ static enum kc_peer raw_accept(const struct fixture *f, int lfd, struct kcompat_
 	return kcompat_server_peer(f->ctx->kc, ls, fd);
 }
 
+/* A loopback listener registered with the program, on @a's port (0: any;
+ * set to the one bound). SO_REUSEADDR, which its accepted sockets inherit,
+ * lets the port be bound again while they close. */
+static int raw_listen(const struct fixture *f, struct sockaddr_in *a, struct kcompat_lsn *ls)
+{
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	socklen_t alen = sizeof(*a);
+
+	assert_true(lfd >= 0);
+	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)a, sizeof(*a)), 0);
+	kcompat_listener_prepare(f->ctx->kc, lfd, ls);
+	assert_int_equal(listen(lfd, 16), 0);
+	kcompat_listener_started(f->ctx->kc, lfd, ls);
+	assert_true(ls->active);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)a, &alen), 0);
+	return lfd;
+}
+
+/* The listener and every socket in @fds closed. */
+static void raw_unlisten(const struct fixture *f, int lfd, struct kcompat_lsn *ls, int *fds, int *n)
+{
+	kcompat_listener_forget(f->ctx->kc, ls);
+	while (*n > 0)
+		close(fds[--*n]);
+	close(lfd);
+}
+
 /* The accept side reads an accepted socket's kind from the program's
  * counts, without a bpf() lookup, while one kind is pending; with two it
  * asks the socket, and the answers stay right either way. */
@@ -346,19 +374,8 @@ static void test_accepted_kind_from_counts(void **state)
 {
 	struct fixture *f = need_kcompat(state);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t alen = sizeof(a);
-	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), fds[16], n = 0;
 	struct kcompat_lsn ls;
-
-	assert_true(lfd >= 0);
-	/* its accepted sockets inherit it: the port can be bound again below */
-	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	kcompat_listener_prepare(f->ctx->kc, lfd, &ls);
-	assert_int_equal(listen(lfd, 16), 0);
-	kcompat_listener_started(f->ctx->kc, lfd, &ls);
-	assert_true(ls.active);
-	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+	int lfd = raw_listen(f, &a, &ls), fds[16], n = 0;
 
 	/* one at a time: each kind read from the counts */
 	fds[n++] = raw_client(f, &a, false);
@@ -380,27 +397,15 @@ static void test_accepted_kind_from_counts(void **state)
 	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_SMC);
 	assert_int_equal(atomic_load(&ls.lookups), 1);
 
-	kcompat_listener_forget(f->ctx->kc, &ls);
-	while (n > 0)
-		close(fds[--n]);
-	close(lfd);
+	raw_unlisten(f, lfd, &ls, fds, &n);
 
 	/* a new listener on the same port starts from the slot's counts:
 	 * what the old one left is not pending for it */
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_int_equal(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	kcompat_listener_prepare(f->ctx->kc, lfd, &ls);
-	assert_int_equal(listen(lfd, 16), 0);
-	kcompat_listener_started(f->ctx->kc, lfd, &ls);
-	assert_true(ls.active);
+	lfd = raw_listen(f, &a, &ls);
 	fds[n++] = raw_client(f, &a, true);
 	assert_int_equal(raw_accept(f, lfd, &ls, fds, &n), KC_PEER_SMC);
 	assert_int_equal(atomic_load(&ls.lookups), 0);
-	kcompat_listener_forget(f->ctx->kc, &ls);
-	while (n > 0)
-		close(fds[--n]);
-	close(lfd);
+	raw_unlisten(f, lfd, &ls, fds, &n);
 }
 
 /* Clients holding their slots at once, their SYN-ACKs alternately with and
@@ -411,18 +416,9 @@ static void test_client_slots(void **state)
 {
 	struct fixture *f = need_kcompat(state);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t alen = sizeof(a);
-	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), cfd[8], sfd[8];
-	uint32_t ticket[8];
 	struct kcompat_lsn ls;
-
-	assert_true(lfd >= 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	kcompat_listener_prepare(f->ctx->kc, lfd, &ls);
-	assert_int_equal(listen(lfd, 16), 0);
-	kcompat_listener_started(f->ctx->kc, lfd, &ls);
-	assert_true(ls.active);
-	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+	int lfd = raw_listen(f, &a, &ls), cfd[8], sfd[8];
+	uint32_t ticket[8];
 	for (int i = 0; i < 8; i++) {
 		/* odd ones: the listener withholds the option */
 		kcompat_listener_set_congested(f->ctx->kc, &ls, i & 1);
