@@ -56,7 +56,7 @@ struct kc_sock {
  * their size: an array's elements are 8-byte aligned (kernel/bpf/
  * arraymap.c, elem_size = round_up(value_size, 8)). With 4-byte values
  * slot i sits at byte 8 i, not 4 i, and reading it as a __u32[] mixes
- * slots up (a first version did, reverted in fee0fb1).
+ * slots up (a first version did, reverted in c1e0481).
  */
 #define KC_PEER_SLOTS	   8192
 #define KC_PEER_GEN_SHIFT  32
