@@ -275,8 +275,9 @@ static const void *map_array(struct kcompat *kc, const char *name, size_t size, 
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* The mapping's stride is the array's element size (kcompat_abi.h). */
-_Static_assert(sizeof(uint64_t) % 8 == 0 && sizeof(struct kc_lsn_estab) % 8 == 0,
+/* The mapping's stride is the array's element size, a multiple of 8
+ * (kcompat_abi.h): usmc_peers holds __u64, and usmc_estab this. */
+_Static_assert(sizeof(struct kc_lsn_estab) % 8 == 0,
 	       "a mapped array's values are 8-byte aligned: no padding between ours");
 
 /* The clients' slots: without them every client asks with bpf(). */
@@ -517,6 +518,15 @@ static const enum kc_peer peer_of_kind[KC_ESTAB_KINDS] = {
 	[KC_ESTAB_CONGESTED] = KC_PEER_CONGESTED,
 };
 
+/* The kind whose sockets peer_of_kind[] says are @p's. */
+static enum kc_estab_kind kind_of_peer(enum kc_peer p)
+{
+	for (int k = 0; k < KC_ESTAB_KINDS; k++)
+		if (peer_of_kind[k] == p)
+			return (enum kc_estab_kind)k;
+	return KC_ESTAB_PLAIN; /* unreachable: kcompat_server_peer() maps to one */
+}
+
 /* The kind of an accepted socket from the mapped counts, or -1. */
 static int estab_kind(struct kcompat *kc, struct kcompat_lsn *ls)
 {
@@ -550,9 +560,7 @@ enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int
 		 * SYN had the option: no storage means the peer is plain TCP */
 		if (p == KC_PEER_UNKNOWN)
 			p = KC_PEER_NOSMC;
-		kind = p == KC_PEER_SMC		? KC_ESTAB_SMC
-		       : p == KC_PEER_CONGESTED ? KC_ESTAB_CONGESTED
-						: KC_ESTAB_PLAIN;
+		kind = kind_of_peer(p);
 	}
 	atomic_fetch_add_explicit(&ls->taken[kind], 1, memory_order_relaxed);
 	return p;

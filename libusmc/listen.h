@@ -26,6 +26,14 @@ struct usmc_conn;
 struct probing;
 struct accept_backend_ops;
 
+/* Refused SMC clients in a storm (listen_storm_demand()). */
+#define LISTEN_DEMAND_WINDOW_MS 250
+
+struct listen_demand {
+	int64_t since_ns; /* the window's start */
+	uint64_t n;	  /* SMC clients refused in it */
+};
+
 /*
  * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock here and
  * hs.lock in the pool; none is ever held while another lock is taken, or
@@ -35,14 +43,6 @@ struct accept_backend_ops;
  * by usmc_listen() before any thread starts and only read afterwards;
  * atomics need no lock.
  */
-/* Refused SMC clients in a storm (listen_storm_demand()). */
-#define LISTEN_DEMAND_WINDOW_MS 250
-
-struct listen_demand {
-	int64_t since_ns; /* the window's start */
-	uint64_t n;	  /* SMC clients refused in it */
-};
-
 struct usmc_listener {
 	struct usmc_ctx *ctx; /* fixed */
 	unsigned int flags;   /* fixed: USMC_LISTEN_* */
@@ -100,7 +100,7 @@ struct usmc_listener {
 	_Atomic int64_t storm_hold_ns;	/* the storm's hold (listen_storm_renew()) */
 	_Atomic int64_t next_admit_ns;	/* in a storm, no SMC-R admission before */
 	_Atomic int64_t hs_cost_ns;	/* moving average of a worker's handshake time */
-	struct listen_demand demand;	/* the accept thread's only */
+	struct listen_demand demand;	/* accept thread */
 	atomic_uint_least64_t budget_fallbacks;
 	struct mode_counts modes; /* connections handed to usmc_accept() */
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
