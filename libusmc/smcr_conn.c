@@ -1287,6 +1287,24 @@ static long sc_rd_wait_ms(const struct smcr_conn *sc)
 	return left < 1 ? 1 : left > 1000 ? 1000 : left;
 }
 
+/*
+ * The most a read copies before it updates the consumer cursor. A peer that
+ * writes our whole window per CDC (rx.peer_fills_window, Linux's sender)
+ * then idles until credit comes back: copied a quarter RMB at a time, each
+ * quarter is credited as soon as it is consumed (sc_consumer_update_locked()),
+ * the peer writes its next quarter while we copy the rest, and the stream
+ * settles into quarter-RMB CDCs that overlap the reader's copy instead of
+ * whole windows in turn. A peer that pushes at most half per CDC (usmc's)
+ * overlaps already; for it the extra credits only cost CDCs and writer
+ * wake-ups (measured slower: docs/smcr.md "The stream's cycle").
+ */
+static size_t sc_rx_piece(const struct smcr_conn *sc, int flags)
+{
+	if (!sc->rx.peer_fills_window || (flags & MSG_PEEK))
+		return SIZE_MAX;
+	return sc->rx.rmb_len / 4;
+}
+
 ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
 		   bool nonblock)
 {
@@ -1302,6 +1320,8 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 		if (avail) {
 			if (n > avail)
 				n = avail;
+			if (n > sc_rx_piece(sc, flags))
+				n = sc_rx_piece(sc, flags);
 			ring_copy(sc->rmb->addr, sc->rx.rmb_len,
 				  sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt,
 				  done, n, false);
@@ -1311,6 +1331,8 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 				sc->sent_since_read = false;
 				sc_consumer_update_locked(sc);
 			}
+			if (n < avail)
+				continue; /* one piece of what is here: on to the next */
 			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))
 				break;
 			continue;

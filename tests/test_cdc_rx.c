@@ -229,6 +229,29 @@ static void test_stale_cursors_ignored(void **state)
 	assert_int_equal(s.peer_cons, 900);
 }
 
+/* A CDC that moves the producer by more than half the RMB marks a sender
+ * that fills the window (Linux's); half or less per CDC (usmc's) does not,
+ * however many such CDCs come. */
+static void test_window_filler(void **state)
+{
+	struct cdc_rx_state s = fresh();
+	struct cdc_msg m;
+
+	for (uint64_t prod = RMB / 2; prod <= 4 * (uint64_t)RMB; prod += RMB / 2) {
+		m = cdc(prod, 0);
+		assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+		s.rx_cons = s.rx_cons_sent = prod;
+		assert_false(s.peer_fills_window);
+	}
+	m = cdc(s.rx_prod + RMB / 2 + 1, 0);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(s.peer_fills_window);
+	s.rx_cons = s.rx_cons_sent = s.rx_prod;
+	m = cdc(s.rx_prod + 100, 0);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_true(s.peer_fills_window); /* for the rest of the connection */
+}
+
 static void test_flags(void **state)
 {
 	struct cdc_rx_state s = fresh();
@@ -263,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_hold_end),
 		cmocka_unit_test(test_unblocked_close_no_hold),
 		cmocka_unit_test(test_stale_cursors_ignored),
+		cmocka_unit_test(test_window_filler),
 		cmocka_unit_test(test_flags),
 	};
 

@@ -86,6 +86,8 @@ enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m
 	if ((uint64_t)prod > s->rx_prod) {
 		if (ended && !s->eof_held)
 			return CDC_RX_PROD_AFTER_DONE;
+		if ((uint64_t)prod - s->rx_prod > s->rmb_len / 2)
+			s->peer_fills_window = true;
 		s->rx_prod = (uint64_t)prod;
 	}
 	if ((uint64_t)cons > s->peer_cons)

@@ -55,6 +55,11 @@ struct cdc_rx_state {
 	bool peer_write_blocked, peer_done_writing, peer_closed, peer_abort;
 	bool eof_held;	      /* the peer ended its stream while blocked: EOF waits */
 	bool cons_update_due; /* the peer asked, or waits, for our consumer cursor */
+	/* One CDC moved the producer by more than half our RMB: the peer writes
+	 * all the window it has at once and then waits for credit (Linux does,
+	 * net/smc/smc_tx.c smc_tx_rdma_writes()); a usmc peer pushes at most
+	 * half per CDC. Sticky for the connection. */
+	bool peer_fills_window;
 };
 
 /* Why cdc_rx_apply() refused a message. */
