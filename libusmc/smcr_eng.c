@@ -41,6 +41,7 @@
 #define ENG_SPIN_CEIL_NS  2000000
 #define ENG_WAKE_REF_NS	  4000
 #define ENG_SPIN_YIELD_NS 250000 /* a spinner offers its CPU this often */
+#define ENG_BUSY_YIELD_NS 50000	 /* a busy-poller, once its reply is late */
 #define ENG_CALIB_ROUNDS  9	 /* thread wake-up round trips timed, once per process */
 #define ENG_SLEEP_MAX_MS  1000	 /* re-check the predicate at least this often */
 
@@ -453,13 +454,13 @@ static int64_t spin_budget(const struct smcr_eng *e)
 	return b > e->spin_cap_ns ? e->spin_cap_ns : b;
 }
 
-/* A spinner offers its CPU now and then: the peer, or rxe's workers that
+/* A spinner offers its CPU every @every_ns: the peer, or rxe's workers that
  * carry the reply, may be waiting for it. */
-static void spin_yield(struct lgr *lgr, int64_t *last_ns)
+static void spin_yield(struct lgr *lgr, int64_t *last_ns, int64_t every_ns)
 {
 	int64_t now = now_ns();
 
-	if (now - *last_ns < ENG_SPIN_YIELD_NS)
+	if (now - *last_ns < every_ns)
 		return;
 	sched_yield();
 	eng_count(&lgr->st, ENG_SYSCALLS, 1);
@@ -517,10 +518,17 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 		if (clock_now_ms() >= deadline_ms)
 			break;
 		passes++;
-		if (busy)
+		if (busy) {
+			/* A reply later than twice the usual one most likely waits
+			 * for this CPU (rxe's workers carry it): offer it now and
+			 * then. Earlier, a yield would only delay the usual reply
+			 * (docs/smcr.md "Busy-polling on shared CPUs"). */
+			if (now_ns() - t0 > 2 * e->avg_wait_ns)
+				spin_yield(lgr, &t_yield, ENG_BUSY_YIELD_NS);
 			continue;
+		}
 		if (can_spin && !slept && now_ns() - t0 < budget) {
-			spin_yield(lgr, &t_yield);
+			spin_yield(lgr, &t_yield, ENG_SPIN_YIELD_NS);
 			continue;
 		}
 		pthread_mutex_lock(&e->lock);
