@@ -1296,7 +1296,8 @@ static long sc_rd_wait_ms(const struct smcr_conn *sc)
  * settles into quarter-RMB CDCs that overlap the reader's copy instead of
  * whole windows in turn. A peer that pushes at most half per CDC (usmc's)
  * overlaps already; for it the extra credits only cost CDCs and writer
- * wake-ups (measured slower: docs/smcr.md "The stream's cycle").
+ * wake-ups (measured slower: docs/smcr.md "A sender that fills the
+ * window").
  */
 static size_t sc_rx_piece(const struct smcr_conn *sc, int flags)
 {
