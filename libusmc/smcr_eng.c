@@ -400,8 +400,11 @@ void smcr_eng_want_progress(struct lgr *lgr)
 	kick = e->owner == ENG_FREE;
 	if (kick)
 		e->owner = ENG_PROG;
-	else
+	else if (smcr_eng_scq_demand_locked(lgr))
 		scq_demand_kick_locked(lgr); /* an owner asleep on the receive CQ only */
+	/* else the owner runs the completions already, and woken it would
+	 * arm what it armed before: a hold, a readiness descriptor or a
+	 * close's churn need no wake-up */
 	pthread_mutex_unlock(&e->lock);
 	if (kick)
 		kick_progress(lgr);
