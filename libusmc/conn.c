@@ -161,10 +161,14 @@ static int connect_hold(struct usmc_conn *c, struct smcr_hs *hs, struct sockaddr
 	socklen_t len = sizeof(*ss);
 	struct in_addr peer = {0};
 
-	if (!getpeername(c->fd, (struct sockaddr *)ss, &len)) {
-		hs->peer = ss;
-		smcr_addr_ipv4(ss, &peer);
-	}
+	/* the address connect() was given is the peer's (usmc_conn_connect()
+	 * kept it): no getpeername() */
+	if (c->peer_len)
+		memcpy(ss, &c->peer, c->peer_len);
+	else if (getpeername(c->fd, (struct sockaddr *)ss, &len))
+		return 0;
+	hs->peer = ss;
+	smcr_addr_ipv4(ss, &peer);
 	return peer.s_addr ? lgr_hold_peer(&c->ctx->rdma, peer, held, LGR_HOLD_MAX) : 0;
 }
 
