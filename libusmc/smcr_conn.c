@@ -1319,10 +1319,12 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 		size_t n = total - done;
 
 		if (avail) {
+			size_t piece = sc_rx_piece(sc, flags);
+
 			if (n > avail)
 				n = avail;
-			if (n > sc_rx_piece(sc, flags))
-				n = sc_rx_piece(sc, flags);
+			if (n > piece)
+				n = piece;
 			ring_copy(sc->rmb->addr, sc->rx.rmb_len,
 				  sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt,
 				  done, n, false);
