@@ -167,6 +167,10 @@ static void sc_update_ready_locked(struct smcr_conn *sc)
 #define SC_LINGER 3 /* close: everything sent has completed */
 #define SC_POSTED 4 /* close: its CDC posted (a wait, woken as writers are) */
 
+/* A writer short of room waits this long for the peer's credit before it
+ * asks for our send completions too (sc_wait_locked()). */
+#define SC_ROOM_CREDIT_MS 10
+
 /* Wake the threads waiting on @sc for @what; requires sc->lock. (A
  * waiter that holds the engine's token is not on the condition: glibc's
  * broadcast then makes no system call, so none is counted here; a sleeping
@@ -1117,6 +1121,25 @@ static bool sc_ready_posted(void *arg)
 }
 
 /*
+ * Room comes back with the peer's credit or with our send completions,
+ * whichever is first (sc_snd_free()). In a stream the credit is first (on
+ * rxe up to a millisecond before the completion), and a writer that also
+ * asked for completions was woken twice per CDC, the second time for
+ * nothing. So a writer first waits for the credit alone, with the send CQ
+ * left unarmed; only a peer that reads nothing for SC_ROOM_CREDIT_MS makes
+ * the completions worth a wake-up (they free what it has not consumed, for
+ * the writer to buffer more). Completions that nobody waits for are run by
+ * the next poll meanwhile. Requires sc->lock.
+ */
+static void sc_wait_credit_locked(struct smcr_conn *sc, long deadline)
+{
+	long credit_by = clock_now_ms() + SC_ROOM_CREDIT_MS;
+
+	if (credit_by < deadline)
+		smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, sc_ready_wr, sc, 0, credit_by);
+}
+
+/*
  * Wait at most @ms for what @what needs, running the link group's
  * completions meanwhile (smcr_eng.h: this thread may be the one that polls
  * and sleeps on the channel); requires sc->lock, which it drops meanwhile.
@@ -1136,7 +1159,11 @@ static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 							      : sc_ready_posted;
 
 		sc->wwaiters++;
-		smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, ready, sc, SMCR_WAIT_SCQ, deadline);
+		if (what == SC_WR)
+			sc_wait_credit_locked(sc, deadline);
+		if (!ready(sc) && clock_now_ms() < deadline)
+			smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, ready, sc, SMCR_WAIT_SCQ,
+				      deadline);
 		sc->wwaiters--;
 	}
 }
