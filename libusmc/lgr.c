@@ -352,6 +352,7 @@ static void *lgr_progress(void *arg)
 {
 	struct lgr *lgr = arg;
 	long next_tick = 0;
+	int64_t last_yield_ns = 0;
 	bool ch_watched = false;
 
 	thread_name_set(pthread_self(), "usmc-lgr/%x", lgr->id);
@@ -376,8 +377,12 @@ static void *lgr_progress(void *arg)
 		if (owner && smcr_eng_progress_release(lgr, false))
 			owner = false;
 		if (owner) {
-			if (n || lgr->cfg.busy_poll)
+			if (n)
 				continue;
+			if (lgr->cfg.busy_poll) {
+				smcr_eng_progress_busy_idle(lgr, &last_yield_ns);
+				continue;
+			}
 			/* arm, then drain once more so no completion slips between */
 			smcr_eng_progress_arm(lgr);
 			if (smcr_wr_drain_cq(lgr))

@@ -470,6 +470,13 @@ static void spin_yield(struct lgr *lgr, int64_t *last_ns, int64_t every_ns)
 	*last_ns = now;
 }
 
+void smcr_eng_progress_busy_idle(struct lgr *lgr, int64_t *last_ns)
+{
+	/* it waits for no reply of its own, so it cannot tell a late one:
+	 * rxe's workers get the CPU every ENG_BUSY_YIELD_NS */
+	spin_yield(lgr, last_ns, ENG_BUSY_YIELD_NS);
+}
+
 /* Sleep on the channel (and the kick eventfd) until @deadline_ms at most. */
 static void owner_sleep(struct lgr *lgr, long deadline_ms)
 {

@@ -134,6 +134,10 @@ bool smcr_eng_progress_release(struct lgr *lgr, bool force);
  * wake-up each for their own completion.
  */
 void smcr_eng_progress_arm(struct lgr *lgr);
+/* A busy-polling progress thread that found nothing: offers its CPU every
+ * so often (*@last_ns: when it last did), as an application busy-poller
+ * does once its reply is late (docs/smcr.md "Busy-polling on shared CPUs"). */
+void smcr_eng_progress_busy_idle(struct lgr *lgr, int64_t *last_ns);
 
 /*
  * Send completions are needed as they come: a writer or a linger waits
