@@ -1129,14 +1129,17 @@ static bool sc_ready_posted(void *arg)
  * left unarmed; only a peer that reads nothing for SC_ROOM_CREDIT_MS makes
  * the completions worth a wake-up (they free what it has not consumed, for
  * the writer to buffer more). Completions that nobody waits for are run by
- * the next poll meanwhile. Requires sc->lock.
+ * the next poll meanwhile. Requires sc->lock; true if the wait is over
+ * (room, an error, or @deadline passed).
  */
-static void sc_wait_credit_locked(struct smcr_conn *sc, long deadline)
+static bool sc_wait_credit_locked(struct smcr_conn *sc, long deadline)
 {
 	long credit_by = clock_now_ms() + SC_ROOM_CREDIT_MS;
 
-	if (credit_by < deadline)
-		smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, sc_ready_wr, sc, 0, credit_by);
+	if (credit_by >= deadline)
+		return false;
+	smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, sc_ready_wr, sc, 0, credit_by);
+	return sc_writable(sc) || clock_now_ms() >= deadline;
 }
 
 /*
@@ -1159,9 +1162,7 @@ static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 							      : sc_ready_posted;
 
 		sc->wwaiters++;
-		if (what == SC_WR)
-			sc_wait_credit_locked(sc, deadline);
-		if (!ready(sc) && clock_now_ms() < deadline)
+		if (what != SC_WR || !sc_wait_credit_locked(sc, deadline))
 			smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, ready, sc, SMCR_WAIT_SCQ,
 				      deadline);
 		sc->wwaiters--;
