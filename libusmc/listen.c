@@ -232,6 +232,10 @@ static void update_congestion(struct usmc_listener *l, const struct usmc_opts *o
 
 	if (!o->v[USMC_OPT_AUTO_FALLBACK])
 		return;
+	/* Unserialized, a thread that read the depth before another moved it
+	 * could write its flag after the other's: a pool drained to 0 would
+	 * stay "congested" at SYN time until the next connection came. */
+	pthread_mutex_lock(&l->syn_lock);
 	congested = listen_hs_congested(hs_pool_depth(&l->hs), opts_hs_congestion(o));
 	if (congested && arrival) {
 		struct listen_admit_state st = storm_load(l);
@@ -245,6 +249,7 @@ static void update_congestion(struct usmc_listener *l, const struct usmc_opts *o
 	 * stays refused after the storm (the listener's events, which rewrite
 	 * the flag, stop with it) */
 	kcompat_listener_set_storm(l->ctx->kc, &l->kc, atomic_load(&l->storm_until_ns));
+	pthread_mutex_unlock(&l->syn_lock);
 }
 
 void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts *o)
@@ -420,6 +425,7 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	pthread_cond_init(&l->start_cond, NULL);
 	pthread_mutex_init(&l->qlock, NULL);
 	pthread_mutex_init(&l->park_lock, NULL);
+	pthread_mutex_init(&l->syn_lock, NULL);
 	ctx_copy_opts(ctx, &l->opts);
 	if (flags & USMC_LISTEN_AUTO_FALLBACK)
 		l->opts.v[USMC_OPT_AUTO_FALLBACK] = 1;
@@ -437,6 +443,7 @@ static void listener_free(struct usmc_listener *l)
 	pthread_mutex_destroy(&l->opts_lock);
 	pthread_mutex_destroy(&l->qlock);
 	pthread_mutex_destroy(&l->park_lock);
+	pthread_mutex_destroy(&l->syn_lock);
 	free(l);
 }
 

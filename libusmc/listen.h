@@ -87,6 +87,10 @@ struct usmc_listener {
 	struct conn_fifo parked;   /* guarded by park_lock */
 
 	struct kcompat_lsn kc; /* fixed once listening; congested is atomic */
+	/* the accept thread and the workers each recompute the SYN-time flag
+	 * after they move the queue: one at a time, so that the last write
+	 * follows the last depth (update_congestion()) */
+	pthread_mutex_t syn_lock;
 
 	/* backlog accounting: in_handshake (probe + pool) + queued <= backlog */
 	atomic_uint in_handshake;
