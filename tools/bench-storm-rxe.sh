@@ -42,6 +42,13 @@
 #      STORM_ROWS (default "a b c k u f": a subset, to look at one row;
 #      "p", "t" and "s" add the floors),
 #      STORM_ROUNDS (3), STORM_PERF (1; 0: no perf stat),
+#      STORM_PROFILE (0; 1: perf record -a -g over each client run, and a
+#      second table of where the busy CPU time goes, in % by kind of
+#      work (tools/perf_cost_split.py): rxe, TCP connect/accept, TCP
+#      send/recv, TCP close, AF_UNIX (readiness pairs), epoll, futex,
+#      eventfd, the kernel's SMC, bpf, other system calls, irq, kernel
+#      workers, user space, other kernel; "srv" the server process's part.
+#      Sampling costs CPU: rates are lower than without it),
 #      STORM_WRK (1; 0 skips wrk), STORM_WRK_ROUNDS (3, alternating),
 #      STORM_PORT first port (18800), USMC_PROBE_MS (default here 1000).
 # Exit 1 on any error (either side, wrk socket errors or non-2xx), when a
@@ -57,6 +64,8 @@ USMC_THREADS=${STORM_USMC_THREADS:-}
 ROWS=${STORM_ROWS:-a b c k u f}
 ROUNDS=${STORM_ROUNDS:-3}
 PERF=${STORM_PERF:-1}
+PROFILE=${STORM_PROFILE:-0}
+COST_SPLIT=$(dirname "${BASH_SOURCE[0]}")/perf_cost_split.py
 WRK=${STORM_WRK:-1}
 WRK_ROUNDS=${STORM_WRK_ROUNDS:-3}
 PORT=${STORM_PORT:-18800}
@@ -159,6 +168,19 @@ perf_stop() {
 	wait "$PERF_PID" 2>/dev/null || true
 	PERF_PID=
 }
+# STORM_PROFILE=1: the client run under perf record; after it, the shares
+# of its busy CPU time by kind of work in $OUT/ROW.split ("key share")
+profile_cmd() { # row: the command prefix
+	[ "$PROFILE" = 1 ] || return 0
+	echo perf record -a -g -q -o "$OUT/$1.prof" --
+}
+profile_split() { # row server-pid
+	[ "$PROFILE" = 1 ] || return 0
+	perf script -i "$OUT/$1.prof" -F comm,pid,ip,sym 2>/dev/null |
+		python3 "$COST_SPLIT" --server-pid "$2" >"$OUT/$1.split"
+	rm -f "$OUT/$1.prof"
+}
+COST_KEYS="rxe tcp_conn tcp_io tcp_close unix epoll futex eventfd smc bpf syscall irq kwork user kernel srv"
 perf_count() { # row event: the count, empty if none
 	[ -s "$OUT/$1.perf" ] || return 0
 	awk -F, -v e="$2" '$3 == e && $1 ~ /^[0-9]+$/ { print $1 }' "$OUT/$1.perf"
@@ -210,7 +232,8 @@ run() {
 	t1=$EPOCHREALTIME
 	perf_start "$row"
 	head -1 /proc/stat >"$OUT/$row.stat0"
-	timeout -k 5 $((SECS + CLIENT_SLACK)) "$STORM" -a "$B" -p "$port" -d "$SECS" \
+	# shellcheck disable=SC2046 # profile_cmd's words
+	timeout -k 5 $((SECS + CLIENT_SLACK)) $(profile_cmd "$row") "$STORM" -a "$B" -p "$port" -d "$SECS" \
 		-c "$c" -t "$t" --server none "${cli_args[@]}" \
 		>"$OUT/$row.cli" 2>"$OUT/$row.cli.err" || rc=$?
 	case $rc in
@@ -224,6 +247,7 @@ run() {
 	perf_stop
 	t2=$EPOCHREALTIME
 	stop_server "$pid" || rc=$?
+	profile_split "$row" "$pid"
 	case $rc in
 	0 | 3) ;;
 	*) echo "bench-storm-rxe: $row: server exit $rc" >&2 && fail=1 ;;
@@ -300,6 +324,11 @@ for c in $CLIENTS; do
 				"$(num client_smcr "$cli")") ;;
 			esac
 			put "$k" llc "$llc"
+			for key in $COST_KEYS; do # STORM_PROFILE=1: % of the busy CPU
+				[ -s "$OUT/$row.split" ] || break
+				put "$k" "cost_$key" "$(awk -v k="$key" \
+					'$1 == k { printf "%.1f", $2 * 100 }' "$OUT/$row.split")"
+			done
 			echo "round $r $c clients ${NAME[$k]}: $(field req_per_s "$cli") req/s," \
 				"$msreq ms/req, $(med "$k" sysc | tr -d '\n') sys/conn (median so far)" >&2
 			if ! tcp_only_row "$k" && [ "$(num client_smcr "$cli")" = 0 ]; then
@@ -324,6 +353,17 @@ for c in $CLIENTS; do
 			"$(med "$k" busy)%" "$(med "$k" msreq)" "$(med "$k" kern)%" "$(med "$k" sysc)" \
 			"$(med "$k" csc)" "$(med "$k" llc)" "$(med "$k" budget)" >>"$OUT/table"
 	done
+	if [ "$PROFILE" = 1 ]; then
+		{
+			printf '%-7s %-28s' "$c" "% of busy CPU, by kind"
+			printf ' %6s' ${COST_KEYS//tcp_/t.} && echo
+			for k in $ROWS; do
+				printf '%-7s %-28s' "$c" "${NAME[$k]}"
+				for key in $COST_KEYS; do printf ' %6s' "$(med "$k" "cost_$key")"; done
+				echo
+			done
+		} >>"$OUT/costs"
+	fi
 	line="$c clients:"
 	for q in c/a b/a b/k c/k u/k f/a c/p f/t; do
 		[ -n "${rps[${q%/*}]:-}" ] && [ -n "${rps[${q#*/}]:-}" ] || continue # a row not run
@@ -363,6 +403,13 @@ fi
 echo
 cat "$OUT/table"
 echo
+if [ -s "$OUT/costs" ]; then
+	echo "Where the busy CPU time goes (% of it, medians; perf record -a -g," \
+		"tools/perf_cost_split.py; srv: the server process's part; the profiler's" \
+		"own samples left out, but sampling slows every row: take ms/req from a run without it):"
+	cat "$OUT/costs"
+	echo
+fi
 printf '%s\n' "${summary[@]}"
 if [ "$WRK" = 1 ]; then
 	echo
