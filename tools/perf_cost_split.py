@@ -3,15 +3,17 @@
 """Split a whole-guest CPU profile into what each part of a connection costs.
 
 Reads `perf script -F comm,pid,ip,sym` of a `perf record -a -g` run on
-standard input and sorts every busy sample (idle ones are counted apart)
-into the first category, in the order below, that one of its kernel
-frames names (the profiler's own samples are left out). The order matters: a doorbell's write() that runs rxe's requester
-is rxe work, a TCP segment's softirq inside an epoll_wait() is TCP work.
+standard input and sorts every busy sample (idle ones and the profiler's
+own are counted apart) into the first category, in the order below, that
+one of its kernel frames names. The order matters: a doorbell's write()
+that runs rxe's requester is rxe work, a TCP segment's softirq inside an
+epoll_wait() is TCP work.
 
 Prints one line per category, "key share" (share of the busy samples,
 0 to 1), then "srv share" (the busy samples of --server-pid's threads),
 "idle share" and "perf share" (of all samples). tools/bench-storm-rxe.sh
-(STORM_PROFILE=1) multiplies the shares by its CPU time per connection.
+(STORM_PROFILE=1) prints the shares as percentages; sampling slows the
+run, so CPU time per connection comes from a run without it.
 """
 import argparse
 import re
