@@ -93,8 +93,10 @@ static int connect_clc_blocking(struct usmc_conn *c)
 	return c->nonblock ? conn_make_blocking(c) : 0;
 }
 
-void conn_destroy(struct usmc_conn *c)
+int conn_dismantle(struct usmc_conn *c)
 {
+	int fd = c->fd;
+
 	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
 	chs_free(c);			/* an asynchronous connect that did not end */
 	kcompat_client_forget(c->ctx->kc, &c->kc_ticket);
@@ -104,11 +106,20 @@ void conn_destroy(struct usmc_conn *c)
 	if (c->smcr)
 		smcr_close(c->smcr, true, 0, c->opts.v[USMC_OPT_CLOSE_WAIT_MS]);
 	c->smcr = NULL;
-	if (c->fd >= 0)
-		close(c->fd);
+	/* last use of the context: once the count drops, usmc_ctx_destroy()
+	 * may free it (closing the socket needs no context) */
 	if (c->counted_open)
 		atomic_fetch_sub(&c->ctx->open_conns, 1);
 	free(c);
+	return fd;
+}
+
+void conn_destroy(struct usmc_conn *c)
+{
+	int fd = conn_dismantle(c);
+
+	if (fd >= 0)
+		close(fd);
 }
 
 /* ---- the SMC-R handshake's answer ----------------------------------- */

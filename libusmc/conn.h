@@ -125,4 +125,11 @@ int conn_apply_handshake(struct usmc_conn *c, int rc, const struct smcr_hs *hs);
 /* Close the socket and free; no accounting of the mode (never handed out). */
 void conn_destroy(struct usmc_conn *c);
 
+/*
+ * conn_dismantle() - conn_destroy() but the socket, which it returns still
+ * open (or -1): a caller that must publish the end between the context's
+ * count and the peer's EOF (listener_drop()) closes it itself.
+ */
+int conn_dismantle(struct usmc_conn *c);
+
 #endif

@@ -157,16 +157,26 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 	pthread_mutex_unlock(&l->qlock);
 }
 
+/*
+ * In this order, so that every count a caller can read agrees: the context
+ * stops counting @c open before the listener stops counting it in
+ * handshake (whoever reads in_handshake 0 may destroy the context), and
+ * the peer sees EOF only after both.
+ */
 void listener_drop(struct usmc_listener *l, struct usmc_conn *c, int err)
 {
+	int fd;
+
 	usmc_log(&l->ctx->log, USMC_LOG_INFO, "listener %s: handshake with %s failed: %s: closed",
 		 log_local(c->fd).s, conn_log_peer(c).s, usmc_strerror(err));
 	atomic_fetch_add(&l->hs_failed, 1);
-	atomic_fetch_add(&c->ctx->hs_errors, 1);
+	atomic_fetch_add(&l->ctx->hs_errors, 1);
+	fd = conn_dismantle(c);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	if (atomic_load(&l->paused))
 		accept_thread_wake(l);
-	conn_destroy(c); /* last: the peer sees EOF only once we are consistent */
+	if (fd >= 0)
+		close(fd);
 }
 
 static struct usmc_conn *queue_pop(struct usmc_listener *l)

@@ -22,6 +22,7 @@
 #include <usmc/usmc.h>
 
 #include "common/loopback.h"
+#include "ctx.h"
 #include "linux_proposal.h"
 #include "mono_clock.h"
 
@@ -216,6 +217,59 @@ static void test_malformed_proposal_dropped(void **state)
 	close(fd);
 }
 
+/*
+ * A dropped handshake leaves the counts in an order a caller can rely on:
+ * the context stops counting the connection open before the listener stops
+ * counting it in handshake (whoever reads in_handshake 0 may destroy the
+ * context), and the client sees EOF only after both. The context's registry
+ * lock, held here, stops the drop in its middle, where a wrong order shows
+ * as in_handshake 0 with the connection still open.
+ */
+static void test_dropped_handshake_counted_in_order(void **state)
+{
+	struct env *e = *state;
+	struct usmc_listener_stats st;
+	struct usmc_ctx_stats cs;
+	uint8_t bad[sizeof(linux_v2_proposal)], buf[64];
+	int fd = plain_connect(e), err;
+	long t0;
+	ssize_t n;
+
+	memcpy(bad, linux_v2_proposal, sizeof(bad));
+	bad[sizeof(bad) - 1] ^= 0xFF;
+	t0 = mono_ms();
+	do /* accepted (registered under the lock), probing */
+		usmc_listener_stats(e->l, &st);
+	while (!st.in_handshake && mono_ms() - t0 < 5000 && !usleep(1000));
+	assert_int_equal(st.in_handshake, 1);
+	pthread_mutex_lock(&e->ctx->reg_lock);
+	assert_int_equal(send(fd, bad, sizeof(bad), 0), (ssize_t)sizeof(bad));
+	t0 = mono_ms();
+	do { /* the drop runs up to the lock, then waits */
+		usmc_listener_stats(e->l, &st);
+		usmc_ctx_stats(e->ctx, &cs);
+		if (!st.in_handshake)
+			break;
+		usleep(10000);
+	} while (mono_ms() - t0 < 3 * PROBE_MS);
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	err = errno;
+	pthread_mutex_unlock(&e->ctx->reg_lock); /* before any assert can end the test */
+	assert_int_equal(st.hs_failed, 1);
+	if (!st.in_handshake)
+		assert_int_equal(cs.open_conns, 0);
+	assert_true(n < 0 && err == EAGAIN); /* no EOF before the counts agree */
+	do {
+		n = recv(fd, buf, sizeof(buf), 0);
+	} while (n > 0);
+	assert_true(n == 0 || errno == ECONNRESET);
+	usmc_listener_stats(e->l, &st);
+	usmc_ctx_stats(e->ctx, &cs);
+	assert_int_equal(st.in_handshake, 0);
+	assert_int_equal(cs.open_conns, 0);
+	close(fd);
+}
+
 /* A client that sends part of a CLC header and stops is TCP after the probe
  * timeout, and its bytes are still there for the application. */
 static void test_partial_header_is_tcp(void **state)
@@ -321,6 +375,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tcp_only_listener, setup_tcp_only, teardown),
 		cmocka_unit_test_setup_teardown(test_smc_client_declined, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_proposal_dropped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dropped_handshake_counted_in_order, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_partial_header_is_tcp, setup, teardown),
 		cmocka_unit_test(test_usmc_client_plain_server),
 		cmocka_unit_test(test_usmc_client_plain_server_speaks_first),
