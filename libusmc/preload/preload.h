@@ -184,6 +184,27 @@ int dup_high(int fd);	      /* a close-on-exec duplicate up there */
 extern pid_t my_pid;
 extern bool preload_disabled;
 extern __thread int in_lib; /* the preload is calling into libusmc */
+
+/*
+ * A call into libusmc: while it runs, what libusmc calls of libc goes to
+ * the real libc and the descriptors it opens go to the top of the range
+ * (preload_fds.c). One expression, so in_lib cannot be left raised.
+ */
+#define IN_LIB(call)                        \
+	({                                  \
+		__typeof__(call) in_lib_r_; \
+		in_lib++;                   \
+		in_lib_r_ = (call);         \
+		in_lib--;                   \
+		in_lib_r_;                  \
+	})
+
+/* This thread works for libusmc (or the preload) all its life: every
+ * call it makes goes to the real libc. */
+static inline void in_lib_thread(void)
+{
+	in_lib = 1;
+}
 struct usmc_ctx *preload_ctx(void);
 bool preload_ctx_has_devices(void);
 bool preload_force_gate(void);

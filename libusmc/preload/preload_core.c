@@ -462,9 +462,7 @@ struct usmc_ctx *preload_ctx(void)
 		ctx = g_ctx;
 	} else if (g_ctx_failed_pid != my_pid) {
 		/* a child of fork(): the parent's context is the parent's */
-		in_lib++;
-		rc = usmc_ctx_create(&ctx);
-		in_lib--;
+		rc = IN_LIB(usmc_ctx_create(&ctx));
 		if (rc) {
 			ctx = NULL;
 			g_ctx_failed_pid = my_pid;
@@ -705,7 +703,7 @@ static pid_t reap_thread_pid; /* the process whose reaper thread runs */
 static void *reaper_main(void *arg)
 {
 	(void)arg;
-	in_lib = 1;
+	in_lib_thread();
 	pthread_mutex_lock(&reap_lock);
 	for (;;) {
 		struct reap *r;
@@ -768,12 +766,7 @@ void reaper_close(struct usmc_conn *c, bool abort_it)
 	pthread_mutex_unlock(&reap_lock);
 	if (inline_close) {
 		free(r);
-		in_lib++;
-		if (abort_it)
-			usmc_abort(c);
-		else
-			usmc_close(c);
-		in_lib--;
+		IN_LIB(abort_it ? usmc_abort(c) : usmc_close(c));
 	}
 }
 

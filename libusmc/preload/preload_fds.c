@@ -75,7 +75,7 @@ static void *tramp_main(void *p)
 	struct tramp t = *(struct tramp *)p;
 
 	free(p);
-	in_lib = 1;
+	in_lib_thread();
 	return t.fn(t.arg);
 }
 

@@ -64,23 +64,17 @@ void obj_destroy(struct pobj *o)
 	switch (o->kind) {
 	case PO_LISTEN:
 		close_shadows(o);
-		if (o->l && mine) {
-			in_lib++;
-			usmc_listener_close(o->l);
-			in_lib--;
-		}
+		if (o->l && mine)
+			IN_LIB(usmc_listener_close(o->l));
 		if (o->wakefd >= 0)
 			R.close(o->wakefd);
 		break;
 	case PO_SMCR:
 	case PO_CONNECTING:
-		if (o->c && mine && o->kind == PO_SMCR) {
+		if (o->c && mine && o->kind == PO_SMCR)
 			reaper_close(o->c, o->linger0);
-		} else if (o->c) {
-			in_lib++;
-			usmc_close(o->c); /* a child's copy: forgotten (usmc.h) */
-			in_lib--;
-		}
+		else if (o->c)
+			IN_LIB(usmc_close(o->c)); /* a child's copy: forgotten (usmc.h) */
 		for (int i = 0; i < 2; i++)
 			if (o->gate[i] >= 0)
 				R.close(o->gate[i]);
@@ -149,9 +143,7 @@ int listener_activate(struct pobj *o, int fd)
 	if (k < 0)
 		return PR_LISTEN_ADOPT;
 	backlog = o->backlog > 0 && o->backlog <= 65535 ? o->backlog : 0;
-	in_lib++;
-	rc = usmc_listen_fd(ctx, k, backlog, USMC_LISTEN_NONBLOCK, &l);
-	in_lib--;
+	rc = IN_LIB(usmc_listen_fd(ctx, k, backlog, USMC_LISTEN_NONBLOCK, &l));
 	if (rc) {
 		R.close(k);
 		preload_log(1, "fd %d: usmc_listen_fd: %s; the listener stays plain TCP", fd,
@@ -244,9 +236,7 @@ static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, so
 	if (fd < 0) {
 		int err = errno;
 
-		in_lib++;
-		usmc_abort(c);
-		in_lib--;
+		IN_LIB(usmc_abort(c));
 		errno = err;
 		return -1;
 	}
@@ -270,9 +260,7 @@ static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, so
 			obj_put(o);
 		}
 		R.close(fd);
-		in_lib++;
-		usmc_abort(c);
-		in_lib--;
+		IN_LIB(usmc_abort(c));
 		errno = ENOMEM;
 		return -1;
 	}
@@ -280,9 +268,7 @@ static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, so
 	fl = R.fcntl(fd, F_GETFL);
 	if (fl >= 0)
 		R.fcntl(fd, F_SETFL, (flags & SOCK_NONBLOCK) ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
-	in_lib++;
-	usmc_close(c);
-	in_lib--;
+	IN_LIB(usmc_close(c));
 	return fd;
 }
 
@@ -327,9 +313,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *alen, int flags, 
 			rc = -EINVAL;
 			break;
 		}
-		in_lib++;
-		rc = usmc_accept(l, 0, &c);
-		in_lib--;
+		rc = IN_LIB(usmc_accept(l, 0, &c));
 		if (rc != -EAGAIN)
 			break;
 		if (o->nonblock)
@@ -423,9 +407,7 @@ static bool settle_locked(struct pobj *o, int rc)
 			o->kind = PO_PLAIN;
 		}
 		set_nonblock(o->tcpfd, o->nonblock);
-		in_lib++;
-		usmc_close(o->c); /* closes the library's descriptor only */
-		in_lib--;
+		IN_LIB(usmc_close(o->c)); /* closes the library's descriptor only */
 		o->c = NULL;
 		o->tcpfd = -1;
 	}
@@ -465,9 +447,7 @@ int conn_finish(struct pobj *o, bool wait)
 			tab_lock_release();
 			return 0;
 		}
-		in_lib++;
-		rc = usmc_connect_finish(o->c);
-		in_lib--;
+		rc = IN_LIB(usmc_connect_finish(o->c));
 		if (rc != -EINPROGRESS) {
 			release = settle_locked(o, rc);
 			pthread_mutex_unlock(&o->lock);
@@ -495,7 +475,7 @@ static void *connect_helper(void *arg)
 	bool release;
 	int rc;
 
-	in_lib = 1;
+	in_lib_thread();
 	for (;;) {
 		struct pollfd p = {.fd = o->tcpfd, .events = POLLOUT};
 
@@ -580,25 +560,22 @@ static int usmc_connect_new(int fd, const struct sockaddr *addr, socklen_t alen)
 	}
 	nb = fl & O_NONBLOCK;
 	gate = nb && (preload_ctx_has_devices() || preload_force_gate());
-	in_lib++;
-	rc = usmc_conn_create(ctx, &c);
+	rc = IN_LIB(usmc_conn_create(ctx, &c));
 	if (rc) {
-		in_lib--;
 		R.close(d);
 		count_reason(PR_CONNECT_ADOPT, false);
 		return R.connect(fd, addr, alen);
 	}
 	if (!preload_peer_allowed(addr)) {
-		usmc_conn_setopt(c, USMC_OPT_SMC, 0); /* TCP, reason DISABLED */
-		gate = false;			      /* no CLC: no wait */
+		IN_LIB(usmc_conn_setopt(c, USMC_OPT_SMC, 0)); /* TCP, reason DISABLED */
+		gate = false;				      /* no CLC: no wait */
 	}
-	rc = usmc_conn_connect_fd(c, d, addr, alen, nb ? USMC_NONBLOCK : 0);
+	rc = IN_LIB(usmc_conn_connect_fd(c, d, addr, alen, nb ? USMC_NONBLOCK : 0));
 	if (rc) {
 		bool taken = usmc_conn_fd(c) == d;
 
-		usmc_close(c); /* closes @d if the connection took it */
-		in_lib--;
-		if (!taken) { /* refused before it took @d: not a socket libusmc can use */
+		IN_LIB(usmc_close(c)); /* closes @d if the connection took it */
+		if (!taken) {	       /* refused before it took @d: not a socket libusmc can use */
 			R.close(d);
 			count_reason(PR_CONNECT_ADOPT, false);
 			return R.connect(fd, addr, alen);
@@ -609,7 +586,6 @@ static int usmc_connect_new(int fd, const struct sockaddr *addr, socklen_t alen)
 		errno = usmc_errno(rc);
 		return -1;
 	}
-	in_lib--;
 	o = obj_new(PO_CONNECTING);
 	if (!o)
 		goto nomem;
@@ -658,9 +634,7 @@ nomem_o:
 	o->c = NULL;
 	obj_put(o);
 nomem:
-	in_lib++;
-	usmc_abort(c);
-	in_lib--;
+	IN_LIB(usmc_abort(c));
 	errno = ENOMEM;
 	return -1;
 }
