@@ -234,6 +234,7 @@ void listener_giveup(struct pobj *o, int fd, int reason); /* it stays a plain so
 int conn_finish(struct pobj *o, bool wait);
 int shadow_fd(struct pobj *o, int fd);
 void regs_delete_fd(struct pobj *o, int fd);
+void regs_forget(struct pobj *o); /* requires o->lock or the object alone */
 
 /* preload_io.c */
 #define PO_PASS	 (-0x7fff0000L) /* not (any more) managed: do the real call */

@@ -254,12 +254,7 @@ void tab_release_all(struct pobj *o)
 	pthread_mutex_unlock(&tab_lock);
 	/* the kernel keeps the registrations: the descriptors stay open */
 	pthread_mutex_lock(&o->lock);
-	while (o->regs) {
-		struct epreg *r = o->regs;
-
-		o->regs = r->next;
-		free(r);
-	}
+	regs_forget(o);
 	pthread_mutex_unlock(&o->lock);
 	while (n--)
 		obj_put(o);
@@ -858,14 +853,8 @@ static void atfork_child(void)
 	for (struct pobj *o = pool_all; o; o = o->all_next) {
 		pthread_mutex_init(&o->lock, NULL);
 		pthread_cond_init(&o->cond, NULL);
-		if (!atomic_load(&o->refs))
-			continue;
-		while (o->regs) {
-			struct epreg *r = o->regs;
-
-			o->regs = r->next;
-			free(r);
-		}
+		if (atomic_load(&o->refs))
+			regs_forget(o);
 	}
 }
 

@@ -55,12 +55,7 @@ void obj_destroy(struct pobj *o)
 {
 	bool mine = o->pid == my_pid;
 
-	while (o->regs) {
-		struct epreg *r = o->regs;
-
-		o->regs = r->next;
-		free(r);
-	}
+	regs_forget(o);
 	switch (o->kind) {
 	case PO_LISTEN:
 		close_shadows(o);
@@ -86,6 +81,17 @@ void obj_destroy(struct pobj *o)
 	o->c = NULL;
 	o->l = NULL;
 	o->kind = 0;
+}
+
+/* Forget @o's epoll registrations, without touching the epoll sets. */
+void regs_forget(struct pobj *o)
+{
+	while (o->regs) {
+		struct epreg *r = o->regs;
+
+		o->regs = r->next;
+		free(r);
+	}
 }
 
 void regs_delete_fd(struct pobj *o, int fd)
