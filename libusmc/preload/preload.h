@@ -232,6 +232,8 @@ void obj_destroy(struct pobj *o);
 int listener_activate(struct pobj *o, int fd);
 void listener_giveup(struct pobj *o, int fd, int reason); /* it stays a plain socket */
 int conn_finish(struct pobj *o, bool wait);
+/* A failed connect's error, reported once; the socket is plain afterwards. */
+int failed_take(struct pobj *o);
 int shadow_fd(struct pobj *o, int fd);
 void regs_delete_fd(struct pobj *o, int fd);
 void regs_forget(struct pobj *o); /* requires o->lock or the object alone */

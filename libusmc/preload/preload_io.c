@@ -49,16 +49,9 @@ static ssize_t po_enter(struct pobj *o, bool nb)
 		if (rc == 0)
 			return PO_RETRY;
 		return set_err(rc == -EINPROGRESS ? -EAGAIN : rc);
-	case PO_FAILED: {
-		int err;
-
-		pthread_mutex_lock(&o->lock);
-		err = o->pending_err;
-		o->pending_err = 0;
-		pthread_mutex_unlock(&o->lock);
-		tab_release_all(o);
-		return err ? set_err(-err) : PO_RETRY;
-	}
+	case PO_FAILED:
+		rc = failed_take(o);
+		return rc ? set_err(-rc) : PO_RETRY;
 	default:
 		return PO_PASS; /* a listener: the kernel's answer */
 	}

@@ -645,8 +645,7 @@ nomem:
 	return -1;
 }
 
-/* Report a failed connect's error once; the socket is plain afterwards. */
-static int failed_take(struct pobj *o)
+int failed_take(struct pobj *o)
 {
 	int err;
 
