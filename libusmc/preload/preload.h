@@ -205,6 +205,7 @@ static inline void in_lib_thread(void)
 {
 	in_lib = 1;
 }
+int preload_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack);
 struct usmc_ctx *preload_ctx(void);
 bool preload_ctx_has_devices(void);
 bool preload_force_gate(void);

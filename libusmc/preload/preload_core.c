@@ -105,6 +105,33 @@ static void resolve_all(void)
 	RESOLVE(openat64, "openat64");
 }
 
+/*
+ * A detached thread of the preload, named @name, with @stack bytes of
+ * stack (0: the default) and every signal blocked: signals are the
+ * application's. It is created with the real pthread_create(): the
+ * preload's threads set in_lib themselves. Returns 0 or an errno.
+ */
+int preload_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack)
+{
+	pthread_attr_t a;
+	sigset_t all, old;
+	pthread_t t;
+	int rc;
+
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (stack)
+		pthread_attr_setstacksize(&a, stack);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = R.pthread_create(&t, &a, fn, arg);
+	if (!rc)
+		pthread_setname_np(t, name);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	return rc;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 #define TAB_PAGE_SHIFT 10
@@ -695,6 +722,11 @@ static struct reap *reap_head, *reap_tail;
 static int reap_busy;	      /* items taken and not yet closed */
 static pid_t reap_thread_pid; /* the process whose reaper thread runs */
 
+static int reap_one(struct usmc_conn *c, bool abort_it)
+{
+	return abort_it ? usmc_abort(c) : usmc_close(c);
+}
+
 static void *reaper_main(void *arg)
 {
 	(void)arg;
@@ -711,10 +743,7 @@ static void *reaper_main(void *arg)
 			reap_tail = NULL;
 		reap_busy++;
 		pthread_mutex_unlock(&reap_lock);
-		if (r->abort_it)
-			usmc_abort(r->c);
-		else
-			usmc_close(r->c);
+		reap_one(r->c, r->abort_it);
 		free(r);
 		pthread_mutex_lock(&reap_lock);
 		reap_busy--;
@@ -726,26 +755,14 @@ static void *reaper_main(void *arg)
 void reaper_close(struct usmc_conn *c, bool abort_it)
 {
 	struct reap *r = malloc(sizeof(*r));
-	pthread_t t;
 	bool inline_close = !r;
 
 	pthread_mutex_lock(&reap_lock);
 	if (r && reap_thread_pid != my_pid) {
-		pthread_attr_t a;
-		sigset_t all, old;
-
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the application's */
-		if (pthread_create(&t, &a, reaper_main, NULL) == 0) {
+		if (preload_thread_start(reaper_main, NULL, "usmc-preload", 0) == 0)
 			reap_thread_pid = my_pid;
-			pthread_setname_np(t, "usmc-preload");
-		} else {
+		else
 			inline_close = true;
-		}
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		pthread_attr_destroy(&a);
 	}
 	if (!inline_close) {
 		r->c = c;
@@ -761,7 +778,7 @@ void reaper_close(struct usmc_conn *c, bool abort_it)
 	pthread_mutex_unlock(&reap_lock);
 	if (inline_close) {
 		free(r);
-		IN_LIB(abort_it ? usmc_abort(c) : usmc_close(c));
+		IN_LIB(reap_one(c, abort_it));
 	}
 }
 

@@ -519,26 +519,16 @@ static int make_gate(int gate[2])
 	return 0;
 }
 
+#define HELPER_STACK (256 * 1024)
+
 static int start_helper(struct pobj *o)
 {
-	pthread_attr_t a;
-	sigset_t all, old;
-	pthread_t t;
 	int rc;
 
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 256 * 1024);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_fetch_add(&o->refs, 1); /* the helper's */
-	rc = pthread_create(&t, &a, connect_helper, o);
+	rc = preload_thread_start(connect_helper, o, "usmc-connect", HELPER_STACK);
 	if (rc)
 		atomic_fetch_sub(&o->refs, 1);
-	else
-		pthread_setname_np(t, "usmc-connect");
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&a);
 	return -rc;
 }
 
