@@ -40,7 +40,9 @@ static socklen_t ss_len(const struct sockaddr_storage *ss)
 
 /* ---- object life ------------------------------------------------------------ */
 
-static void close_shadows(struct pobj *o)
+/* Let go of @o's usmc listener: it is closed if it is this process's (a
+ * child's copy of the parent's is only forgotten), its descriptors too. */
+static void listener_drop(struct pobj *o)
 {
 	while (o->shadows) {
 		struct shadow *s = o->shadows;
@@ -49,6 +51,12 @@ static void close_shadows(struct pobj *o)
 		R.close(s->sfd);
 		free(s);
 	}
+	if (o->l && o->pid == my_pid)
+		IN_LIB(usmc_listener_close(o->l));
+	if (o->wakefd >= 0)
+		R.close(o->wakefd);
+	o->wakefd = -1;
+	o->l = NULL;
 }
 
 void obj_destroy(struct pobj *o)
@@ -58,11 +66,7 @@ void obj_destroy(struct pobj *o)
 	regs_forget(o);
 	switch (o->kind) {
 	case PO_LISTEN:
-		close_shadows(o);
-		if (o->l && mine)
-			IN_LIB(usmc_listener_close(o->l));
-		if (o->wakefd >= 0)
-			R.close(o->wakefd);
+		listener_drop(o);
 		break;
 	case PO_SMCR:
 	case PO_CONNECTING:
@@ -135,13 +139,8 @@ int listener_activate(struct pobj *o, int fd)
 
 	if (o->l && o->pid == my_pid)
 		return 0;
-	if (o->l) { /* the parent's (fork): its descriptors here are copies */
-		close_shadows(o);
-		if (o->wakefd >= 0)
-			R.close(o->wakefd);
-		o->wakefd = -1;
-		o->l = NULL;
-	}
+	if (o->l) /* the parent's (fork): its descriptors here are copies */
+		listener_drop(o);
 	ctx = preload_ctx();
 	if (!ctx)
 		return PR_NO_CONTEXT;
