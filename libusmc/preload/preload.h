@@ -177,8 +177,11 @@ struct pobj *tab_peek(int fd);
 
 /* preload_fds.c: libusmc's descriptors live at the top of the range */
 int preload_fd_base(void);
-int preload_relocate(int fd); /* @fd moved to preload_fd_base() or above */
-int dup_high(int fd);	      /* a close-on-exec duplicate up there */
+int preload_relocate(int fd);	       /* @fd moved to preload_fd_base() or above */
+int dup_high(int fd);		       /* a close-on-exec duplicate up there */
+void fd_set_nonblock(int fd, bool nb); /* O_NONBLOCK of the file of @fd */
+/* @fd refers to @target's file, keeping FD_CLOEXEC as in @fdfl (F_GETFD's) */
+void fd_point(int fd, int target, int fdfl);
 
 /* the process */
 extern pid_t my_pid;

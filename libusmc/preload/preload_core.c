@@ -836,11 +836,8 @@ static void fork_bury_smcr(void)
 			R.shutdown(sv[0], SHUT_RDWR);
 			R.close(sv[1]);
 		}
-		for (int i = 0; i < o->nfdv; i++) {
-			int fl = R.fcntl(o->fdv[i], F_GETFD);
-
-			R.dup3(sv[0], o->fdv[i], fl > 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
-		}
+		for (int i = 0; i < o->nfdv; i++)
+			fd_point(o->fdv[i], sv[0], R.fcntl(o->fdv[i], F_GETFD));
 	}
 	if (sv[0] >= 0)
 		R.close(sv[0]);

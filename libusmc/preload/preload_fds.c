@@ -63,6 +63,21 @@ int dup_high(int fd)
 	return nfd >= 0 ? nfd : R.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }
 
+/* ---- a descriptor's flags ------------------------------------------------------------ */
+
+void fd_set_nonblock(int fd, bool nb)
+{
+	int fl = R.fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		R.fcntl(fd, F_SETFL, nb ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+void fd_point(int fd, int target, int fdfl)
+{
+	R.dup3(target, fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+}
+
 /* ---- threads libusmc starts inherit in_lib --------------------------------------- */
 
 struct tramp {

@@ -165,11 +165,8 @@ int listener_activate(struct pobj *o, int fd)
 /* Give up on a listener: it becomes the plain socket it is. */
 void listener_giveup(struct pobj *o, int fd, int reason)
 {
-	int fl = R.fcntl(fd, F_GETFL);
-
 	count_reason((uint32_t)reason, true);
-	if (fl >= 0)
-		R.fcntl(fd, F_SETFL, o->nonblock ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+	fd_set_nonblock(fd, o->nonblock);
 	tab_release_all(o);
 }
 
@@ -234,7 +231,7 @@ static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, so
 {
 	struct usmc_conn_info info;
 	struct pobj *o;
-	int fd, fl;
+	int fd;
 
 	usmc_conn_info(c, &info);
 	fd = R.fcntl(usmc_conn_fd(c), (flags & SOCK_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
@@ -270,9 +267,7 @@ static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, so
 		return -1;
 	}
 	/* TCP: a plain socket from now on */
-	fl = R.fcntl(fd, F_GETFL);
-	if (fl >= 0)
-		R.fcntl(fd, F_SETFL, (flags & SOCK_NONBLOCK) ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+	fd_set_nonblock(fd, flags & SOCK_NONBLOCK);
 	IN_LIB(usmc_close(c));
 	return fd;
 }
@@ -359,19 +354,11 @@ static void switch_fds(struct pobj *o, int final)
 		for (r = o->regs; r; r = r->next)
 			if (r->fd == fd)
 				R.epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
-		R.dup3(final, fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		fd_point(fd, final, fdfl);
 		for (r = o->regs; r; r = r->next)
 			if (r->fd == fd)
 				R.epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &r->ev);
 	}
-}
-
-static void set_nonblock(int fd, bool nb)
-{
-	int fl = R.fcntl(fd, F_GETFL);
-
-	if (fl >= 0)
-		R.fcntl(fd, F_SETFL, nb ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
 }
 
 /*
@@ -411,7 +398,7 @@ static bool settle_locked(struct pobj *o, int rc)
 			release = true;
 			o->kind = PO_PLAIN;
 		}
-		set_nonblock(o->tcpfd, o->nonblock);
+		fd_set_nonblock(o->tcpfd, o->nonblock);
 		IN_LIB(usmc_close(o->c)); /* closes the library's descriptor only */
 		o->c = NULL;
 		o->tcpfd = -1;
@@ -576,7 +563,7 @@ static int usmc_connect_new(int fd, const struct sockaddr *addr, socklen_t alen)
 			return R.connect(fd, addr, alen);
 		}
 		/* the connect itself failed: the socket's own error */
-		set_nonblock(fd, nb);
+		fd_set_nonblock(fd, nb);
 		count_connect_failed(usmc_errno(rc));
 		errno = usmc_errno(rc);
 		return -1;
@@ -606,11 +593,11 @@ static int usmc_connect_new(int fd, const struct sockaddr *addr, socklen_t alen)
 		o->bg = true;
 		if (make_gate(o->gate))
 			goto nomem_o;
-		R.dup3(o->gate[0], fd, fdfl & FD_CLOEXEC ? O_CLOEXEC : 0);
+		fd_point(fd, o->gate[0], fdfl);
 	}
 	if (tab_add(fd, o)) {
 		if (gate)
-			R.dup3(d, fd, fdfl & FD_CLOEXEC ? O_CLOEXEC : 0);
+			fd_point(fd, d, fdfl);
 		goto nomem_o;
 	}
 	if (gate && start_helper(o)) {
@@ -618,7 +605,7 @@ static int usmc_connect_new(int fd, const struct sockaddr *addr, socklen_t alen)
 		o->bg = false;
 		tab_lock_acquire();
 		pthread_mutex_lock(&o->lock);
-		R.dup3(d, fd, fdfl & FD_CLOEXEC ? O_CLOEXEC : 0);
+		fd_point(fd, d, fdfl);
 		pthread_mutex_unlock(&o->lock);
 		tab_lock_release();
 	}
