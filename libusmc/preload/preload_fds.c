@@ -154,51 +154,48 @@ PRELOAD_EXPORT int epoll_create1(int flags)
 	RELOCATED(R.epoll_create1(flags));
 }
 
-static mode_t open_mode(int flags, va_list ap)
+/* open()'s third argument is there only with O_CREAT or O_TMPFILE. */
+static bool open_takes_mode(int flags)
 {
-	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
+
+#define OPEN_MODE(flags, mode)                                           \
+	do {                                                             \
+		va_list ap_;                                             \
+		va_start(ap_, flags);                                    \
+		mode = open_takes_mode(flags) ? va_arg(ap_, mode_t) : 0; \
+		va_end(ap_);                                             \
+	} while (0)
 
 PRELOAD_EXPORT int open(const char *path, int flags, ...)
 {
-	va_list ap;
 	mode_t mode;
 
-	va_start(ap, flags);
-	mode = open_mode(flags, ap);
-	va_end(ap);
+	OPEN_MODE(flags, mode);
 	RELOCATED(R.open(path, flags, mode));
 }
 
 PRELOAD_EXPORT int open64(const char *path, int flags, ...)
 {
-	va_list ap;
 	mode_t mode;
 
-	va_start(ap, flags);
-	mode = open_mode(flags, ap);
-	va_end(ap);
+	OPEN_MODE(flags, mode);
 	RELOCATED(R.open64(path, flags, mode));
 }
 
 PRELOAD_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
-	va_list ap;
 	mode_t mode;
 
-	va_start(ap, flags);
-	mode = open_mode(flags, ap);
-	va_end(ap);
+	OPEN_MODE(flags, mode);
 	RELOCATED(R.openat(dirfd, path, flags, mode));
 }
 
 PRELOAD_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 {
-	va_list ap;
 	mode_t mode;
 
-	va_start(ap, flags);
-	mode = open_mode(flags, ap);
-	va_end(ap);
+	OPEN_MODE(flags, mode);
 	RELOCATED(R.openat64(dirfd, path, flags, mode));
 }

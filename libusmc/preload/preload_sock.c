@@ -785,11 +785,14 @@ static int setfl(struct pobj *o, int fd, int fl, int (*f)(int, int, ...))
 	return rc;
 }
 
-static int do_fcntl(int (*f)(int, int, ...), int fd, int cmd, void *arg)
+static int do_fcntl(int fd, int cmd, void *arg, bool is64)
 {
+	int (*f)(int, int, ...);
 	struct pobj *o;
 	int rc;
 
+	P_INIT();
+	f = is64 ? R.fcntl64 : R.fcntl;
 	switch (cmd) {
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
@@ -813,28 +816,29 @@ static int do_fcntl(int (*f)(int, int, ...), int fd, int cmd, void *arg)
 	return f(fd, cmd, arg);
 }
 
+/* The third argument of fcntl() and ioctl(), whatever its type: a word. */
+#define VA_WORD(last, word)                 \
+	do {                                \
+		va_list ap_;                \
+		va_start(ap_, last);        \
+		word = va_arg(ap_, void *); \
+		va_end(ap_);                \
+	} while (0)
+
 PRELOAD_EXPORT int fcntl(int fd, int cmd, ...)
 {
-	va_list ap;
 	void *arg;
 
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	P_INIT();
-	return do_fcntl(R.fcntl, fd, cmd, arg);
+	VA_WORD(cmd, arg);
+	return do_fcntl(fd, cmd, arg, false);
 }
 
 PRELOAD_EXPORT int fcntl64(int fd, int cmd, ...)
 {
-	va_list ap;
 	void *arg;
 
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	P_INIT();
-	return do_fcntl(R.fcntl64, fd, cmd, arg);
+	VA_WORD(cmd, arg);
+	return do_fcntl(fd, cmd, arg, true);
 }
 
 /* Bytes an SMC-R connection has to read (FIONREAD): a peek. */
@@ -858,13 +862,10 @@ static int smcr_inq(struct pobj *o)
 PRELOAD_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	struct pobj *o;
-	va_list ap;
 	void *arg;
 	int rc;
 
-	va_start(ap, req);
-	arg = va_arg(ap, void *);
-	va_end(ap);
+	VA_WORD(req, arg);
 	P_INIT();
 	o = tab_peek(fd) ? obj_get(fd) : NULL;
 	if (!o)
