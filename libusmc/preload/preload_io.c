@@ -59,8 +59,9 @@ static ssize_t po_enter(struct pobj *o, bool nb)
 
 /* A private copy of @iov that can be advanced. */
 struct iovcur {
-	struct iovec *v;
+	struct iovec *v; /* the first piece left */
 	int n;
+	struct iovec *mem; /* local, or allocated for a long vector */
 	struct iovec local[IOV_LOCAL];
 };
 
@@ -68,10 +69,11 @@ static int iovcur_init(struct iovcur *ic, const struct iovec *iov, int n, size_t
 {
 	if (n < 0 || n > IOV_MAX || (n && !iov))
 		return -EINVAL;
-	ic->v = n <= IOV_LOCAL ? ic->local : malloc((size_t)n * sizeof(*iov));
-	if (!ic->v)
+	ic->mem = n <= IOV_LOCAL ? ic->local : malloc((size_t)n * sizeof(*iov));
+	if (!ic->mem)
 		return -ENOMEM;
-	memcpy(ic->v, iov, (size_t)n * sizeof(*iov));
+	memcpy(ic->mem, iov, (size_t)n * sizeof(*iov));
+	ic->v = ic->mem;
 	ic->n = n;
 	*total = 0;
 	for (int i = 0; i < n; i++)
@@ -92,92 +94,65 @@ static void iovcur_advance(struct iovcur *ic, size_t k)
 	}
 }
 
-ssize_t po_recv(struct pobj *o, const struct iovec *iov, int iovcnt, int flags)
+static void iovcur_free(struct iovcur *ic)
 {
-	bool nb = o->nonblock || (flags & MSG_DONTWAIT);
-	struct iovcur ic;
-	struct iovec *base;
-	size_t want, got = 0;
-	ssize_t r = po_enter(o, nb);
-	int rc;
-
-	if (r)
-		return r;
-	if (flags & (MSG_OOB | MSG_ERRQUEUE)) {
-		count_unsupported(flags & MSG_OOB ? "MSG_OOB" : "MSG_ERRQUEUE");
-		return set_err(flags & MSG_OOB ? -EOPNOTSUPP : -EAGAIN);
-	}
-	rc = iovcur_init(&ic, iov, iovcnt, &want);
-	if (rc)
-		return set_err(rc);
-	base = ic.v;
-	if (!want) {
-		r = 0;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n = usmc_recvv(o->c, ic.v, ic.n, MSG_DONTWAIT | (flags & MSG_PEEK));
-
-		if (n > 0) {
-			got += (size_t)n;
-			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || got == want) {
-				r = (ssize_t)got;
-				break;
-			}
-			iovcur_advance(&ic, (size_t)n);
-			continue;
-		}
-		if (n == 0) {
-			r = (ssize_t)got; /* end of the stream */
-			break;
-		}
-		if (n == -EAGAIN && !nb)
-			n = po_wait(o, POLLIN, o->rcvtimeo_ms);
-		if (n == 0)
-			continue;
-		r = got ? (ssize_t)got : set_err(n);
-		break;
-	}
-out:
-	if (base != ic.local)
-		free(base);
-	return r;
+	if (ic->mem != ic->local)
+		free(ic->mem);
 }
 
-ssize_t po_send(struct pobj *o, const struct iovec *iov, int iovcnt, int flags)
+/* Flags an SMC-R connection does not have: 0, or the call's result. */
+static ssize_t po_refuse(int flags, bool rx)
 {
-	bool nb = o->nonblock || (flags & MSG_DONTWAIT);
-	struct iovcur ic;
-	struct iovec *base;
-	size_t want, sent = 0;
-	ssize_t r = po_enter(o, nb);
-	int rc;
-
-	if (r)
-		return r;
 	if (flags & MSG_OOB) {
 		count_unsupported("MSG_OOB");
 		return set_err(-EOPNOTSUPP);
 	}
-	rc = iovcur_init(&ic, iov, iovcnt, &want);
-	if (rc)
-		return set_err(rc);
-	base = ic.v;
-	if (!want) {
-		r = 0;
-		goto out;
+	if (rx && (flags & MSG_ERRQUEUE)) {
+		count_unsupported("MSG_ERRQUEUE");
+		return set_err(-EAGAIN);
 	}
+	return 0;
+}
+
+/* Read @want bytes into @ic: all of them with MSG_WAITALL, else what is there. */
+static ssize_t recv_loop(struct pobj *o, struct iovcur *ic, size_t want, int flags, bool nb)
+{
+	size_t got = 0;
+
 	for (;;) {
-		ssize_t n = usmc_sendv(o->c, ic.v, ic.n, MSG_DONTWAIT | (flags & MSG_MORE));
+		ssize_t n = usmc_recvv(o->c, ic->v, ic->n, MSG_DONTWAIT | (flags & MSG_PEEK));
+
+		if (n > 0) {
+			got += (size_t)n;
+			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || got == want)
+				return (ssize_t)got;
+			iovcur_advance(ic, (size_t)n);
+			continue;
+		}
+		if (n == 0)
+			return (ssize_t)got; /* end of the stream */
+		if (n == -EAGAIN && !nb)
+			n = po_wait(o, POLLIN, o->rcvtimeo_ms);
+		if (n == 0)
+			continue;
+		return got ? (ssize_t)got : set_err(n);
+	}
+}
+
+/* Send the @want bytes of @ic: a blocking socket takes everything, a
+ * non-blocking one what fits. */
+static ssize_t send_loop(struct pobj *o, struct iovcur *ic, size_t want, int flags, bool nb)
+{
+	size_t sent = 0;
+
+	for (;;) {
+		ssize_t n = usmc_sendv(o->c, ic->v, ic->n, MSG_DONTWAIT | (flags & MSG_MORE));
 
 		if (n > 0) {
 			sent += (size_t)n;
-			/* a blocking socket takes everything, a non-blocking one what fits */
-			if (sent == want || nb) {
-				r = (ssize_t)sent;
-				break;
-			}
-			iovcur_advance(&ic, (size_t)n);
+			if (sent == want || nb)
+				return (ssize_t)sent;
+			iovcur_advance(ic, (size_t)n);
 			continue;
 		}
 		if (n == 0)
@@ -186,19 +161,44 @@ ssize_t po_send(struct pobj *o, const struct iovec *iov, int iovcnt, int flags)
 			n = po_wait(o, POLLOUT, o->sndtimeo_ms);
 		if (n == 0)
 			continue;
-		if (sent) {
-			r = (ssize_t)sent;
-			break;
-		}
+		if (sent)
+			return (ssize_t)sent;
 		if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE); /* as the kernel: to the thread that wrote */
-		r = set_err(n);
-		break;
+		return set_err(n);
 	}
-out:
-	if (base != ic.local)
-		free(base);
+}
+
+/* A data call on @o: its state checks, then the bytes of @iov moved. */
+static ssize_t po_io(struct pobj *o, const struct iovec *iov, int iovcnt, int flags, bool rx)
+{
+	bool nb = o->nonblock || (flags & MSG_DONTWAIT);
+	struct iovcur ic;
+	size_t want;
+	ssize_t r = po_enter(o, nb);
+	int rc;
+
+	if (!r)
+		r = po_refuse(flags, rx);
+	if (r)
+		return r;
+	rc = iovcur_init(&ic, iov, iovcnt, &want);
+	if (rc)
+		return set_err(rc);
+	if (want)
+		r = rx ? recv_loop(o, &ic, want, flags, nb) : send_loop(o, &ic, want, flags, nb);
+	iovcur_free(&ic);
 	return r;
+}
+
+ssize_t po_recv(struct pobj *o, const struct iovec *iov, int iovcnt, int flags)
+{
+	return po_io(o, iov, iovcnt, flags, true);
+}
+
+ssize_t po_send(struct pobj *o, const struct iovec *iov, int iovcnt, int flags)
+{
+	return po_io(o, iov, iovcnt, flags, false);
 }
 
 /* ---- the wrappers --------------------------------------------------------------- */
