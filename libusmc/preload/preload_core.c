@@ -44,65 +44,81 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the real calls ---------------------------------------------------- */
 
-#define RESOLVE(field, name) R.field = (__typeof__(R.field))dlsym(RTLD_NEXT, name)
+/*
+ * Each real call and the libc symbol it is. dlsym() gives a data pointer;
+ * it is stored through a (void **) as POSIX's dlsym() page shows.
+ */
+#define REAL_AS(field, sym)            \
+	{                              \
+		(void **)&R.field, sym \
+	}
+#define REAL(field) REAL_AS(field, #field)
+
+static const struct {
+	void **slot;
+	const char *sym;
+} real_syms[] = {
+	REAL(socket),
+	REAL(connect),
+	REAL(listen),
+	REAL(accept),
+	REAL(accept4),
+	REAL(close),
+	REAL(shutdown),
+	REAL(dup),
+	REAL(dup2),
+	REAL(dup3),
+	REAL(fcntl),
+	REAL(fcntl64),
+	REAL(ioctl),
+	REAL(getsockopt),
+	REAL(setsockopt),
+	REAL(getsockname),
+	REAL(getpeername),
+	REAL(read),
+	REAL(write),
+	REAL(readv),
+	REAL(writev),
+	REAL(recv),
+	REAL(send),
+	REAL(recvfrom),
+	REAL(sendto),
+	REAL(recvmsg),
+	REAL(sendmsg),
+	REAL(recvmmsg),
+	REAL(sendmmsg),
+	REAL_AS(read_chk, "__read_chk"),
+	REAL_AS(recv_chk, "__recv_chk"),
+	REAL_AS(recvfrom_chk, "__recvfrom_chk"),
+	REAL(sendfile),
+	REAL(sendfile64),
+	REAL(splice),
+	REAL(poll),
+	REAL(ppoll),
+	REAL_AS(poll_chk, "__poll_chk"),
+	REAL_AS(ppoll_chk, "__ppoll_chk"),
+	REAL(select),
+	REAL(pselect),
+	REAL(epoll_ctl),
+	REAL(pthread_create),
+	REAL(socketpair),
+	REAL(eventfd),
+	REAL(epoll_create),
+	REAL(epoll_create1),
+	REAL(open),
+	REAL(open64),
+	REAL(openat),
+	REAL(openat64),
+};
 
 static void resolve_all(void)
 {
-	RESOLVE(socket, "socket");
-	RESOLVE(connect, "connect");
-	RESOLVE(listen, "listen");
-	RESOLVE(accept, "accept");
-	RESOLVE(accept4, "accept4");
-	RESOLVE(close, "close");
-	RESOLVE(shutdown, "shutdown");
-	RESOLVE(dup, "dup");
-	RESOLVE(dup2, "dup2");
-	RESOLVE(dup3, "dup3");
-	RESOLVE(fcntl, "fcntl");
-	RESOLVE(fcntl64, "fcntl64");
+	for (size_t i = 0; i < sizeof(real_syms) / sizeof(real_syms[0]); i++)
+		*real_syms[i].slot = dlsym(RTLD_NEXT, real_syms[i].sym);
 	if (!R.fcntl64)
 		R.fcntl64 = R.fcntl;
-	RESOLVE(ioctl, "ioctl");
-	RESOLVE(getsockopt, "getsockopt");
-	RESOLVE(setsockopt, "setsockopt");
-	RESOLVE(getsockname, "getsockname");
-	RESOLVE(getpeername, "getpeername");
-	RESOLVE(read, "read");
-	RESOLVE(write, "write");
-	RESOLVE(readv, "readv");
-	RESOLVE(writev, "writev");
-	RESOLVE(recv, "recv");
-	RESOLVE(send, "send");
-	RESOLVE(recvfrom, "recvfrom");
-	RESOLVE(sendto, "sendto");
-	RESOLVE(recvmsg, "recvmsg");
-	RESOLVE(sendmsg, "sendmsg");
-	RESOLVE(recvmmsg, "recvmmsg");
-	RESOLVE(sendmmsg, "sendmmsg");
-	RESOLVE(read_chk, "__read_chk");
-	RESOLVE(recv_chk, "__recv_chk");
-	RESOLVE(recvfrom_chk, "__recvfrom_chk");
-	RESOLVE(sendfile, "sendfile");
-	RESOLVE(sendfile64, "sendfile64");
 	if (!R.sendfile64)
 		R.sendfile64 = R.sendfile;
-	RESOLVE(splice, "splice");
-	RESOLVE(poll, "poll");
-	RESOLVE(ppoll, "ppoll");
-	RESOLVE(poll_chk, "__poll_chk");
-	RESOLVE(ppoll_chk, "__ppoll_chk");
-	RESOLVE(select, "select");
-	RESOLVE(pselect, "pselect");
-	RESOLVE(epoll_ctl, "epoll_ctl");
-	RESOLVE(pthread_create, "pthread_create");
-	RESOLVE(socketpair, "socketpair");
-	RESOLVE(eventfd, "eventfd");
-	RESOLVE(epoll_create, "epoll_create");
-	RESOLVE(epoll_create1, "epoll_create1");
-	RESOLVE(open, "open");
-	RESOLVE(open64, "open64");
-	RESOLVE(openat, "openat");
-	RESOLVE(openat64, "openat64");
 }
 
 /*
