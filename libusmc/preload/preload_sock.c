@@ -461,10 +461,23 @@ int conn_finish(struct pobj *o, bool wait)
 	}
 }
 
+/* settle_locked() under the locks it requires, then the release. */
+static void conn_settle(struct pobj *o, int rc)
+{
+	bool release;
+
+	tab_lock_acquire();
+	pthread_mutex_lock(&o->lock);
+	release = settle_locked(o, rc);
+	pthread_mutex_unlock(&o->lock);
+	tab_lock_release();
+	if (release)
+		tab_release_all(o);
+}
+
 static void *connect_helper(void *arg)
 {
 	struct pobj *o = arg;
-	bool release;
 	int rc;
 
 	in_lib_thread();
@@ -479,13 +492,7 @@ static void *connect_helper(void *arg)
 		if (rc != -EINPROGRESS)
 			break;
 	}
-	tab_lock_acquire();
-	pthread_mutex_lock(&o->lock);
-	release = settle_locked(o, rc);
-	pthread_mutex_unlock(&o->lock);
-	tab_lock_release();
-	if (release)
-		tab_release_all(o);
+	conn_settle(o, rc);
 	obj_put(o);
 	return NULL;
 }
@@ -507,27 +514,120 @@ static int make_gate(int gate[2])
 
 #define HELPER_STACK (256 * 1024)
 
-static int start_helper(struct pobj *o)
+/*
+ * A helper thread finishes the handshake of @o, whose application
+ * descriptor @fd is the gate meanwhile. Without one, @fd is the TCP
+ * socket again and the connect is finished in place, blocking (rare).
+ */
+static void start_helper(struct pobj *o, int fd, int fdfl)
 {
-	int rc;
+	int d = o->tcpfd; /* before bg is cleared: another thread may settle then */
 
 	atomic_fetch_add(&o->refs, 1); /* the helper's */
-	rc = preload_thread_start(connect_helper, o, "usmc-connect", HELPER_STACK);
-	if (rc)
-		atomic_fetch_sub(&o->refs, 1);
-	return -rc;
+	if (!preload_thread_start(connect_helper, o, "usmc-connect", HELPER_STACK))
+		return;
+	atomic_fetch_sub(&o->refs, 1);
+	o->bg = false;
+	tab_lock_acquire();
+	pthread_mutex_lock(&o->lock);
+	fd_point(fd, d, fdfl);
+	pthread_mutex_unlock(&o->lock);
+	tab_lock_release();
+}
+
+/*
+ * libusmc's connect on @d, the library's duplicate of the socket. Returns
+ * 0 with the connection in *@cp; a PR_* reason (> 0) when libusmc cannot
+ * take the socket (@d closed: the real connect() is to follow); or the
+ * connect's own error (< 0), @d closed with the connection. A peer the
+ * preload proposes no SMC-R to needs no gate: no CLC, no wait.
+ */
+static int connect_start(struct usmc_ctx *ctx, int d, const struct sockaddr *addr, socklen_t alen,
+			 bool nb, bool *gate, struct usmc_conn **cp)
+{
+	struct usmc_conn *c;
+	bool taken;
+	int rc = IN_LIB(usmc_conn_create(ctx, &c));
+
+	if (rc) {
+		R.close(d);
+		return PR_CONNECT_ADOPT;
+	}
+	if (!preload_peer_allowed(addr)) {
+		IN_LIB(usmc_conn_setopt(c, USMC_OPT_SMC, 0)); /* TCP, reason DISABLED */
+		*gate = false;
+	}
+	rc = IN_LIB(usmc_conn_connect_fd(c, d, addr, alen, nb ? USMC_NONBLOCK : 0));
+	if (!rc) {
+		*cp = c;
+		return 0;
+	}
+	taken = usmc_conn_fd(c) == d;
+	IN_LIB(usmc_close(c)); /* closes @d if the connection took it */
+	if (taken)
+		return rc;
+	R.close(d); /* refused before it took @d: not a socket libusmc can use */
+	return PR_CONNECT_ADOPT;
+}
+
+/* A blocking connect is done already: settle it at once. */
+static int connect_track_blocking(struct pobj *o, int fd)
+{
+	if (tab_add(fd, o))
+		return -ENOMEM;
+	conn_settle(o, 0);
+	return 0;
+}
+
+/* A non-blocking connect in progress; with a gate, a helper thread
+ * finishes it. */
+static int connect_track_nonblock(struct pobj *o, int fd, bool gate, int fdfl)
+{
+	if (gate) {
+		o->bg = true;
+		if (make_gate(o->gate))
+			return -ENOMEM;
+		fd_point(fd, o->gate[0], fdfl);
+	}
+	if (tab_add(fd, o)) {
+		if (gate)
+			fd_point(fd, o->tcpfd, fdfl);
+		return -ENOMEM;
+	}
+	if (gate)
+		start_helper(o, fd, fdfl);
+	return -EINPROGRESS;
+}
+
+/* Application descriptor @fd stands for connection @c on the library's
+ * @d from now on: connect()'s result. */
+static int connect_track(int fd, struct usmc_conn *c, int d, bool nb, bool gate, int fdfl)
+{
+	struct pobj *o = obj_new(PO_CONNECTING);
+	int rc = -ENOMEM;
+
+	if (o) {
+		o->c = c;
+		o->tcpfd = d;
+		o->nonblock = nb;
+		rc = nb ? connect_track_nonblock(o, fd, gate, fdfl) : connect_track_blocking(o, fd);
+		if (rc == -ENOMEM)
+			o->c = NULL;
+		obj_put(o);
+	}
+	if (rc == -ENOMEM)
+		IN_LIB(usmc_abort(c));
+	return rc ? (int)set_err(rc) : 0;
 }
 
 /* connect() of a TCP socket the preload does not manage yet. */
 static int usmc_connect_new(int fd, const struct sockaddr *addr, socklen_t alen)
 {
+	struct usmc_ctx *ctx = preload_ctx();
 	struct usmc_conn *c;
-	struct usmc_ctx *ctx;
-	struct pobj *o;
-	int fl, d, rc, fdfl;
+	int fl, fdfl, d, rc;
 	bool nb, gate;
 
-	ctx = preload_ctx();
 	if (!ctx) {
 		count_reason(PR_NO_CONTEXT, false);
 		return R.connect(fd, addr, alen);
@@ -542,83 +642,17 @@ static int usmc_connect_new(int fd, const struct sockaddr *addr, socklen_t alen)
 	}
 	nb = fl & O_NONBLOCK;
 	gate = nb && (preload_ctx_has_devices() || preload_force_gate());
-	rc = IN_LIB(usmc_conn_create(ctx, &c));
-	if (rc) {
-		R.close(d);
-		count_reason(PR_CONNECT_ADOPT, false);
+	rc = connect_start(ctx, d, addr, alen, nb, &gate, &c);
+	if (rc > 0) {
+		count_reason((uint32_t)rc, false);
 		return R.connect(fd, addr, alen);
 	}
-	if (!preload_peer_allowed(addr)) {
-		IN_LIB(usmc_conn_setopt(c, USMC_OPT_SMC, 0)); /* TCP, reason DISABLED */
-		gate = false;				      /* no CLC: no wait */
-	}
-	rc = IN_LIB(usmc_conn_connect_fd(c, d, addr, alen, nb ? USMC_NONBLOCK : 0));
-	if (rc) {
-		bool taken = usmc_conn_fd(c) == d;
-
-		IN_LIB(usmc_close(c)); /* closes @d if the connection took it */
-		if (!taken) {	       /* refused before it took @d: not a socket libusmc can use */
-			R.close(d);
-			count_reason(PR_CONNECT_ADOPT, false);
-			return R.connect(fd, addr, alen);
-		}
-		/* the connect itself failed: the socket's own error */
+	if (rc < 0) { /* the connect itself failed: the socket's own error */
 		fd_set_nonblock(fd, nb);
 		count_connect_failed(usmc_errno(rc));
-		errno = usmc_errno(rc);
-		return -1;
+		return (int)set_err(-usmc_errno(rc));
 	}
-	o = obj_new(PO_CONNECTING);
-	if (!o)
-		goto nomem;
-	o->c = c;
-	o->tcpfd = d;
-	o->nonblock = nb;
-	if (!nb) { /* blocking: done already */
-		bool release;
-
-		if (tab_add(fd, o))
-			goto nomem_o;
-		tab_lock_acquire();
-		pthread_mutex_lock(&o->lock);
-		release = settle_locked(o, 0);
-		pthread_mutex_unlock(&o->lock);
-		tab_lock_release();
-		if (release)
-			tab_release_all(o);
-		obj_put(o);
-		return 0;
-	}
-	if (gate) {
-		o->bg = true;
-		if (make_gate(o->gate))
-			goto nomem_o;
-		fd_point(fd, o->gate[0], fdfl);
-	}
-	if (tab_add(fd, o)) {
-		if (gate)
-			fd_point(fd, d, fdfl);
-		goto nomem_o;
-	}
-	if (gate && start_helper(o)) {
-		/* no thread: finish in place, blocking (rare) */
-		o->bg = false;
-		tab_lock_acquire();
-		pthread_mutex_lock(&o->lock);
-		fd_point(fd, d, fdfl);
-		pthread_mutex_unlock(&o->lock);
-		tab_lock_release();
-	}
-	obj_put(o);
-	errno = EINPROGRESS;
-	return -1;
-nomem_o:
-	o->c = NULL;
-	obj_put(o);
-nomem:
-	IN_LIB(usmc_abort(c));
-	errno = ENOMEM;
-	return -1;
+	return connect_track(fd, c, d, nb, gate, fdfl);
 }
 
 int failed_take(struct pobj *o)
