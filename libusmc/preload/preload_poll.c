@@ -269,7 +269,6 @@ PRELOAD_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const stru
 PRELOAD_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct pobj *o;
-	struct epreg **pp, *reg;
 	int target = fd, rc, act = 0;
 
 	P_INIT();
@@ -294,25 +293,8 @@ PRELOAD_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return R.epoll_ctl(epfd, op, fd, ev);
 	}
 	rc = R.epoll_ctl(epfd, op, target, ev);
-	if (rc == 0) {
-		for (pp = &o->regs; *pp; pp = &(*pp)->next)
-			if ((*pp)->epfd == epfd && (*pp)->fd == fd)
-				break;
-		reg = *pp;
-		if (op == EPOLL_CTL_DEL && reg) {
-			*pp = reg->next;
-			free(reg);
-		} else if (op != EPOLL_CTL_DEL && ev) {
-			if (!reg && (reg = calloc(1, sizeof(*reg)))) {
-				reg->epfd = epfd;
-				reg->fd = fd;
-				reg->next = o->regs;
-				o->regs = reg;
-			}
-			if (reg)
-				reg->ev = *ev;
-		}
-	}
+	if (rc == 0)
+		regs_record(o, epfd, op, fd, ev);
 	pthread_mutex_unlock(&o->lock);
 	obj_put(o);
 	return rc;

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The preload's configuration, read from the environment once at start
+ * (docs/preload.md): USMC_SMC, USMC_RUN_VERBOSE, USMC_RUN_LOG,
+ * USMC_RUN_SMC_PEERS and the tests' USMC_PRELOAD_TEST_GATE.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preload.h"
+
+bool preload_disabled;
+static bool force_gate;
+
+/* USMC_RUN_SMC_PEERS: where clients may propose SMC-R (unset: anywhere) */
+struct peer_rule {
+	int family;
+	uint8_t addr[16];
+	int prefix; /* bits */
+	int port;   /* 0 = any */
+};
+#define MAX_PEER_RULES 32
+static struct peer_rule peer_rules[MAX_PEER_RULES];
+static int npeer_rules = -1; /* -1: no list, every peer */
+
+/* One rule: ADDR, ADDR/PREFIX, ADDR:PORT, ADDR/PREFIX:PORT, [V6]/P:PORT. */
+static int parse_peer(char *w, struct peer_rule *r)
+{
+	char *slash, *colon = NULL, *end;
+	int max;
+
+	memset(r, 0, sizeof(*r));
+	if (*w == '[') { /* [v6]... */
+		char *close_b = strchr(w, ']');
+
+		if (!close_b)
+			return -1;
+		*close_b = 0;
+		colon = strchr(close_b + 1, ':');
+		slash = strchr(close_b + 1, '/');
+		w++;
+	} else {
+		colon = strchr(w, ':');
+		if (colon && strchr(colon + 1, ':'))
+			colon = NULL; /* a bare IPv6 address */
+		slash = strchr(w, '/');
+	}
+	if (colon) {
+		*colon = 0;
+		r->port = (int)strtol(colon + 1, &end, 10);
+		if (*end || r->port <= 0 || r->port > 65535)
+			return -1;
+	}
+	if (slash) {
+		*slash = 0;
+		r->prefix = (int)strtol(slash + 1, &end, 10);
+		if (*end)
+			return -1;
+	}
+	if (inet_pton(AF_INET, w, r->addr) == 1) {
+		r->family = AF_INET;
+		max = 32;
+	} else if (inet_pton(AF_INET6, w, r->addr) == 1) {
+		r->family = AF_INET6;
+		max = 128;
+	} else {
+		return -1;
+	}
+	if (!slash)
+		r->prefix = max;
+	return r->prefix < 0 || r->prefix > max ? -1 : 0;
+}
+
+static void parse_peers(const char *s)
+{
+	char *copy = strdup(s), *save = NULL, *w;
+
+	if (!copy)
+		return;
+	npeer_rules = 0;
+	for (w = strtok_r(copy, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
+		if (npeer_rules == MAX_PEER_RULES || parse_peer(w, &peer_rules[npeer_rules]))
+			preload_log(0, "USMC_RUN_SMC_PEERS: \"%s\" ignored", w);
+		else
+			npeer_rules++;
+	}
+	free(copy);
+}
+
+static bool prefix_match(const uint8_t *a, const uint8_t *b, int bits)
+{
+	int bytes = bits / 8, rest = bits % 8;
+
+	if (memcmp(a, b, (size_t)bytes))
+		return false;
+	return !rest || ((a[bytes] ^ b[bytes]) & (0xff << (8 - rest))) == 0;
+}
+
+bool preload_peer_allowed(const struct sockaddr *sa)
+{
+	const uint8_t *addr;
+	int family, port;
+
+	if (npeer_rules < 0)
+		return true;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		family = AF_INET;
+		addr = (const uint8_t *)&in->sin_addr;
+		port = ntohs(in->sin_port);
+	} else {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		family = AF_INET6;
+		addr = in6->sin6_addr.s6_addr;
+		port = ntohs(in6->sin6_port);
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+			family = AF_INET;
+			addr += 12;
+		}
+	}
+	for (int i = 0; i < npeer_rules; i++) {
+		const struct peer_rule *r = &peer_rules[i];
+
+		if (r->family == family && (!r->port || r->port == port) &&
+		    prefix_match(r->addr, addr, r->prefix))
+			return true;
+	}
+	return false;
+}
+
+bool preload_force_gate(void)
+{
+	return force_gate;
+}
+
+static int env_int(const char *name, int def)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? atoi(s) : def;
+}
+
+void preload_config_read(void)
+{
+	const char *s;
+
+	preload_log_level(env_int("USMC_RUN_VERBOSE", 0));
+	force_gate = env_int("USMC_PRELOAD_TEST_GATE", 0) != 0;
+	s = getenv("USMC_SMC");
+	preload_disabled = s && !strcmp(s, "0");
+	s = getenv("USMC_RUN_SMC_PEERS");
+	if (s && *s)
+		parse_peers(s);
+	s = getenv("USMC_RUN_LOG");
+	if (s && *s) {
+		int fd = R.open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+
+		if (fd >= 0)
+			preload_log_to(fd);
+	}
+}

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The libusmc context of this process (docs/preload.md): made on first
+ * use; a child of fork() makes its own, as the parent's stays the
+ * parent's (usmc.h).
+ */
+#include <stdio.h>
+
+#include "preload.h"
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct usmc_ctx *g_ctx;		  /* ctx_lock */
+static pid_t g_ctx_pid, g_ctx_failed_pid; /* ctx_lock */
+static bool g_has_devices;		  /* written under ctx_lock */
+
+struct usmc_ctx *preload_ctx(void)
+{
+	struct usmc_ctx *ctx = NULL;
+	char msg[160];
+	int rc;
+
+	pthread_mutex_lock(&ctx_lock);
+	if (g_ctx && g_ctx_pid == my_pid) {
+		ctx = g_ctx;
+	} else if (g_ctx_failed_pid != my_pid) {
+		/* a child of fork(): the parent's context is the parent's */
+		rc = IN_LIB(usmc_ctx_create(&ctx));
+		if (rc) {
+			ctx = NULL;
+			g_ctx_failed_pid = my_pid;
+			if (usmc_env_check(msg, sizeof(msg)))
+				snprintf(msg, sizeof(msg), "%s", usmc_strerror(rc));
+			preload_log(0, "no libusmc context (%s): every connection stays plain TCP",
+				    msg);
+		} else {
+			struct usmc_device_info devs[16];
+			int n = usmc_ctx_devices(ctx, devs, 16);
+
+			g_has_devices = false;
+			for (int i = 0; i < n && i < 16; i++)
+				g_has_devices |= devs[i].gid_index >= 0;
+			g_ctx = ctx;
+			g_ctx_pid = my_pid;
+		}
+	}
+	pthread_mutex_unlock(&ctx_lock);
+	return ctx;
+}
+
+bool preload_ctx_has_devices(void)
+{
+	return g_has_devices;
+}
+
+void ctx_fork_prepare(void)
+{
+	pthread_mutex_lock(&ctx_lock);
+}
+
+void ctx_fork_parent(void)
+{
+	pthread_mutex_unlock(&ctx_lock);
+}
+
+void ctx_fork_child(void)
+{
+	pthread_mutex_init(&ctx_lock, NULL);
+}

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * listen(), accept() and accept4() (docs/preload.md): a listening TCP
+ * socket is the preload's; its connections come from the usmc listener
+ * (preload_listener.c), an SMC-R one as a descriptor of the table, a TCP
+ * one as the plain socket it is.
+ */
+#include <fcntl.h>
+
+#include "preload.h"
+
+/* Give up on a listener: it becomes the plain socket it is. */
+void listener_giveup(struct pobj *o, int fd, int reason)
+{
+	count_reason((uint32_t)reason, true);
+	fd_set_nonblock(fd, o->nonblock);
+	tab_release_all(o);
+}
+
+PRELOAD_EXPORT int listen(int fd, int backlog)
+{
+	struct pobj *o;
+	int rc, v = 0;
+	socklen_t len = sizeof(v);
+
+	P_INIT();
+	rc = R.listen(fd, backlog);
+	if (rc || in_lib || preload_disabled)
+		return rc;
+	o = obj_get(fd);
+	if (o) { /* listen() again: a new backlog for the next activation */
+		pthread_mutex_lock(&o->lock);
+		o->backlog = backlog;
+		pthread_mutex_unlock(&o->lock);
+		obj_put(o);
+		return 0;
+	}
+	if (R.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) || (v != AF_INET && v != AF_INET6))
+		return 0;
+	len = sizeof(v);
+	if (R.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) || v != IPPROTO_TCP)
+		return 0;
+	o = obj_new(PO_LISTEN);
+	if (!o)
+		return 0;
+	o->backlog = backlog;
+	o->nonblock = (R.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+	tab_add(fd, o);
+	obj_put(o);
+	return 0;
+}
+
+/* An accepted connection: a descriptor for the application. */
+static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, socklen_t *alen)
+{
+	struct usmc_conn_info info;
+	struct pobj *o;
+	int fd;
+
+	usmc_conn_info(c, &info);
+	fd = R.fcntl(usmc_conn_fd(c), (flags & SOCK_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+	if (fd < 0) {
+		int err = errno;
+
+		IN_LIB(usmc_abort(c));
+		errno = err;
+		return -1;
+	}
+	count_conn(true, &info, fd);
+	copy_addr(&info.peer, ss_len(&info.peer), addr, alen);
+	if (info.mode == USMC_MODE_SMCR) {
+		o = obj_new(PO_SMCR);
+		if (o) {
+			o->c = c;
+			o->is_server = true;
+			o->nonblock = (flags & SOCK_NONBLOCK) != 0;
+			o->local = info.local;
+			o->peer = info.peer;
+			o->llen = ss_len(&info.local);
+			o->plen = ss_len(&info.peer);
+			if (tab_add(fd, o) == 0) {
+				obj_put(o);
+				return fd;
+			}
+			o->c = NULL;
+			obj_put(o);
+		}
+		R.close(fd);
+		IN_LIB(usmc_abort(c));
+		errno = ENOMEM;
+		return -1;
+	}
+	/* TCP: a plain socket from now on */
+	fd_set_nonblock(fd, flags & SOCK_NONBLOCK);
+	IN_LIB(usmc_close(c));
+	return fd;
+}
+
+static int do_accept(int fd, struct sockaddr *addr, socklen_t *alen, int flags, bool four)
+{
+	struct usmc_listener *l;
+	struct usmc_conn *c;
+	struct pobj *o;
+	int rc, lfd, wake;
+
+	P_INIT();
+	o = obj_get(fd);
+	if (!o || o->kind != PO_LISTEN) {
+		int r;
+
+		if (o)
+			obj_put(o);
+		r = four ? R.accept4(fd, addr, alen, flags) : R.accept(fd, addr, alen);
+		return in_lib ? preload_relocate(r) : r; /* libusmc's accept thread */
+	}
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
+		obj_put(o);
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&o->lock);
+	rc = listener_activate(o, fd);
+	l = o->l;
+	lfd = o->lfd;
+	wake = o->wakefd;
+	pthread_mutex_unlock(&o->lock);
+	if (rc > 0) {
+		listener_giveup(o, fd, rc);
+		obj_put(o);
+		return four ? R.accept4(fd, addr, alen, flags) : R.accept(fd, addr, alen);
+	}
+	for (;;) {
+		struct pollfd p[2] = {{.fd = lfd, .events = POLLIN},
+				      {.fd = wake, .events = POLLIN}};
+
+		if (o->shut) {
+			rc = -EINVAL;
+			break;
+		}
+		rc = IN_LIB(usmc_accept(l, 0, &c));
+		if (rc != -EAGAIN)
+			break;
+		if (o->nonblock)
+			break;
+		if (R.poll(p, wake >= 0 ? 2 : 1, -1) < 0) {
+			rc = -errno;
+			break;
+		}
+	}
+	obj_put(o);
+	if (rc) {
+		errno = usmc_errno(rc);
+		return -1;
+	}
+	return accepted_fd(c, flags, addr, alen);
+}
+
+PRELOAD_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	return do_accept(fd, addr, alen, 0, false);
+}
+
+PRELOAD_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	return do_accept(fd, addr, alen, flags, true);
+}
