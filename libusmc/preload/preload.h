@@ -74,6 +74,7 @@ int dup_high(int fd);		       /* a close-on-exec duplicate up there */
 void fd_set_nonblock(int fd, bool nb); /* O_NONBLOCK of the file of @fd */
 /* @fd refers to @target's file, keeping FD_CLOEXEC as in @fdfl (F_GETFD's) */
 void fd_point(int fd, int target, int fdfl);
+bool fd_is_inet_tcp(int fd); /* a TCP socket over IPv4 or IPv6 */
 
 /* preload_log.c: counters and log (usmc_run -v) */
 enum pre_reason {

@@ -74,3 +74,14 @@ void fd_point(int fd, int target, int fdfl)
 {
 	R.dup3(target, fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
 }
+
+bool fd_is_inet_tcp(int fd)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	if (R.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) || (v != AF_INET && v != AF_INET6))
+		return false;
+	len = sizeof(v);
+	return !R.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) && v == IPPROTO_TCP;
+}

@@ -5,7 +5,6 @@
  * logged and the closes in the background get their time.
  */
 #include <dirent.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -30,27 +29,16 @@ static void adopt_inherited_listeners(void)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		int fd = atoi(e->d_name), v = 0, dom = 0, proto = 0;
+		int fd = atoi(e->d_name), v = 0;
 		socklen_t len = sizeof(v);
-		struct pobj *o;
 
 		if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d))
 			continue;
-		if (R.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) || !v)
+		if (R.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) || !v ||
+		    !fd_is_inet_tcp(fd))
 			continue;
-		len = sizeof(dom);
-		if (R.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) ||
-		    (dom != AF_INET && dom != AF_INET6))
-			continue;
-		len = sizeof(proto);
-		if (R.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) || proto != IPPROTO_TCP)
-			continue;
-		o = obj_new(PO_LISTEN);
-		if (!o)
+		if (tab_add_listen(fd, 0))
 			break;
-		o->nonblock = (R.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
-		tab_add(fd, o);
-		obj_put(o);
 	}
 	closedir(d);
 }

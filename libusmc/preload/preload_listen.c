@@ -20,8 +20,7 @@ void listener_giveup(struct pobj *o, int fd, int reason)
 PRELOAD_EXPORT int listen(int fd, int backlog)
 {
 	struct pobj *o;
-	int rc, v = 0;
-	socklen_t len = sizeof(v);
+	int rc;
 
 	P_INIT();
 	rc = R.listen(fd, backlog);
@@ -35,18 +34,8 @@ PRELOAD_EXPORT int listen(int fd, int backlog)
 		obj_put(o);
 		return 0;
 	}
-	if (R.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) || (v != AF_INET && v != AF_INET6))
-		return 0;
-	len = sizeof(v);
-	if (R.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) || v != IPPROTO_TCP)
-		return 0;
-	o = obj_new(PO_LISTEN);
-	if (!o)
-		return 0;
-	o->backlog = backlog;
-	o->nonblock = (R.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
-	tab_add(fd, o);
-	obj_put(o);
+	if (fd_is_inet_tcp(fd))
+		tab_add_listen(fd, backlog); /* without memory: a plain socket */
 	return 0;
 }
 

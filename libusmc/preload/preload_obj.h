@@ -95,6 +95,8 @@ void obj_fork_child(void);
 struct pobj *obj_get(int fd); /* a reference, or NULL: not managed */
 struct pobj *tab_peek(int fd);
 int tab_add(int fd, struct pobj *o); /* takes a new reference for @fd */
+/* A new PO_LISTEN object for listening socket @fd: 0, or -ENOMEM. */
+int tab_add_listen(int fd, int backlog);
 /* Forget @fd (close or dup2 over it): epoll registrations of @fd are
  * deleted; returns the object it referred to (its reference, to be put
  * by the caller after the real close), or NULL. */

@@ -123,6 +123,19 @@ int tab_add(int fd, struct pobj *o)
 	return rc;
 }
 
+int tab_add_listen(int fd, int backlog)
+{
+	struct pobj *o = obj_new(PO_LISTEN);
+
+	if (!o)
+		return -ENOMEM;
+	o->backlog = backlog;
+	o->nonblock = (R.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+	tab_add(fd, o);
+	obj_put(o);
+	return 0;
+}
+
 struct pobj *tab_remove(int fd)
 {
 	_Atomic(struct pobj *) *slot;
