@@ -85,6 +85,28 @@ static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, so
 	return fd;
 }
 
+/*
+ * A connection from listener @l of @o, waiting for one as a blocking
+ * socket does (a poll of its descriptor @lfd, and of @wake, which
+ * shutdown() makes readable): 0 with *@cp, or a negative errno.
+ */
+static int accept_wait(struct pobj *o, struct usmc_listener *l, int lfd, int wake,
+		       struct usmc_conn **cp)
+{
+	struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = wake, .events = POLLIN}};
+	int rc;
+
+	for (;;) {
+		if (o->shut)
+			return -EINVAL;
+		rc = IN_LIB(usmc_accept(l, 0, cp));
+		if (rc != -EAGAIN || o->nonblock)
+			return rc;
+		if (R.poll(p, wake >= 0 ? 2 : 1, -1) < 0)
+			return -errno;
+	}
+}
+
 static int do_accept(int fd, struct sockaddr *addr, socklen_t *alen, int flags, bool four)
 {
 	struct usmc_listener *l;
@@ -118,24 +140,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *alen, int flags, 
 		obj_put(o);
 		return four ? R.accept4(fd, addr, alen, flags) : R.accept(fd, addr, alen);
 	}
-	for (;;) {
-		struct pollfd p[2] = {{.fd = lfd, .events = POLLIN},
-				      {.fd = wake, .events = POLLIN}};
-
-		if (o->shut) {
-			rc = -EINVAL;
-			break;
-		}
-		rc = IN_LIB(usmc_accept(l, 0, &c));
-		if (rc != -EAGAIN)
-			break;
-		if (o->nonblock)
-			break;
-		if (R.poll(p, wake >= 0 ? 2 : 1, -1) < 0) {
-			rc = -errno;
-			break;
-		}
-	}
+	rc = accept_wait(o, l, lfd, wake, &c);
 	obj_put(o);
 	if (rc) {
 		errno = usmc_errno(rc);
