@@ -8,6 +8,8 @@
 
 #include "preload.h"
 
+#define CTX_DEVICES_MAX 16 /* devices looked at for an address (a GID) */
+
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct usmc_ctx *g_ctx;		  /* ctx_lock */
 static pid_t g_ctx_pid, g_ctx_failed_pid; /* ctx_lock */
@@ -33,11 +35,11 @@ struct usmc_ctx *preload_ctx(void)
 			preload_log(0, "no libusmc context (%s): every connection stays plain TCP",
 				    msg);
 		} else {
-			struct usmc_device_info devs[16];
-			int n = usmc_ctx_devices(ctx, devs, 16);
+			struct usmc_device_info devs[CTX_DEVICES_MAX];
+			int n = usmc_ctx_devices(ctx, devs, CTX_DEVICES_MAX);
 
 			g_has_devices = false;
-			for (int i = 0; i < n && i < 16; i++)
+			for (int i = 0; i < n && i < CTX_DEVICES_MAX; i++)
 				g_has_devices |= devs[i].gid_index >= 0;
 			g_ctx = ctx;
 			g_ctx_pid = my_pid;

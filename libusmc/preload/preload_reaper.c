@@ -16,6 +16,8 @@ struct reap {
 	struct reap *next;
 };
 
+#define REAPER_EXIT_WAIT_S 10 /* at exit, the most the closes queued are waited for */
+
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reap_cond = PTHREAD_COND_INITIALIZER; /* a change below */
 static struct reap *reap_head, *reap_tail;		    /* reap_lock */
@@ -89,7 +91,7 @@ void reaper_flush(void)
 	struct timespec dl;
 
 	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 10;
+	dl.tv_sec += REAPER_EXIT_WAIT_S;
 	pthread_mutex_lock(&reap_lock);
 	while (reap_thread_pid == my_pid && (reap_head || reap_busy))
 		if (pthread_cond_timedwait(&reap_cond, &reap_lock, &dl) == ETIMEDOUT)

@@ -13,6 +13,7 @@
 #include "preload.h"
 
 #define SENDFILE_CHUNK (256 * 1024)
+#define SPLICE_CHUNK   (64 * 1024)
 
 /* sendfile() to an SMC-R connection: the file's bytes through a buffer,
  * from *@off (or the file position, which then advances by what was
@@ -109,7 +110,7 @@ static ssize_t splice_managed(struct pobj *o, bool to_conn, int pipe_fd, size_t 
 			      unsigned int flags)
 {
 	bool nb = o->nonblock || (flags & SPLICE_F_NONBLOCK);
-	size_t chunk = len < 65536 ? len : 65536;
+	size_t chunk = len < SPLICE_CHUNK ? len : SPLICE_CHUNK;
 	ssize_t r = po_enter(o, nb), n;
 	char *buf;
 
