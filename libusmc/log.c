@@ -2,11 +2,13 @@
 /* Logging (log.h): USMC_LOG, the application's callback, rate limits. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -47,6 +49,34 @@ int log_env_parse(const char *s, int *level, const char **file)
 	return -EINVAL;
 }
 
+/*
+ * USMC_LOG's file, appended to. Created with at most rw-r--r-- (the umask
+ * may take more away): never world-writable, even from a process that runs
+ * with umask 0. A symbolic link is refused (-ELOOP): in a shared directory
+ * another user may have planted it to point a root process at a file of
+ * their choosing. A tty named there does not become the controlling
+ * terminal; the descriptor is not inherited across exec.
+ */
+#define LOG_FILE_MODE  0644
+#define LOG_FILE_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
+
+static FILE *log_file_open(const char *path)
+{
+	int fd = open(path, LOG_FILE_FLAGS, LOG_FILE_MODE);
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	f = fdopen(fd, "a");
+	if (!f) {
+		int err = errno;
+
+		close(fd);
+		errno = err;
+	}
+	return f;
+}
+
 static void buckets_reset(struct usmc_logger *lg)
 {
 	for (int i = 0; i <= USMC_LOG_DEBUG; i++)
@@ -64,7 +94,7 @@ int usmc_logger_init(struct usmc_logger *lg)
 	if (rc)
 		return rc;
 	if (file) {
-		lg->file = fopen(file, "ae");
+		lg->file = log_file_open(file);
 		if (!lg->file)
 			return -errno;
 		setvbuf(lg->file, NULL, _IOLBF, 0); /* a line is in the file once logged */
