@@ -91,7 +91,8 @@ int usmc_env_check(char *msg, size_t len)
 	rc = opts_env_check(msg, len);
 	if (rc)
 		return rc;
-	/* as smcr_ctx_init() and kcompat_open() read them */
+	/* as smcr_ctx_init(), kcompat_open() and usmc_logger_init() read them:
+	 * a privileged process ignores the last two (opts.h) */
 	s = getenv("USMC_UEID");
 	if (s && *s && smcr_ueid_pad(s, ueid)) {
 		env_msg(msg, len,
@@ -99,12 +100,12 @@ int usmc_env_check(char *msg, size_t len)
 			s);
 		return -EINVAL;
 	}
-	s = getenv("USMC_KERNEL_COMPAT");
+	s = env_secure_get("USMC_KERNEL_COMPAT");
 	if (kcompat_mode_parse(s, &mode)) {
 		env_msg(msg, len, "USMC_KERNEL_COMPAT=%s: not auto, 0 or 1", s);
 		return -EINVAL;
 	}
-	s = getenv("USMC_LOG");
+	s = env_secure_get("USMC_LOG");
 	if (log_env_parse(s, &level, &file)) {
 		env_msg(msg, len, "USMC_LOG=%s: not level[,file] (off, err, warn, info, debug)", s);
 		return -EINVAL;

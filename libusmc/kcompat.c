@@ -15,6 +15,7 @@
 #include "clc_io.h"
 #include "kcompat.h"
 #include "log.h"
+#include "opts.h"
 #include "treiber.h"
 
 #ifdef USMC_HAVE_BPF
@@ -46,6 +47,21 @@ int kcompat_mode_parse(const char *s, enum kc_mode *out)
 	else
 		return -EINVAL;
 	return 0;
+}
+
+/*
+ * The mode asked for. In a privileged process (opts.h) the caller would
+ * have the library load a BPF program and attach it to a cgroup, with the
+ * program's privileges: kernel-compat is off there, whatever the
+ * environment, and its variables are not read.
+ */
+static int kcompat_env_mode(enum kc_mode *mode)
+{
+	if (env_privileged()) {
+		*mode = KC_MODE_OFF;
+		return 0;
+	}
+	return kcompat_mode_parse(env_secure_get(KC_ENV), mode);
 }
 
 int kc_listen_key_make(uint64_t netns_cookie, const struct sockaddr *addr, struct kc_listen_key *k)
@@ -228,7 +244,7 @@ static void log_attached(struct usmc_logger *log, const char *path)
 
 static int attach(struct kcompat *kc, struct usmc_logger *log)
 {
-	const char *env = getenv(KC_ENV_CGROUP);
+	const char *env = env_secure_get(KC_ENV_CGROUP);
 	struct bpf_program *prog;
 	char path[PATH_MAX];
 	int cg, rc;
@@ -330,7 +346,7 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 	struct kcompat *kc;
 	enum kc_mode mode;
 	libbpf_print_fn_t old = NULL;
-	int rc = kcompat_mode_parse(getenv(KC_ENV), &mode);
+	int rc = kcompat_env_mode(&mode);
 
 	*out = NULL;
 	if (rc || mode == KC_MODE_OFF)
@@ -340,10 +356,10 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 		return mode == KC_MODE_ON ? -ENOMEM : 0;
 	/* libbpf prints its failures to stderr; in auto mode a failure is an
 	 * answer, not an error. (The print hook is process-wide.) */
-	if (!getenv(KC_ENV_VERBOSE))
+	if (!env_secure_get(KC_ENV_VERBOSE))
 		old = libbpf_set_print(quiet_print);
 	rc = load(kc, log);
-	if (!getenv(KC_ENV_VERBOSE))
+	if (!env_secure_get(KC_ENV_VERBOSE))
 		libbpf_set_print(old);
 	if (rc) {
 		usmc_log(log, USMC_LOG_DEBUG, "kernel-compat: not attached: %s", log_errname(rc));
@@ -580,7 +596,7 @@ const char *kcompat_cgroup(const struct kcompat *kc)
 int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 {
 	enum kc_mode mode;
-	int rc = kcompat_mode_parse(getenv(KC_ENV), &mode);
+	int rc = kcompat_env_mode(&mode);
 
 	*out = NULL;
 	if (rc)

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "opts.h"
 #include "reason.h"
 
 static const char *const level_names[] = {
@@ -87,7 +88,9 @@ int usmc_logger_init(struct usmc_logger *lg)
 {
 	const char *file;
 	int level;
-	int rc = log_env_parse(getenv("USMC_LOG"), &level, &file);
+	/* it names a file, and lines may tell the process's peers: not from
+	 * the caller of a privileged process (opts.h) */
+	int rc = log_env_parse(env_secure_get("USMC_LOG"), &level, &file);
 
 	memset(lg, 0, sizeof(*lg));
 	atomic_init(&lg->max, USMC_LOG_OFF_);

@@ -3,14 +3,30 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 
 #include "opts.h"
+
+/* Whether a privileged process reads the option's variable (opts.h). */
+enum opt_env {
+	/* bounded tuning of the process's own connections: read everywhere */
+	OPT_ENV_TUNES,
+	/*
+	 * Raising it raises the memory the process pins (registers with the
+	 * RDMA device). A set-user-ID root program, or one with CAP_IPC_LOCK,
+	 * may pin beyond its caller's RLIMIT_MEMLOCK: so a privileged process
+	 * ignores the variable (env_secure_get()). Not USMC_MAX_BUFS: its
+	 * default is its maximum.
+	 */
+	OPT_ENV_PINS,
+};
 
 struct opt_desc {
 	const char *env;
 	long def;
 	long min;
 	long max;
+	enum opt_env trust;
 };
 
 #define KiB 1024L
@@ -18,28 +34,28 @@ struct opt_desc {
 
 /* Defaults follow Linux where Linux has one (see the comments in usmc.h). */
 static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
-	[USMC_OPT_SMC] = {"USMC_SMC", 1, 0, 1},
-	[USMC_OPT_PROBE_MS] = {"USMC_PROBE_MS", 100, 1, 60000},
-	[USMC_OPT_CLC_TIMEOUT_MS] = {"USMC_CLC_TIMEOUT_MS", 6000, 100, 600000},
-	[USMC_OPT_AUTO_FALLBACK] = {"USMC_AUTO_FALLBACK", 0, 0, 1},
-	[USMC_OPT_HS_THREADS] = {"USMC_HS_THREADS", 2, 1, 64},
-	[USMC_OPT_HS_CONGESTION] = {"USMC_HS_CONGESTION", 0, 0, 65536},
-	[USMC_OPT_RMB_SIZE] = {"USMC_RMB_SIZE", 64 * KiB, 16 * KiB, 512 * MiB},
-	[USMC_OPT_SNDBUF_SIZE] = {"USMC_SNDBUF_SIZE", 64 * KiB, 16 * KiB, 512 * MiB},
-	[USMC_OPT_LINGER_MS] = {"USMC_LINGER_MS", 2000, 0, 600000},
-	[USMC_OPT_BUSY_POLL] = {"USMC_BUSY_POLL", 0, 0, 1},
-	[USMC_OPT_TESTLINK_MS] = {"USMC_TESTLINK_MS", 30000, 0, 3600000},
-	[USMC_OPT_LGR_IDLE_MS] = {"USMC_LGR_IDLE_MS", 600000, 100, 86400000},
-	[USMC_OPT_ACCEPT_URING] = {"USMC_ACCEPT_URING", 1, 0, 1},
-	[USMC_OPT_DEFER_ACCEPT] = {"USMC_DEFER_ACCEPT", 0, 0, 3600},
-	[USMC_OPT_ACCEPT_BATCH] = {"USMC_ACCEPT_BATCH", 1, 0, 1},
-	[USMC_OPT_CLOSE_WAIT_MS] = {"USMC_CLOSE_WAIT_MS", 60000, 100, 3600000},
-	[USMC_OPT_MAX_BUFS] = {"USMC_MAX_BUFS", 255, 1, 255},
-	[USMC_OPT_MAX_LGRS] = {"USMC_MAX_LGRS", 128, 1, 4096},
-	[USMC_OPT_MAX_LGRS_PER_PEER] = {"USMC_MAX_LGRS_PER_PEER", 8, 1, 4096},
-	[USMC_OPT_STAT] = {"USMC_STAT", 1, 0, 1},
-	[USMC_OPT_HS_TIMEOUT_MS] = {"USMC_HS_TIMEOUT_MS", 10000, 100, 600000},
-	[USMC_OPT_SPIN] = {"USMC_SPIN", 1, 0, 1},
+	[USMC_OPT_SMC] = {"USMC_SMC", 1, 0, 1, OPT_ENV_TUNES},
+	[USMC_OPT_PROBE_MS] = {"USMC_PROBE_MS", 100, 1, 60000, OPT_ENV_TUNES},
+	[USMC_OPT_CLC_TIMEOUT_MS] = {"USMC_CLC_TIMEOUT_MS", 6000, 100, 600000, OPT_ENV_TUNES},
+	[USMC_OPT_AUTO_FALLBACK] = {"USMC_AUTO_FALLBACK", 0, 0, 1, OPT_ENV_TUNES},
+	[USMC_OPT_HS_THREADS] = {"USMC_HS_THREADS", 2, 1, 64, OPT_ENV_TUNES},
+	[USMC_OPT_HS_CONGESTION] = {"USMC_HS_CONGESTION", 0, 0, 65536, OPT_ENV_TUNES},
+	[USMC_OPT_RMB_SIZE] = {"USMC_RMB_SIZE", 64 * KiB, 16 * KiB, 512 * MiB, OPT_ENV_PINS},
+	[USMC_OPT_SNDBUF_SIZE] = {"USMC_SNDBUF_SIZE", 64 * KiB, 16 * KiB, 512 * MiB, OPT_ENV_PINS},
+	[USMC_OPT_LINGER_MS] = {"USMC_LINGER_MS", 2000, 0, 600000, OPT_ENV_TUNES},
+	[USMC_OPT_BUSY_POLL] = {"USMC_BUSY_POLL", 0, 0, 1, OPT_ENV_TUNES},
+	[USMC_OPT_TESTLINK_MS] = {"USMC_TESTLINK_MS", 30000, 0, 3600000, OPT_ENV_TUNES},
+	[USMC_OPT_LGR_IDLE_MS] = {"USMC_LGR_IDLE_MS", 600000, 100, 86400000, OPT_ENV_TUNES},
+	[USMC_OPT_ACCEPT_URING] = {"USMC_ACCEPT_URING", 1, 0, 1, OPT_ENV_TUNES},
+	[USMC_OPT_DEFER_ACCEPT] = {"USMC_DEFER_ACCEPT", 0, 0, 3600, OPT_ENV_TUNES},
+	[USMC_OPT_ACCEPT_BATCH] = {"USMC_ACCEPT_BATCH", 1, 0, 1, OPT_ENV_TUNES},
+	[USMC_OPT_CLOSE_WAIT_MS] = {"USMC_CLOSE_WAIT_MS", 60000, 100, 3600000, OPT_ENV_TUNES},
+	[USMC_OPT_MAX_BUFS] = {"USMC_MAX_BUFS", 255, 1, 255, OPT_ENV_TUNES},
+	[USMC_OPT_MAX_LGRS] = {"USMC_MAX_LGRS", 128, 1, 4096, OPT_ENV_PINS},
+	[USMC_OPT_MAX_LGRS_PER_PEER] = {"USMC_MAX_LGRS_PER_PEER", 8, 1, 4096, OPT_ENV_PINS},
+	[USMC_OPT_STAT] = {"USMC_STAT", 1, 0, 1, OPT_ENV_TUNES},
+	[USMC_OPT_HS_TIMEOUT_MS] = {"USMC_HS_TIMEOUT_MS", 10000, 100, 600000, OPT_ENV_TUNES},
+	[USMC_OPT_SPIN] = {"USMC_SPIN", 1, 0, 1, OPT_ENV_TUNES},
 };
 
 static int parse_long(const char *s, long *out)
@@ -77,7 +93,7 @@ int opts_get(const struct usmc_opts *o, enum usmc_opt opt, long *value)
 static int opt_from_env(int i, long *v, char *msg, size_t len)
 {
 	const struct opt_desc *d = &opt_table[i];
-	const char *s = getenv(d->env);
+	const char *s = d->trust == OPT_ENV_PINS ? env_secure_get(d->env) : getenv(d->env);
 
 	*v = d->def;
 	if (!s)
@@ -115,6 +131,16 @@ int opts_env_check(char *msg, size_t len)
 			return rc;
 	}
 	return 0;
+}
+
+bool env_privileged(void)
+{
+	return getauxval(AT_SECURE) != 0;
+}
+
+const char *env_secure_get(const char *name)
+{
+	return env_privileged() ? NULL : getenv(name);
 }
 
 void env_msg(char *msg, size_t len, const char *fmt, ...)
