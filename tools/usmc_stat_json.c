@@ -33,64 +33,143 @@ static void jp_ws(struct jp *p)
 
 static struct jv *jp_value(struct jp *p);
 
+/* A string under construction, NUL-terminated once done. */
+struct jbuf {
+	char *s;
+	size_t n, cap;
+};
+
+static bool jbuf_put(struct jbuf *b, const char *bytes, size_t n)
+{
+	if (b->n + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 16;
+		char *ns;
+
+		while (b->n + n > cap)
+			cap *= 2;
+		ns = realloc(b->s, cap);
+		if (!ns)
+			return false;
+		b->s = ns;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->n, bytes, n);
+	b->n += n;
+	return true;
+}
+
+/* Four hex digits: their value, or -1 (fewer left, or not hex). */
+static long jp_hex4(struct jp *p)
+{
+	long v = 0;
+
+	if (p->end - p->p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		int c = (unsigned char)p->p[i] | 0x20; /* lower case; digits keep */
+
+		if (c >= '0' && c <= '9')
+			v = v << 4 | (c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v << 4 | (c - 'a' + 10);
+		else
+			return -1;
+	}
+	p->p += 4;
+	return v;
+}
+
+/* After "\u": the code point of the escape, or of a surrogate pair
+ * ("\ud83d\ude00"); -1 if malformed or a lone surrogate. */
+static long jp_code_point(struct jp *p)
+{
+	long hi = jp_hex4(p), lo;
+
+	if (hi < 0xd800 || hi > 0xdfff)
+		return hi;
+	if (hi > 0xdbff || p->end - p->p < 2 || p->p[0] != '\\' || p->p[1] != 'u')
+		return -1;
+	p->p += 2;
+	lo = jp_hex4(p);
+	if (lo < 0xdc00 || lo > 0xdfff)
+		return -1;
+	return 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
+}
+
+/* @cp (U+0001..U+10FFFF) as UTF-8 into @out: its length. */
+static int utf8_encode(long cp, char out[4])
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xc0 | cp >> 6);
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xe0 | cp >> 12);
+		out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+		out[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (char)(0xf0 | cp >> 18);
+	out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+	out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+	out[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* After a backslash: the bytes the escape stands for into @out, their
+ * number; -1 if it is not a JSON escape, or is "\u0000" (a C string
+ * cannot hold it). */
+static int jp_escape(struct jp *p, char out[4])
+{
+	static const char plain[] = "\"\\/bfnrt", meant[] = "\"\\/\b\f\n\r\t";
+	const char *k;
+	long cp;
+
+	if (p->p >= p->end)
+		return -1;
+	if (*p->p == 'u') {
+		p->p++;
+		cp = jp_code_point(p);
+		return cp > 0 ? utf8_encode(cp, out) : -1;
+	}
+	k = memchr(plain, *p->p, sizeof(plain) - 1);
+	if (!k)
+		return -1;
+	p->p++;
+	out[0] = meant[k - plain];
+	return 1;
+}
+
 static char *jp_string(struct jp *p)
 {
-	size_t cap = 16, n = 0;
-	char *s;
+	struct jbuf b = {0};
 
 	if (p->p >= p->end || *p->p != '"')
 		return NULL;
 	p->p++;
-	s = malloc(cap);
-	while (s && p->p < p->end && *p->p != '"') {
-		char c = *p->p++;
+	while (p->p < p->end && *p->p != '"') {
+		unsigned char c = (unsigned char)*p->p++;
+		char bytes[4] = {(char)c};
+		int n = 1;
 
-		if (c == '\\') {
-			if (p->p >= p->end)
-				break;
-			c = *p->p++;
-			switch (c) {
-			case 'n':
-				c = '\n';
-				break;
-			case 't':
-				c = '\t';
-				break;
-			case 'r':
-				c = '\r';
-				break;
-			case 'b':
-				c = '\b';
-				break;
-			case 'f':
-				c = '\f';
-				break;
-			case 'u': /* control characters only come this way: keep ASCII */
-				if (p->end - p->p < 4)
-					goto bad;
-				c = (char)strtol((char[]){p->p[2], p->p[3], 0}, NULL, 16);
-				p->p += 4;
-				break;
-			default: /* '"', '\\', '/' */
-				break;
-			}
-		}
-		if (n + 2 > cap) {
-			char *ns = realloc(s, cap *= 2);
-
-			if (!ns)
-				goto bad;
-			s = ns;
-		}
-		s[n++] = c;
+		if (c < 0x20)
+			goto bad; /* JSON escapes control characters */
+		if (c == '\\')
+			n = jp_escape(p, bytes);
+		if (n < 0 || !jbuf_put(&b, bytes, (size_t)n))
+			goto bad;
 	}
-	if (!s || p->p >= p->end)
+	if (p->p >= p->end || !jbuf_put(&b, "", 1))
 		goto bad;
 	p->p++;
-	s[n] = '\0';
-	return s;
+	return b.s;
 bad:
-	free(s);
+	free(b.s);
 	return NULL;
 }
 
@@ -157,6 +236,31 @@ bad:
 	return NULL;
 }
 
+/* @word next in the buffer: skipped. */
+static bool jp_literal(struct jp *p, const char *word)
+{
+	size_t n = strlen(word);
+
+	if ((size_t)(p->end - p->p) < n || memcmp(p->p, word, n))
+		return false;
+	p->p += n;
+	return true;
+}
+
+/* A number's text into @v (its value is read when printed). */
+static bool jp_number(struct jp *p, struct jv *v)
+{
+	const char *s = p->p;
+
+	while (p->p < p->end && *p->p && strchr("-+0123456789.eE", *p->p))
+		p->p++;
+	if (p->p == s)
+		return false;
+	v->t = J_NUM;
+	v->s = strndup(s, (size_t)(p->p - s));
+	return v->s != NULL;
+}
+
 static struct jv *jp_value(struct jp *p)
 {
 	struct jv *v;
@@ -185,25 +289,16 @@ static struct jv *jp_value(struct jp *p)
 		}
 		break;
 	default:
-		if (!strncmp(p->p, "true", 4) || !strncmp(p->p, "false", 5)) {
+		if (jp_literal(p, "true")) {
 			v->t = J_BOOL;
-			v->b = *p->p == 't';
-			p->p += v->b ? 4 : 5;
-		} else if (!strncmp(p->p, "null", 4)) {
+			v->b = true;
+		} else if (jp_literal(p, "false")) {
+			v->t = J_BOOL;
+		} else if (jp_literal(p, "null")) {
 			v->t = J_NULL;
-			p->p += 4;
-		} else {
-			const char *s = p->p;
-
-			while (p->p < p->end && strchr("-+0123456789.eE", *p->p))
-				p->p++;
-			if (p->p == s) {
-				jv_free(v);
-				v = NULL;
-				break;
-			}
-			v->t = J_NUM;
-			v->s = strndup(s, (size_t)(p->p - s));
+		} else if (!jp_number(p, v)) {
+			jv_free(v);
+			v = NULL;
 		}
 	}
 	p->depth--;

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/*
+ * usmc-stat's JSON reader (tools/usmc_stat_json.c): it parses what another
+ * process sends, so it must hold any bytes. Every input here lies at the
+ * very end of a heap block of its own size, not NUL-terminated: under ASan
+ * a read past the reply is a heap-buffer-overflow.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "usmc_stat_json.h"
+
+/* @len bytes of @s in a block of exactly @len bytes, parsed. */
+static struct jv *parse_exact(const char *s, size_t len)
+{
+	char *buf = malloc(len ? len : 1);
+	struct jv *v;
+
+	assert_non_null(buf);
+	memcpy(buf, s, len);
+	v = jv_parse(buf, len);
+	free(buf);
+	return v;
+}
+
+static struct jv *parse_str(const char *s)
+{
+	return parse_exact(s, strlen(s));
+}
+
+/* A literal cut short at the end of the reply: no read past it. */
+static void test_literal_at_end(void **state)
+{
+	static const char *const cut[] = {"t",	 "tr",	 "tru", "f",  "fa",
+					  "fal", "fals", "n",	"nu", "nul"};
+	struct jv *v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++)
+		assert_null(parse_str(cut[i]));
+	v = parse_str("true");
+	assert_non_null(v);
+	assert_int_equal(v->t, J_BOOL);
+	assert_true(v->b);
+	jv_free(v);
+	v = parse_str("[false,null]");
+	assert_non_null(v);
+	assert_int_equal(v->n, 2);
+	assert_int_equal(v->items[0]->t, J_BOOL);
+	assert_int_equal(v->items[1]->t, J_NULL);
+	jv_free(v);
+}
+
+/* Every prefix of a snapshot-like reply, each at the end of its block:
+ * whatever the parser decides, it reads nothing past the end. */
+static void test_every_prefix_at_end(void **state)
+{
+	static const char doc[] = "{\"schema\":1,\"comm\":\"a\\u001bb\\\"\\\\\\/\\n\","
+				  "\"kernel_compat\":false,\"cg\":null,\"ok\":true,"
+				  "\"n\":-12.5e3,\"arr\":[0,1,[],{}],\"e\":\"\\ud83d\\ude00\"}";
+	struct jv *v;
+
+	(void)state;
+	for (size_t len = 0; len < sizeof(doc) - 1; len++)
+		jv_free(parse_exact(doc, len));
+	v = parse_exact(doc, sizeof(doc) - 1);
+	assert_non_null(v);
+	assert_string_equal(jv_str(v, "comm"), "a\x1b"
+					       "b\"\\/\n");
+	assert_string_equal(jv_str(v, "e"), "\xf0\x9f\x98\x80");
+	jv_free(v);
+}
+
+/* "\uXXXX": all four digits count, and the result is UTF-8. */
+static void test_unicode_escapes(void **state)
+{
+	static const struct {
+		const char *json, *want;
+	} ok[] = {
+		{"\"\\u001b\"", "\x1b"},
+		{"\"\\u00e9\"", "\xc3\xa9"},
+		{"\"\\u009b\"", "\xc2\x9b"},
+		{"\"\\u1b1b\"", "\xe1\xac\x9b"},
+		{"\"\\uD83D\\uDE00\"", "\xf0\x9f\x98\x80"},
+	};
+	static const char *const bad[] = {
+		"\"\\u0000\"",	      /* NUL: a C string cannot hold it */
+		"\"\\u00\"",	      /* short */
+		"\"\\u00zz\"",	      /* not hex */
+		"\"\\ud83d\"",	      /* a high surrogate alone */
+		"\"\\ude00\"",	      /* a low surrogate alone */
+		"\"\\ud83d\\u0041\"", /* a high surrogate without its pair */
+		"\"\\x41\"",	      /* not a JSON escape */
+		"\"a\x1b"
+		"b\"", /* a raw control character */
+		"\"\\u00",
+		"\"\\",
+		"\"abc",
+	};
+	struct jv *v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		v = parse_str(ok[i].json);
+		assert_non_null(v);
+		assert_int_equal(v->t, J_STR);
+		assert_string_equal(v->s, ok[i].want);
+		jv_free(v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_null(parse_str(bad[i]));
+}
+
+/* A NUL byte in the reply is no part of a number. */
+static void test_nul_byte(void **state)
+{
+	(void)state;
+	assert_null(parse_exact("[1\0]", 4));
+	assert_null(parse_exact("1\0", 2));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_literal_at_end),
+		cmocka_unit_test(test_every_prefix_at_end),
+		cmocka_unit_test(test_unicode_escapes),
+		cmocka_unit_test(test_nul_byte),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
