@@ -3,7 +3,8 @@
  * usmc-stat's JSON reader (tools/usmc_stat_json.c): it parses what another
  * process sends, so it must hold any bytes. Every input here lies at the
  * very end of a heap block of its own size, not NUL-terminated: under ASan
- * a read past the reply is a heap-buffer-overflow.
+ * a read past the reply is a heap-buffer-overflow. And what it writes back
+ * (--json, the table) carries no control character raw.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,13 +126,35 @@ static void test_nul_byte(void **state)
 	assert_null(parse_exact("1\0", 2));
 }
 
+/* jv_write() of what a publisher sent: valid UTF-8, every control
+ * character escaped; jv_make_printable(): printable ASCII. */
+static void test_output_escapes(void **state)
+{
+	static const char in[] = "\"a\\u001b[2J\x7f\xc2\x9b\xff\xc3\xa9\\u0007\"";
+	struct jv *v = parse_str(in);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(v);
+	f = open_memstream(&out, &len);
+	assert_non_null(f);
+	jv_write(f, v);
+	fclose(f);
+	assert_string_equal(out, "\"a\\u001b[2J\\u007f\\u009b\\u00ff\xc3\xa9\\u0007\"");
+	free(out);
+	assert_true(jv_make_printable(v));
+	assert_string_equal(v->s, "a\\x1b[2J\\x7f\\xc2\\x9b\\xff\\xc3\\xa9\\x07");
+	jv_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_literal_at_end),
-		cmocka_unit_test(test_every_prefix_at_end),
-		cmocka_unit_test(test_unicode_escapes),
-		cmocka_unit_test(test_nul_byte),
+		cmocka_unit_test(test_literal_at_end),	cmocka_unit_test(test_every_prefix_at_end),
+		cmocka_unit_test(test_unicode_escapes), cmocka_unit_test(test_nul_byte),
+		cmocka_unit_test(test_output_escapes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

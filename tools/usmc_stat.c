@@ -312,8 +312,13 @@ static int run_once(const struct opts *o)
 				printf(",");
 			printf("\n");
 			jv_write(stdout, s);
-		} else {
+		} else if (jv_make_printable(s)) {
+			/* the strings are the publisher's: no escape sequence of
+			 * theirs reaches the operator's terminal */
 			print_human(s);
+		} else {
+			fprintf(stderr, "usmc-stat: @%s: out of memory\n", t[i].name);
+			rc = 3;
 		}
 		got++;
 		jv_free(s);

@@ -349,20 +349,106 @@ bool jv_bool(const struct jv *o, const char *key)
 	return v && v->t == J_BOOL && v->b;
 }
 
+/* The UTF-8 sequence at @s (NUL-terminated): its length and code point,
+ * or 0 if it is not a valid one (cut short, overlong, a surrogate, past
+ * U+10FFFF). */
+static int utf8_decode(const unsigned char *s, long *cp)
+{
+	long min;
+	int n;
+
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	if ((s[0] & 0xe0) == 0xc0)
+		n = 2;
+	else if ((s[0] & 0xf0) == 0xe0)
+		n = 3;
+	else if ((s[0] & 0xf8) == 0xf0)
+		n = 4;
+	else
+		return 0;
+	*cp = s[0] & (0x7f >> n); /* the lead byte's payload bits */
+	min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+	for (int i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) /* the terminating NUL stops it too */
+			return 0;
+		*cp = *cp << 6 | (s[i] & 0x3f);
+	}
+	if (*cp < min || *cp > 0x10ffff || (*cp >= 0xd800 && *cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* C0, DEL and C1: what a terminal acts on rather than shows. */
+static bool is_control(long cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+}
+
+/* Valid UTF-8 with every control character escaped, whatever the
+ * publisher sent: a byte that is not UTF-8 is written as the code point of
+ * its value ("\u00ff"). */
 static void jv_write_str(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *u = (const unsigned char *)s;
 
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
+	fputc('"', f);
+	while (*u) {
+		long cp;
+		int n = utf8_decode(u, &cp);
+
+		if (*u == '"' || *u == '\\')
+			fprintf(f, "\\%c", *u);
+		else if (!n)
+			fprintf(f, "\\u%04x", *u);
+		else if (is_control(cp))
+			fprintf(f, "\\u%04lx", cp);
 		else
-			fputc(c, f);
+			fwrite(u, 1, (size_t)n, f);
+		u += n ? n : 1;
 	}
 	fputc('"', f);
+}
+
+/* @s with every byte outside printable ASCII as "\xHH": a new string. */
+static char *printable(const char *s)
+{
+	const unsigned char *u;
+	size_t n = 1;
+	char *out, *o;
+
+	for (u = (const unsigned char *)s; *u; u++)
+		n += *u >= 0x20 && *u < 0x7f ? 1 : 4;
+	out = malloc(n);
+	if (!out)
+		return NULL;
+	o = out;
+	for (u = (const unsigned char *)s; *u; u++) {
+		if (*u >= 0x20 && *u < 0x7f)
+			*o++ = (char)*u;
+		else
+			o += sprintf(o, "\\x%02x", *u);
+	}
+	*o = '\0';
+	return out;
+}
+
+bool jv_make_printable(struct jv *v)
+{
+	if (v->t == J_STR) {
+		char *p = printable(v->s);
+
+		if (!p)
+			return false;
+		free(v->s);
+		v->s = p;
+	}
+	for (size_t i = 0; i < v->n; i++)
+		if (!jv_make_printable(v->items[i]))
+			return false;
+	return true;
 }
 
 void jv_write(FILE *f, const struct jv *v)

@@ -36,7 +36,13 @@ const char *jv_str(const struct jv *o, const char *key);
 uint64_t jv_u64(const struct jv *o, const char *key);
 bool jv_bool(const struct jv *o, const char *key);
 
-/* @v as JSON text. */
+/* @v as JSON text: valid UTF-8, every control character escaped (C0, DEL,
+ * C1), a byte that is not UTF-8 written as the code point of its value. */
 void jv_write(FILE *f, const struct jv *v);
+
+/* For a terminal: every string value of @v in printable ASCII, each other
+ * byte (control characters, escape sequences, anything not ASCII) shown
+ * as "\xHH". false: out of memory (some strings may be done). */
+bool jv_make_printable(struct jv *v);
 
 #endif
