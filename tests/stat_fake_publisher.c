@@ -3,13 +3,14 @@
  * stat_fake_publisher - a process that answers usmc-stat as it likes, for
  * the tests of what usmc-stat trusts (tests/test_usmc_stat_*.sh).
  *
- *   stat_fake_publisher PID FIRST COUNT REPLY_FILE
+ *   stat_fake_publisher PID FIRST COUNT REPLY_FILE [TRICKLE_MS]
  *
  * binds the listening abstract sockets "@usmc-stat/<PID>/<n>" for n from
  * FIRST to FIRST + COUNT - 1 (PID "self": its own pid; another one: a
  * squatter on that process's names), prints "ready <its pid>" and answers
  * each connection with REPLY_FILE's bytes, then closes it, until stdin
- * closes. A reader that hangs up early ends that answer only.
+ * closes. With TRICKLE_MS, one byte every TRICKLE_MS milliseconds. A
+ * reader that hangs up early ends that answer only.
  */
 #include <errno.h>
 #include <poll.h>
@@ -55,14 +56,18 @@ static int bind_name(long pid, long n)
 	return fd;
 }
 
-static void answer(int lfd, const char *reply, size_t len)
+static void answer(int lfd, const char *reply, size_t len, long trickle_ms)
 {
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 
 	if (fd < 0)
 		return;
 	while (len) {
-		ssize_t w = send(fd, reply, len, MSG_NOSIGNAL);
+		ssize_t w;
+
+		if (trickle_ms)
+			usleep((useconds_t)trickle_ms * 1000);
+		w = send(fd, reply, trickle_ms ? 1 : len, MSG_NOSIGNAL);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -77,15 +82,16 @@ static void answer(int lfd, const char *reply, size_t len)
 int main(int argc, char **argv)
 {
 	struct pollfd p[MAX_NAMES + 1];
-	long pid, first, count;
+	long pid, first, count, trickle_ms;
 	size_t len;
 	char *reply;
 
-	if (argc != 5)
-		die("usage: stat_fake_publisher PID FIRST COUNT REPLY_FILE");
+	if (argc != 5 && argc != 6)
+		die("usage: stat_fake_publisher PID FIRST COUNT REPLY_FILE [TRICKLE_MS]");
 	pid = strcmp(argv[1], "self") ? atol(argv[1]) : (long)getpid();
 	first = atol(argv[2]);
 	count = atol(argv[3]);
+	trickle_ms = argc == 6 ? atol(argv[5]) : 0;
 	if (pid <= 0 || first < 0 || count < 1 || count > MAX_NAMES)
 		die("bad PID, FIRST or COUNT");
 	reply = read_file(argv[4], &len);
@@ -104,7 +110,7 @@ int main(int argc, char **argv)
 			break; /* stdin closed (or readable: either ends it) */
 		for (long i = 1; i <= count; i++)
 			if (p[i].revents & POLLIN)
-				answer(p[i].fd, reply, len);
+				answer(p[i].fd, reply, len, trickle_ms);
 	}
 	free(reply);
 	return 0;

@@ -17,17 +17,28 @@
 
 #include "usmc_stat_json.h"
 
-/* @len bytes of @s in a block of exactly @len bytes, parsed. */
-static struct jv *parse_exact(const char *s, size_t len)
+#define NO_LIMIT ((size_t)-1)
+
+static enum jv_error last_error;
+
+/* @len bytes of @s in a block of exactly @len bytes, parsed into at most
+ * @max_values values. */
+static struct jv *parse_limited(const char *s, size_t len, size_t max_values)
 {
 	char *buf = malloc(len ? len : 1);
 	struct jv *v;
 
 	assert_non_null(buf);
 	memcpy(buf, s, len);
-	v = jv_parse(buf, len);
+	v = jv_parse(buf, len, max_values, &last_error);
+	assert_true((v != NULL) == (last_error == JV_OK));
 	free(buf);
 	return v;
+}
+
+static struct jv *parse_exact(const char *s, size_t len)
+{
+	return parse_limited(s, len, NO_LIMIT);
 }
 
 static struct jv *parse_str(const char *s)
@@ -149,12 +160,69 @@ static void test_output_escapes(void **state)
 	jv_free(v);
 }
 
+/* The values a reply may build are bounded: one more is refused before it
+ * is allocated, whatever the reply's size. */
+static void test_value_cap(void **state)
+{
+	static const char doc[] = "{\"a\":[1,2,\"x\"],\"b\":null}"; /* 6 values */
+	struct jv *v;
+
+	(void)state;
+	v = parse_limited(doc, strlen(doc), 6);
+	assert_non_null(v);
+	jv_free(v);
+	assert_null(parse_limited(doc, strlen(doc), 5));
+	assert_int_equal(last_error, JV_TOO_MANY_VALUES);
+	assert_null(parse_limited(doc, strlen(doc), 0));
+	assert_int_equal(last_error, JV_TOO_MANY_VALUES);
+}
+
+/* A long array grows by doubling (no copy per element) and keeps order. */
+static void test_long_array(void **state)
+{
+	enum { N = 100000 };
+	char *doc = malloc(2 * N + 2), *p = doc;
+	struct jv *v;
+
+	(void)state;
+	assert_non_null(doc);
+	*p++ = '[';
+	for (int i = 0; i < N; i++) {
+		*p++ = (char)('0' + i % 10);
+		*p++ = i + 1 < N ? ',' : ']';
+	}
+	v = parse_exact(doc, (size_t)(p - doc));
+	free(doc);
+	assert_non_null(v);
+	assert_int_equal(v->n, N);
+	assert_true(v->cap >= N && v->cap < 2 * N);
+	assert_string_equal(v->items[N - 1]->s, "9");
+	jv_free(v);
+}
+
+/* Why a reply is refused: cut short, or malformed. */
+static void test_errors(void **state)
+{
+	(void)state;
+	assert_null(parse_str("{\"schema\":1,\"comm\":\"ab"));
+	assert_int_equal(last_error, JV_TRUNCATED);
+	assert_null(parse_str("{\"schema\":1,"));
+	assert_int_equal(last_error, JV_TRUNCATED);
+	assert_null(parse_str("{\"schema\":1}}"));
+	assert_int_equal(last_error, JV_MALFORMED);
+	assert_null(parse_str("{\"schema\" 1}"));
+	assert_int_equal(last_error, JV_MALFORMED);
+	assert_null(parse_str(""));
+	assert_int_equal(last_error, JV_TRUNCATED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_literal_at_end),	cmocka_unit_test(test_every_prefix_at_end),
 		cmocka_unit_test(test_unicode_escapes), cmocka_unit_test(test_nul_byte),
-		cmocka_unit_test(test_output_escapes),
+		cmocka_unit_test(test_output_escapes),	cmocka_unit_test(test_value_cap),
+		cmocka_unit_test(test_long_array),	cmocka_unit_test(test_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

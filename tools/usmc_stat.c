@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -24,16 +25,24 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "usmc_stat_json.h"
 
-#define NAME_PREFIX    "@usmc-stat/"
-#define READ_TIMEOUT_S 3
-#define MAX_REPLY      (64u << 20)
+#define NAME_PREFIX "@usmc-stat/"
+/*
+ * What one reply may cost: it comes from another process. An honest
+ * snapshot spends about 16 bytes per value (a connection: 10-12 values,
+ * 170-200 bytes): these allow about 60,000 connections. The values bound
+ * the memory of the parsed reply (about 110 bytes each, so 115 MB at
+ * most) however densely a reply packs them; the deadline bounds a
+ * publisher that trickles.
+ */
+#define MAX_REPLY	 (16u << 20)
+#define MAX_VALUES	 (MAX_REPLY / 16)
+#define REPLY_DEADLINE_S 10
 
 /* ---- finding and reading the contexts ----------------------------------- */
 
@@ -98,63 +107,122 @@ static size_t find_targets(struct target **out, long only_pid)
 	return n;
 }
 
-/* One snapshot; NULL (with a message) if it could not be read. */
-static struct jv *query(const struct target *t)
+static int connect_to(const struct target *t)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = READ_TIMEOUT_S};
-	size_t len = 0, cap = 65536, nl = strlen(t->name);
-	char *buf = NULL;
-	struct jv *v = NULL;
-	int fd;
+	size_t nl = strlen(t->name);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	memcpy(sa.sun_path + 1, t->name, nl);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return NULL;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		return -1;
+	memcpy(sa.sun_path + 1, t->name, nl);
 	if (connect(fd, (struct sockaddr *)&sa,
 		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl))) {
 		fprintf(stderr, "usmc-stat: @%s: %s\n", t->name, strerror(errno));
-		goto out;
+		close(fd);
+		return -1;
 	}
-	buf = malloc(cap);
-	while (buf) {
-		ssize_t r;
+	return fd;
+}
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Bytes to read on @fd before @deadline_ms (now_ms()). */
+static bool wait_readable(int fd, int64_t deadline_ms)
+{
+	for (;;) {
+		int64_t left = deadline_ms - now_ms();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int n;
+
+		if (left <= 0)
+			return false;
+		n = poll(&p, 1, (int)left);
+		if (n > 0)
+			return true;
+		if (n < 0 && errno != EINTR)
+			return false;
+	}
+}
+
+/* The whole reply, up to its EOF, into *@out: its length (0: none), or -1
+ * with a message (longer than MAX_REPLY, too slow, a read error). */
+static ssize_t read_reply(int fd, const struct target *t, char **out)
+{
+	int64_t deadline = now_ms() + REPLY_DEADLINE_S * 1000;
+	size_t len = 0, cap = 0;
+	char *buf = NULL, *nb;
+	ssize_t r;
+
+	for (;;) {
 		if (len == cap) {
-			char *nb = cap >= MAX_REPLY ? NULL : realloc(buf, cap *= 2);
-
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
+			if (cap == MAX_REPLY) {
+				fprintf(stderr,
+					"usmc-stat: @%s: reply of %u MiB or more: ignored\n",
+					t->name, MAX_REPLY >> 20);
+				goto err;
 			}
+			cap = cap ? 2 * cap : 65536;
+			nb = realloc(buf, cap);
+			if (!nb)
+				goto err;
 			buf = nb;
 		}
+		if (!wait_readable(fd, deadline)) {
+			fprintf(stderr, "usmc-stat: @%s: no whole reply within %d s\n", t->name,
+				REPLY_DEADLINE_S);
+			goto err;
+		}
 		r = recv(fd, buf + len, cap - len, 0);
+		if (r == 0)
+			break;
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0) {
-			if (r < 0)
-				fprintf(stderr, "usmc-stat: @%s: %s\n", t->name, strerror(errno));
-			break;
+		if (r < 0) {
+			fprintf(stderr, "usmc-stat: @%s: %s\n", t->name, strerror(errno));
+			goto err;
 		}
 		len += (size_t)r;
 	}
-	if (!buf || !len) {
-		if (buf)
-			fprintf(stderr, "usmc-stat: @%s: no answer (not the same user?)\n",
-				t->name);
-		goto out;
-	}
-	v = jv_parse(buf, len);
-	if (!v || v->t != J_OBJ) {
-		fprintf(stderr, "usmc-stat: @%s: malformed snapshot\n", t->name);
+	*out = buf;
+	return (ssize_t)len;
+err:
+	free(buf);
+	return -1;
+}
+
+/* One snapshot; NULL (with a message) if it could not be read. */
+static struct jv *query(const struct target *t)
+{
+	enum jv_error err = JV_MALFORMED;
+	struct jv *v = NULL;
+	char *buf = NULL;
+	ssize_t len;
+	int fd = connect_to(t);
+
+	if (fd < 0)
+		return NULL;
+	len = read_reply(fd, t, &buf);
+	if (len == 0)
+		fprintf(stderr, "usmc-stat: @%s: no answer (not the same user?)\n", t->name);
+	if (len > 0)
+		v = jv_parse(buf, (size_t)len, MAX_VALUES, &err);
+	if (v && v->t != J_OBJ) {
 		jv_free(v);
 		v = NULL;
+		err = JV_MALFORMED;
 	}
-out:
+	if (!v && err == JV_TOO_MANY_VALUES)
+		fprintf(stderr, "usmc-stat: @%s: %s (over %u): ignored\n", t->name,
+			jv_error_text(err), MAX_VALUES);
+	else if (!v && len > 0)
+		fprintf(stderr, "usmc-stat: @%s: %s: ignored\n", t->name, jv_error_text(err));
 	free(buf);
 	close(fd);
 	return v;

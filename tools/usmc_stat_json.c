@@ -5,10 +5,20 @@
 
 #include "usmc_stat_json.h"
 
+#define JV_MAX_DEPTH 32 /* a snapshot nests 5 deep */
+
 struct jp {
 	const char *p, *end;
 	int depth;
+	size_t values_left;  /* the reader's bound on the DOM it builds */
+	enum jv_error error; /* the first one */
 };
+
+static void jp_fail(struct jp *p, enum jv_error e)
+{
+	if (p->error == JV_OK)
+		p->error = e;
+}
 
 void jv_free(struct jv *v)
 {
@@ -161,33 +171,46 @@ static char *jp_string(struct jp *p)
 			goto bad; /* JSON escapes control characters */
 		if (c == '\\')
 			n = jp_escape(p, bytes);
-		if (n < 0 || !jbuf_put(&b, bytes, (size_t)n))
+		if (n < 0)
 			goto bad;
+		if (!jbuf_put(&b, bytes, (size_t)n))
+			goto oom;
 	}
-	if (p->p >= p->end || !jbuf_put(&b, "", 1))
+	if (p->p >= p->end)
 		goto bad;
+	if (!jbuf_put(&b, "", 1))
+		goto oom;
 	p->p++;
 	return b.s;
+oom:
+	jp_fail(p, JV_NO_MEMORY);
 bad:
 	free(b.s);
 	return NULL;
 }
 
+/* Append @item (and its @key in an object); the arrays double as they
+ * grow, so a long array costs no quadratic copying. */
 static bool jv_push(struct jv *v, char *key, struct jv *item)
 {
-	struct jv **ni = realloc(v->items, (v->n + 1) * sizeof(*ni));
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? 2 * v->cap : 8;
+		struct jv **ni = realloc(v->items, cap * sizeof(*ni));
 
-	if (!ni)
-		return false;
-	v->items = ni;
-	if (v->t == J_OBJ) {
-		char **nk = realloc(v->keys, (v->n + 1) * sizeof(*nk));
-
-		if (!nk)
+		if (!ni)
 			return false;
-		v->keys = nk;
-		v->keys[v->n] = key;
+		v->items = ni;
+		if (v->t == J_OBJ) {
+			char **nk = realloc(v->keys, cap * sizeof(*nk));
+
+			if (!nk)
+				return false;
+			v->keys = nk;
+		}
+		v->cap = cap;
 	}
+	if (v->t == J_OBJ)
+		v->keys[v->n] = key;
 	v->items[v->n++] = item;
 	return true;
 }
@@ -215,7 +238,9 @@ static struct jv *jp_container(struct jp *p, struct jv *v, char close)
 			p->p++;
 		}
 		item = jp_value(p);
-		if (!item || !jv_push(v, key, item)) {
+		if (item && !jv_push(v, key, item))
+			jp_fail(p, JV_NO_MEMORY);
+		if (!item || p->error) {
 			free(key);
 			jv_free(item);
 			goto bad;
@@ -258,6 +283,8 @@ static bool jp_number(struct jp *p, struct jv *v)
 		return false;
 	v->t = J_NUM;
 	v->s = strndup(s, (size_t)(p->p - s));
+	if (!v->s)
+		jp_fail(p, JV_NO_MEMORY);
 	return v->s != NULL;
 }
 
@@ -266,11 +293,19 @@ static struct jv *jp_value(struct jp *p)
 	struct jv *v;
 
 	jp_ws(p);
-	if (p->p >= p->end || ++p->depth > 32)
+	if (p->p >= p->end || p->depth >= JV_MAX_DEPTH)
 		return NULL;
+	if (!p->values_left) {
+		jp_fail(p, JV_TOO_MANY_VALUES); /* before it costs memory */
+		return NULL;
+	}
+	p->values_left--;
 	v = calloc(1, sizeof(*v));
-	if (!v)
+	if (!v) {
+		jp_fail(p, JV_NO_MEMORY);
 		return NULL;
+	}
+	p->depth++;
 	switch (*p->p) {
 	case '{':
 		v->t = J_OBJ;
@@ -305,17 +340,35 @@ static struct jv *jp_value(struct jp *p)
 	return v;
 }
 
-struct jv *jv_parse(const char *s, size_t len)
+struct jv *jv_parse(const char *s, size_t len, size_t max_values, enum jv_error *error)
 {
-	struct jp p = {.p = s, .end = s + len};
+	struct jp p = {.p = s, .end = s + len, .values_left = max_values};
 	struct jv *v = jp_value(&p);
 
 	jp_ws(&p);
-	if (v && p.p != p.end) {
+	if (v && p.p != p.end)
+		jp_fail(&p, JV_MALFORMED);
+	if (!v || p.error) {
+		/* stopped at the end: the reply was cut short */
+		jp_fail(&p, p.p >= p.end ? JV_TRUNCATED : JV_MALFORMED);
 		jv_free(v);
-		return NULL;
+		v = NULL;
 	}
+	*error = p.error;
 	return v;
+}
+
+const char *jv_error_text(enum jv_error e)
+{
+	static const char *const text[] = {
+		[JV_OK] = "no error",
+		[JV_MALFORMED] = "malformed snapshot",
+		[JV_TRUNCATED] = "snapshot cut short",
+		[JV_TOO_MANY_VALUES] = "snapshot of too many values",
+		[JV_NO_MEMORY] = "out of memory",
+	};
+
+	return (unsigned int)e < sizeof(text) / sizeof(text[0]) ? text[e] : "?";
 }
 
 struct jv *jv_get(const struct jv *o, const char *key)

@@ -20,12 +20,20 @@ struct jv {
 	char *s;	   /* J_STR: the string; J_NUM: its text */
 	struct jv **items; /* J_ARR, J_OBJ */
 	char **keys;	   /* J_OBJ */
-	size_t n;
+	size_t n, cap;	   /* items (and keys) held, and room for */
 };
 
-/* The value in @s[0..@len) (not NUL-terminated), or NULL if it is not
- * one JSON value (whitespace around it aside). */
-struct jv *jv_parse(const char *s, size_t len);
+enum jv_error { JV_OK, JV_MALFORMED, JV_TRUNCATED, JV_TOO_MANY_VALUES, JV_NO_MEMORY };
+
+/*
+ * The value in @s[0..@len) (not NUL-terminated), or NULL and why in
+ * *@error if it is not one JSON value (whitespace around it aside). At
+ * most @max_values values (each string, number, literal, array and object
+ * counts one) are built: the memory a reply can cost is bounded by that,
+ * not by how densely it packs them.
+ */
+struct jv *jv_parse(const char *s, size_t len, size_t max_values, enum jv_error *error);
+const char *jv_error_text(enum jv_error e);
 void jv_free(struct jv *v);
 
 /* Member @key of object @o, or NULL (@o NULL or not an object too). */
