@@ -4,16 +4,20 @@
  * their connections (mode, fallback reason), listeners, link groups and
  * counters, as smcss / smcr linkgroup show / smcr stats do for the
  * kernel's SMC. Each libusmc context publishes itself on an abstract UNIX
- * socket "@usmc-stat/<pid>/<n>" (docs/usmc-stat.md); this tool finds them
- * in /proc/net/unix (of its network namespace), reads one JSON snapshot
- * from each and prints a table, or the snapshots as one JSON array.
+ * socket "@usmc-stat/<pid>/<n>/<nonce>" (docs/usmc-stat.md); this tool
+ * finds them in /proc/net/unix (of its network namespace), reads one JSON
+ * snapshot from each socket that the process of its name answers, and
+ * prints a table, or the snapshots as one JSON array. The replies come
+ * from other processes: bounded, parsed strictly, printed escaped.
  *
  * usage: usmc-stat [--json] [-p PID] [--mode smcr|tcp] [--reason NAME]
  *                  [-w SECONDS]
  * Exit: 0 at least one snapshot read and every query answered; 1 no
  * libusmc process found (or none with -p PID); 2 usage error; 3 some
- * process did not answer (not the same uid, exited, or malformed reply).
+ * process did not answer (not the same uid, exited, or malformed reply) or
+ * another process answered for it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -31,7 +35,8 @@
 
 #include "usmc_stat_json.h"
 
-#define NAME_PREFIX "@usmc-stat/"
+#define NAME_PREFIX	  "@usmc-stat/"
+#define NAME_NONCE_DIGITS 16 /* stat.c STAT_NAME_FMT */
 /*
  * What one reply may cost: it comes from another process. An honest
  * snapshot spends about 16 bytes per value (a connection: 10-12 values,
@@ -47,7 +52,7 @@
 /* ---- finding and reading the contexts ----------------------------------- */
 
 struct target {
-	char name[108]; /* "usmc-stat/<pid>/<n>", without the '@' */
+	char name[108]; /* "usmc-stat/<pid>/<n>/<nonce>", without the '@' */
 	long pid;
 };
 
@@ -64,6 +69,35 @@ static int cmp_target(const void *a, const void *b)
 	const struct target *x = a, *y = b;
 
 	return x->pid != y->pid ? (x->pid < y->pid ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+/*
+ * The pid of a name "usmc-stat/<pid>/<n>/<nonce: 16 hex digits>" (libusmc
+ * before the nonce wrote "usmc-stat/<pid>/<n>"), or 0 if @name is not one:
+ * anyone may bind an abstract name, so whatever does not parse is neither
+ * queried nor printed.
+ */
+static long target_pid(const char *name)
+{
+	const char *s = name + strlen(NAME_PREFIX) - 1;
+	char *end;
+	long pid;
+
+	if (!isdigit((unsigned char)*s))
+		return 0;
+	pid = strtol(s, &end, 10);
+	if (pid <= 0 || *end != '/' || !isdigit((unsigned char)end[1]))
+		return 0;
+	strtoul(end + 1, &end, 10);
+	if (!*end)
+		return pid;
+	if (*end != '/')
+		return 0;
+	end++;
+	if (strlen(end) != NAME_NONCE_DIGITS ||
+	    strspn(end, "0123456789abcdef") != NAME_NONCE_DIGITS)
+		return 0;
+	return pid;
 }
 
 /* The listening usmc-stat sockets in /proc/net/unix; their number. */
@@ -90,8 +124,8 @@ static size_t find_targets(struct target **out, long only_pid)
 			continue;
 		path += 2;
 		path[strcspn(path, "\n")] = '\0';
-		pid = strtol(path + strlen(NAME_PREFIX) - 1, NULL, 10);
-		if (only_pid && pid != only_pid)
+		pid = target_pid(path);
+		if (!pid || strlen(path) >= sizeof(v->name) || (only_pid && pid != only_pid))
 			continue;
 		nv = realloc(v, (n + 1) * sizeof(*v));
 		if (!nv)
@@ -197,6 +231,30 @@ err:
 	return -1;
 }
 
+/*
+ * Abstract names have no owner: any process may bind "@usmc-stat/<pid>/..."
+ * with another's pid. The kernel's word on who listens there (SO_PEERCRED:
+ * the process that called listen()) must be the name's pid, or the answer
+ * is not read.
+ */
+static bool peer_is_named(int fd, const struct target *t)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || len != sizeof(cr)) {
+		fprintf(stderr, "usmc-stat: @%s: SO_PEERCRED: %s\n", t->name, strerror(errno));
+		return false;
+	}
+	if (cr.pid == t->pid)
+		return true;
+	fprintf(stderr,
+		"usmc-stat: @%s: answered by pid %ld (uid %lu), not by pid %ld: ignored (another "
+		"process holds the name, or the process runs in another PID namespace)\n",
+		t->name, (long)cr.pid, (unsigned long)cr.uid, t->pid);
+	return false;
+}
+
 /* One snapshot; NULL (with a message) if it could not be read. */
 static struct jv *query(const struct target *t)
 {
@@ -208,6 +266,10 @@ static struct jv *query(const struct target *t)
 
 	if (fd < 0)
 		return NULL;
+	if (!peer_is_named(fd, t)) {
+		close(fd);
+		return NULL;
+	}
 	len = read_reply(fd, t, &buf);
 	if (len == 0)
 		fprintf(stderr, "usmc-stat: @%s: no answer (not the same user?)\n", t->name);
