@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -33,7 +34,14 @@
 #include "listen.h"
 #include "stat.h"
 
-#define STAT_NAME_FMT	 "usmc-stat/%d/%u"
+/*
+ * "usmc-stat/<pid>/<n>/<nonce>": abstract names have no owner, and any
+ * process may bind "@usmc-stat/<pid>/<n>" first for a pid it can predict
+ * (the next ones are), leaving this context unpublished. It cannot bind a
+ * name that ends in 64 bits it cannot guess. usmc-stat checks that the
+ * listener is <pid> (SO_PEERCRED) before it reads an answer.
+ */
+#define STAT_NAME_FMT	 "usmc-stat/%d/%u/%016" PRIx64
 #define STAT_SNDTIMEO_MS 2000 /* a reader that stalls does not hold the thread */
 #define STAT_SCHEMA	 1
 
@@ -580,21 +588,28 @@ static void *stat_thread(void *arg)
 	return NULL;
 }
 
-/* Bind "@usmc-stat/<pid>/<n>" with the next free <n>. */
+/* Bind "@usmc-stat/<pid>/<n>/<nonce>" with the next <n> and a fresh nonce. */
 static int stat_bind(struct usmc_stat *st)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int rc = -EADDRINUSE;
 
 	if (fd < 0)
 		return -errno;
 	for (int tries = 0; tries < 64; tries++) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		unsigned int n = atomic_fetch_add(&stat_seq, 1);
-		int len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, STAT_NAME_FMT,
-				   (int)getpid(), n);
-		socklen_t sl =
-			(socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+		uint64_t nonce;
+		int len;
+		socklen_t sl;
 
+		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) {
+			rc = -EIO;
+			break;
+		}
+		len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, STAT_NAME_FMT,
+			       (int)getpid(), n, nonce);
+		sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
 		if (!bind(fd, (struct sockaddr *)&sa, sl)) {
 			if (listen(fd, 16)) {
 				close(fd);
@@ -603,11 +618,13 @@ static int stat_bind(struct usmc_stat *st)
 			st->index = n;
 			return fd;
 		}
-		if (errno != EADDRINUSE)
+		if (errno != EADDRINUSE) {
+			rc = -errno;
 			break;
+		}
 	}
 	close(fd);
-	return -EADDRINUSE;
+	return rc;
 }
 
 struct usmc_stat *stat_start(struct usmc_ctx *ctx)
