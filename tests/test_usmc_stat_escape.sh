@@ -12,14 +12,8 @@
 set -euo pipefail
 FAKE=${1:?stat_fake_publisher}
 STAT=${2:?usmc-stat}
-tmp=$(mktemp -d)
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
 # shellcheck source=common/stat_fake.sh
 . "$(dirname "$0")/common/stat_fake.sh"
-trap 'fake_stop; rm -rf "$tmp"' EXIT
 
 # the snapshot: JSON-escaped controls as libusmc writes them, and raw DEL,
 # raw C1 (UTF-8 c2 9b) and a raw 0xff where the placeholders are

@@ -11,14 +11,8 @@ set -euo pipefail
 FAKE=${1:?stat_fake_publisher}
 STAT=${2:?usmc-stat}
 MAX_RSS_MB=256 # measured: 120 (release), 186 (ASan) for the value bomb
-tmp=$(mktemp -d)
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
 # shellcheck source=common/stat_fake.sh
 . "$(dirname "$0")/common/stat_fake.sh"
-trap 'fake_stop; rm -rf "$tmp"' EXIT
 
 python3 - "$tmp" <<'PY'
 import json, sys

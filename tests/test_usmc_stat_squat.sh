@@ -22,20 +22,14 @@ if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 	echo "SKIP: needs root and setpriv to squat as another uid"
 	exit 77
 fi
-tmp=$(mktemp -d)
-chmod 0755 "$tmp" # the squatter (nobody) reads its reply here
-victim=
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
 # shellcheck source=common/stat_fake.sh
 . "$(dirname "$0")/common/stat_fake.sh"
+chmod 0755 "$tmp" # the squatter (nobody) reads its reply here
+victim=
 cleanup() {
-	exec 3>&- 5>&- 2>/dev/null || true
+	exec 3>&- 2>/dev/null || true
 	[ -z "$victim" ] || kill "$victim" 2>/dev/null || true
-	fake_stop
-	rm -rf "$tmp"
+	fake_cleanup
 }
 trap cleanup EXIT
 

@@ -1,14 +1,21 @@
 # SPDX-License-Identifier: MIT
 # Sourced by the tests of what usmc-stat trusts: a stat_fake_publisher in
 # the background, held by a pipe on fd 4 (closing it ends the publisher).
-# Needs FAKE (the program) and tmp (a scratch directory) set; fail() defined.
+# Needs FAKE (the program) set. Sets tmp (a scratch directory, removed at
+# exit by fake_cleanup, the EXIT trap) and fail().
 #
-#   fake_start [setpriv options --] PID FIRST COUNT REPLY_FILE
+#   fake_start [setpriv options --] PID FIRST COUNT REPLY_FILE [TRICKLE_MS]
 #       sets fake_pid (the publisher's own pid) once it has bound its names
 #   fake_stop
 
 fake_pid=
 fake_bg=
+tmp=$(mktemp -d)
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
 
 fake_start() {
 	local pre=()
@@ -43,3 +50,9 @@ fake_stop() {
 	wait "$fake_bg" || true
 	fake_bg=
 }
+
+fake_cleanup() {
+	fake_stop
+	rm -rf "$tmp"
+}
+trap fake_cleanup EXIT
