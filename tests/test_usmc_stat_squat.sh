@@ -24,7 +24,9 @@ if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 fi
 # shellcheck source=common/stat_fake.sh
 . "$(dirname "$0")/common/stat_fake.sh"
-chmod 0755 "$tmp" # the squatter (nobody) reads its reply here
+chmod 0755 "$tmp" # the squatter (nobody) runs from here and reads its reply
+cp "$FAKE" "$tmp/stat_fake_publisher" # the build tree may be closed to nobody
+FAKE=$tmp/stat_fake_publisher
 victim=
 cleanup() {
 	exec 3>&- 2>/dev/null || true
