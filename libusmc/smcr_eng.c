@@ -45,14 +45,6 @@
 #define ENG_CALIB_ROUNDS  9	 /* thread wake-up round trips timed, once per process */
 #define ENG_SLEEP_MAX_MS  1000	 /* re-check the predicate at least this often */
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static long online_cpus(void)
 {
 	static atomic_long n;
@@ -107,12 +99,12 @@ static int calib_run(struct calib *c, int64_t *rt, int n)
 	int i;
 
 	for (i = 0; i < n; i++) {
-		int64_t t0 = now_ns();
+		int64_t t0 = (int64_t)clock_now_ns();
 
 		if (write(c->ping, &one, sizeof(one)) != sizeof(one) ||
 		    read(c->pong, &v, sizeof(v)) != sizeof(v))
 			break;
-		rt[i] = now_ns() - t0;
+		rt[i] = (int64_t)clock_now_ns() - t0;
 	}
 	return i;
 }
@@ -461,7 +453,7 @@ static int64_t spin_budget(const struct smcr_eng *e)
  * carry the reply, may be waiting for it. */
 static void spin_yield(struct lgr *lgr, int64_t *last_ns, int64_t every_ns)
 {
-	int64_t now = now_ns();
+	int64_t now = (int64_t)clock_now_ns();
 
 	if (now - *last_ns < every_ns)
 		return;
@@ -507,7 +499,7 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 {
 	struct smcr_eng *e = &lgr->eng;
 	bool scq = how & SMCR_WAIT_SCQ;
-	int64_t t0 = now_ns(), t_yield = t0;
+	int64_t t0 = (int64_t)clock_now_ns(), t_yield = t0;
 	int64_t budget = (how & SMCR_WAIT_REPLY) && lgr->cfg.spin ? spin_budget(e) : 0;
 	bool busy = lgr->cfg.busy_poll, ok = false, slept = false;
 	int passes = 0;
@@ -533,11 +525,11 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 			 * for this CPU (rxe's workers carry it): offer it now and
 			 * then. Earlier, a yield would only delay the usual reply
 			 * (docs/smcr.md "Busy-polling on shared CPUs"). */
-			if (now_ns() - t0 > 2 * e->avg_wait_ns)
+			if ((int64_t)clock_now_ns() - t0 > 2 * e->avg_wait_ns)
 				spin_yield(lgr, &t_yield, ENG_BUSY_YIELD_NS);
 			continue;
 		}
-		if (can_spin && !slept && now_ns() - t0 < budget) {
+		if (can_spin && !slept && (int64_t)clock_now_ns() - t0 < budget) {
 			spin_yield(lgr, &t_yield, ENG_SPIN_YIELD_NS);
 			continue;
 		}
@@ -560,7 +552,7 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 		atomic_fetch_sub(&eng_spinners, 1);
 	if (ok && (how & SMCR_WAIT_REPLY)) {
 		/* the reply time this link group sees, for the next spin */
-		e->avg_wait_ns += (now_ns() - t0 - e->avg_wait_ns) / 8;
+		e->avg_wait_ns += ((int64_t)clock_now_ns() - t0 - e->avg_wait_ns) / 8;
 	}
 }
 
