@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Link groups (lgr.h), as net/smc/smc_core.c: creation of the verbs
- * objects and the QP's state changes, the progress thread that sleeps on
- * the completion channel and runs the timers, the connection table, and the
+ * Link groups (lgr.h), as net/smc/smc_core.c: their links set up and torn
+ * down (smcr_link.h, smcr_wr.h), the progress thread that sleeps on the
+ * completion channel and runs the timers, the connection table, and the
  * life cycle from creation through reuse to termination and freeing.
  */
 #include <errno.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "bufpool.h"
@@ -21,16 +20,11 @@
 #include "log.h"
 #include "thread_name.h"
 
-#define LGR_SCQE (SMCR_MAX_SEND_WR + 16)
-#define LGR_RCQE (SMCR_RX_WRS + 16)
-/* Asked of the QP: a 64 B message's WRITE goes inline with its CDC (rxe
- * allows 512); a device that refuses gets SMCR_MAX_INLINE. */
-#define LGR_INLINE_WANT 256
-#define LGR_TICK_MS	250 /* timer resolution of the progress thread */
-#define LGR_EP_CH	1ull
-#define LGR_EP_STOP	2ull
-#define LGR_EP_ASYNC	3ull	     /* the verbs context's async events */
-#define LGR_EP_TCP	(1ull << 40) /* | connection token */
+#define LGR_TICK_MS  250 /* timer resolution of the progress thread */
+#define LGR_EP_CH    1ull
+#define LGR_EP_STOP  2ull
+#define LGR_EP_ASYNC 3ull	  /* the verbs context's async events */
+#define LGR_EP_TCP   (1ull << 40) /* | connection token */
 /* Link group ids step by SMC_LGR_NUM_INCR (net/smc/smc_core.h): the low
  * byte numbers the links, link_uid = id + link number. */
 #define LGR_ID_STEP 256
@@ -39,11 +33,6 @@
 #define LGR_TOKEN_SLOT_BITS 8
 #define LGR_TOKEN_SLOT_MASK ((1u << LGR_TOKEN_SLOT_BITS) - 1)
 #define LGR_TOKEN_GEN_MASK  ((1u << (32 - LGR_TOKEN_SLOT_BITS)) - 1)
-
-#define SMCR_QP_TIMEOUT	    15
-#define SMCR_QP_RETRY	    7
-#define SMCR_QP_RNR_RETRY   7 /* infinite: there is no credit scheme for SENDs */
-#define SMCR_QP_MIN_RNR	    5
 /* A DELETE_LINK gets this long to leave before the QP goes to ERR. */
 #define LGR_DELETE_LINK_DRAIN_MS 20
 
@@ -52,48 +41,7 @@ static uint32_t token_slot(uint32_t token)
 	return token & LGR_TOKEN_SLOT_MASK;
 }
 
-static uint32_t random_u32(void)
-{
-	uint32_t v = 0;
-
-	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-		v = (uint32_t)clock_now_ms() * 2654435761u;
-	return v;
-}
-
 /* ---- verbs objects ---------------------------------------------------- */
-
-static int lgr_qp_create(struct lgr *lgr)
-{
-	struct ibv_qp_init_attr ia = {
-		.send_cq = lgr->scq,
-		.recv_cq = lgr->rcq,
-		.qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = SMCR_MAX_SEND_WR,
-			.max_recv_wr = SMCR_RX_WRS,
-			.max_send_sge = 1,
-			.max_recv_sge = 1,
-			.max_inline_data = LGR_INLINE_WANT},
-	};
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
-		.port_num = lgr->dev.port,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-	};
-
-	lgr->qp = ibv_create_qp(lgr->pd, &ia);
-	if (!lgr->qp) {
-		ia.cap.max_inline_data = SMCR_MAX_INLINE;
-		lgr->qp = ibv_create_qp(lgr->pd, &ia);
-	}
-	if (!lgr->qp)
-		return errno ? -errno : -ENOMEM;
-	/* what the device granted (at least what was asked) */
-	lgr->max_inline = ia.cap.max_inline_data;
-	return -ibv_modify_qp(lgr->qp, &a,
-			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-}
 
 static int lgr_pools(struct lgr *lgr)
 {
@@ -101,7 +49,7 @@ static int lgr_pools(struct lgr *lgr)
 	struct bufpool_config cfg = {.kind = BUFPOOL_RMB,
 				     .max_bufs = lgr->cfg.max_bufs,
 				     .ops = &bufpool_verbs_hooks,
-				     .ops_ctx = lgr->pd};
+				     .ops_ctx = lgr->lnk[LGR_FIRST_LINK].pd};
 
 	lgr->rmbs = bufpool_create(&cfg);
 	if (!lgr->rmbs)
@@ -111,23 +59,13 @@ static int lgr_pools(struct lgr *lgr)
 	return lgr->sndbufs ? 0 : -errno;
 }
 
+/* The first link's verbs objects and receives (Linux: smcr_link_init()),
+ * then the buffer pools on its PD. */
 static int lgr_verbs(struct lgr *lgr)
 {
 	int rc;
 
-	lgr->ib = smcr_dev_open(lgr->dev.name);
-	if (!lgr->ib)
-		return -ENODEV;
-	lgr->pd = ibv_alloc_pd(lgr->ib);
-	lgr->ch = ibv_create_comp_channel(lgr->ib);
-	if (!lgr->pd || !lgr->ch)
-		return -ENOMEM;
-	fcntl(lgr->ch->fd, F_SETFL, fcntl(lgr->ch->fd, F_GETFL) | O_NONBLOCK);
-	lgr->rcq = ibv_create_cq(lgr->ib, LGR_RCQE, lgr, lgr->ch, 0);
-	lgr->scq = ibv_create_cq(lgr->ib, LGR_SCQE, lgr, lgr->ch, 0);
-	if (!lgr->rcq || !lgr->scq)
-		return -ENOMEM;
-	rc = lgr_qp_create(lgr);
+	rc = smcr_link_create(&lgr->lnk[LGR_FIRST_LINK]);
 	if (!rc)
 		rc = smcr_wr_rx_setup(lgr);
 	if (!rc)
@@ -147,16 +85,12 @@ int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const stru
 	lgr->ops = ops;
 	lgr->cfg = *cfg;
 	lgr->is_server = is_server;
-	lgr->dev = *dev;
 	lgr->state = LGR_INIT;
 	atomic_fetch_add(&sctx->lgrs_open, 1);
 	lgr->id = atomic_fetch_add(&sctx->lgr_seq, LGR_ID_STEP) + LGR_ID_STEP;
-	lgr->psn = random_u32() & 0xffffff; /* PSNs are 24 bits */
-	lgr->link_num = 1;
 	lgr->max_conns = SMCR_MAX_CONNS;
-	lgr->last_rx_ms = clock_now_ms();
+	smcr_link_init(&lgr->lnk[LGR_FIRST_LINK], dev);
 	pthread_mutex_init(&lgr->lock, NULL);
-	pthread_mutex_init(&lgr->sq.lock, NULL);
 	smcr_llc_init(&lgr->llc);
 	rc = smcr_eng_init(&lgr->eng);
 	lgr->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -180,70 +114,11 @@ void lgr_set_peer(struct lgr *lgr, const uint8_t peer_id[SMCR_SYSTEM_ID_LEN],
 		  const uint8_t peer_mac[SMCR_MAC_LEN], struct in_addr peer_addr)
 {
 	memcpy(lgr->peer_id, peer_id, SMCR_SYSTEM_ID_LEN);
-	memcpy(lgr->peer_mac, peer_mac, SMCR_MAC_LEN);
+	memcpy(lgr->lnk[LGR_FIRST_LINK].peer_mac, peer_mac, SMCR_MAC_LEN);
 	lgr->peer_addr = peer_addr;
 }
 
-int lgr_qp_rtr(struct lgr *lgr, uint32_t peer_qpn, uint32_t peer_psn,
-	       const uint8_t peer_gid[SMCR_GID_LEN], enum ibv_mtu mtu)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTR,
-		.path_mtu = mtu,
-		.dest_qp_num = peer_qpn,
-		.rq_psn = peer_psn,
-		.max_dest_rd_atomic = 1,
-		.min_rnr_timer = SMCR_QP_MIN_RNR,
-		.ah_attr = {.is_global = 1,
-			    .port_num = lgr->dev.port,
-			    .grh = {.sgid_index = (uint8_t)lgr->dev.gid_index, .hop_limit = 64}},
-	};
-
-	memcpy(a.ah_attr.grh.dgid.raw, peer_gid, SMCR_GID_LEN);
-	lgr->peer_qpn = peer_qpn;
-	memcpy(lgr->peer_gid, peer_gid, SMCR_GID_LEN);
-	return -ibv_modify_qp(lgr->qp, &a,
-			      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				      IBV_QP_MIN_RNR_TIMER);
-}
-
-int lgr_qp_rts(struct lgr *lgr)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTS,
-		.timeout = SMCR_QP_TIMEOUT,
-		.retry_cnt = SMCR_QP_RETRY,
-		.rnr_retry = SMCR_QP_RNR_RETRY,
-		.sq_psn = lgr->psn,
-		.max_rd_atomic = 1,
-	};
-
-	return -ibv_modify_qp(lgr->qp, &a,
-			      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 /* ---- progress thread -------------------------------------------------- */
-
-/* Is async event @e about this link group: its port, its QP, its device? */
-static bool lgr_async_fatal(const struct lgr *lgr, const struct ibv_async_event *e)
-{
-	switch (e->event_type) {
-	case IBV_EVENT_PORT_ERR:
-		return e->element.port_num == lgr->dev.port;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-		return e->element.qp == lgr->qp;
-	case IBV_EVENT_CQ_ERR:
-		return e->element.cq == lgr->rcq || e->element.cq == lgr->scq;
-	case IBV_EVENT_DEVICE_FATAL:
-		return true;
-	default:
-		return false;
-	}
-}
 
 /*
  * The verbs context's async events (each link group has its own context,
@@ -255,10 +130,11 @@ static bool lgr_async_fatal(const struct lgr *lgr, const struct ibv_async_event 
  */
 static void lgr_async_events(struct lgr *lgr)
 {
+	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
 	struct ibv_async_event e;
 
-	while (!ibv_get_async_event(lgr->ib, &e)) {
-		bool fatal = lgr_async_fatal(lgr, &e);
+	while (!ibv_get_async_event(lnk->ib, &e)) {
+		bool fatal = smcr_link_async_fatal(lnk, &e);
 
 		eng_count(&lgr->st, ENG_SYSCALLS, 1);
 		usmc_log(lgr->sctx->log, fatal ? USMC_LOG_INFO : USMC_LOG_DEBUG,
@@ -310,7 +186,7 @@ static void lgr_ep_channel(struct lgr *lgr, bool *ch_watched, bool want)
 
 	if (*ch_watched == want)
 		return;
-	epoll_ctl(lgr->ep, EPOLL_CTL_MOD, lgr->ch->fd, &ch);
+	epoll_ctl(lgr->ep, EPOLL_CTL_MOD, lgr->lnk[LGR_FIRST_LINK].ch->fd, &ch);
 	eng_count(&lgr->st, ENG_SYSCALLS, 1);
 	*ch_watched = want;
 }
@@ -399,12 +275,13 @@ int lgr_start(struct lgr *lgr)
 	struct epoll_event ch = {.events = 0, .data.u64 = LGR_EP_CH}; /* lgr_ep_channel() */
 	struct epoll_event stop = {.events = EPOLLIN, .data.u64 = LGR_EP_STOP};
 	struct epoll_event async = {.events = EPOLLIN, .data.u64 = LGR_EP_ASYNC};
+	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
 	int rc;
 
-	if (fcntl(lgr->ib->async_fd, F_SETFL, fcntl(lgr->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
-	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->ch->fd, &ch) ||
+	if (fcntl(lnk->ib->async_fd, F_SETFL, fcntl(lnk->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
+	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ch->fd, &ch) ||
 	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->stop_fd, &stop) ||
-	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->ib->async_fd, &async))
+	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ib->async_fd, &async))
 		return -errno;
 	rc = pthread_create(&lgr->thread, NULL, lgr_progress, lgr);
 
@@ -507,16 +384,17 @@ static void conn_del_ptr(struct lgr *lgr, struct smcr_conn *sc)
 
 int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns)
 {
+	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
 	int expect = LGR_INIT;
 
-	lgr->link_num = link_num;
+	lnk->link_num = link_num;
 	lgr->max_conns = max_conns;
 	/* only INIT becomes ACTIVE: a link group that died meanwhile stays dead */
 	if (!atomic_compare_exchange_strong(&lgr->state, &expect, LGR_ACTIVE))
 		return -ECONNABORTED;
 	usmc_log(lgr->sctx->log, USMC_LOG_INFO, "link group %x up: %s, %s:%u, qp %u <-> peer qp %u",
-		 lgr->id, lgr->is_server ? "server" : "client", lgr->dev.name, lgr->dev.port,
-		 lgr->qp ? lgr->qp->qp_num : 0, lgr->peer_qpn);
+		 lgr->id, lgr->is_server ? "server" : "client", lnk->dev.name, lnk->dev.port,
+		 lnk->qp ? lnk->qp->qp_num : 0, lnk->peer_qpn);
 	return 0;
 }
 
@@ -548,7 +426,6 @@ static void lgr_send_delete_link(struct lgr *lgr)
 void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 {
 	struct smcr_conn *list[SMCR_MAX_CONNS];
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	bool was_active;
 	int n;
 
@@ -559,8 +436,8 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 		 log_errname(err));
 	if (was_active && send_delete)
 		lgr_send_delete_link(lgr);
-	if (lgr->qp)
-		ibv_modify_qp(lgr->qp, &a, IBV_QP_STATE);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		smcr_link_qp_error(&lgr->lnk[i]);
 	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
 		/* closed by the user, waiting for the peer: nothing to wait for */
@@ -588,6 +465,19 @@ static bool lgr_has_room_locked(const struct lgr *lgr)
 	return lgr->nconns < lgr->max_conns;
 }
 
+/* A link of @l goes to @k's peer GID (and QP): Linux's smcr_lgr_match(). */
+static bool lgr_link_matches(const struct lgr *l, const struct lgr_key *k)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		const struct smcr_link *lnk = &l->lnk[i];
+
+		if (!memcmp(lnk->peer_gid, k->peer_gid, SMCR_GID_LEN) &&
+		    (!k->match_qpn || lnk->peer_qpn == k->peer_qpn))
+			return true;
+	}
+	return false;
+}
+
 /* @l is a reusable link group with that peer; requires sctx->lock. */
 static bool lgr_matches_locked(struct lgr *l, const struct lgr_key *k)
 {
@@ -595,9 +485,7 @@ static bool lgr_matches_locked(struct lgr *l, const struct lgr_key *k)
 
 	if (l->is_server != (k->role == SMCR_ROLE_SERVER) || atomic_load(&l->state) != LGR_ACTIVE ||
 	    l->peer_addr.s_addr != k->peer_addr.s_addr ||
-	    memcmp(l->peer_id, k->peer_id, SMCR_SYSTEM_ID_LEN) ||
-	    memcmp(l->peer_gid, k->peer_gid, SMCR_GID_LEN) ||
-	    (k->match_qpn && l->peer_qpn != k->peer_qpn))
+	    memcmp(l->peer_id, k->peer_id, SMCR_SYSTEM_ID_LEN) || !lgr_link_matches(l, k))
 		return false;
 	/* a server starts a new link group when this one is full (as Linux) */
 	pthread_mutex_lock(&l->lock);
@@ -845,26 +733,19 @@ static void lgr_flush_sends(struct lgr *lgr)
 			lgr->ops->put(p.conn);
 }
 
+/* As Linux's smcr_link_clear(): the QP first, then what it reached. */
 static void lgr_free_verbs(struct lgr *lgr)
 {
-	if (lgr->qp)
-		ibv_destroy_qp(lgr->qp);
+	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
+
+	smcr_link_qp_destroy(lnk);
 	/* the QP is gone: the peer can no longer write into the RMBs */
 	if (lgr->rmbs)
 		bufpool_destroy(lgr->rmbs, NULL);
 	if (lgr->sndbufs)
 		bufpool_destroy(lgr->sndbufs, NULL);
 	smcr_wr_rx_free(lgr);
-	if (lgr->rcq)
-		ibv_destroy_cq(lgr->rcq);
-	if (lgr->scq)
-		ibv_destroy_cq(lgr->scq);
-	if (lgr->ch)
-		ibv_destroy_comp_channel(lgr->ch);
-	if (lgr->pd)
-		ibv_dealloc_pd(lgr->pd);
-	if (lgr->ib)
-		ibv_close_device(lgr->ib);
+	smcr_link_free(lnk);
 }
 
 /* One link group fewer; wakes lgr_destroy_all() at the last one. Its
@@ -887,10 +768,10 @@ void lgr_free(struct lgr *lgr)
 {
 	struct smcr_ctx *s = lgr->sctx;
 
-	if (lgr->qp)
+	if (lgr->lnk[LGR_FIRST_LINK].qp)
 		lgr_terminate(lgr, -ECONNABORTED, atomic_load(&lgr->state) == LGR_ACTIVE);
 	lgr_stop_thread(lgr);
-	if (lgr->rcq && lgr->scq)
+	if (lgr->lnk[LGR_FIRST_LINK].rcq && lgr->lnk[LGR_FIRST_LINK].scq)
 		lgr_flush_sends(lgr);
 	lgr_free_orphans(lgr);
 	lgr_free_verbs(lgr);
@@ -900,7 +781,6 @@ void lgr_free(struct lgr *lgr)
 		close(lgr->ep);
 	smcr_llc_fini(&lgr->llc);
 	smcr_eng_fini(&lgr->eng);
-	pthread_mutex_destroy(&lgr->sq.lock);
 	pthread_mutex_destroy(&lgr->lock);
 	lgr_count_freed(s, lgr);
 	free(lgr);
@@ -939,18 +819,20 @@ void lgr_destroy_all(struct smcr_ctx *s)
 /* Requires sctx->lock (which keeps @l from being freed). */
 static void lgr_info_locked(struct lgr *l, struct lgr_info *o)
 {
+	const struct smcr_link *lnk = &l->lnk[LGR_FIRST_LINK]; /* its one link */
+
 	memset(o, 0, sizeof(*o));
 	o->id = l->id;
 	o->is_server = l->is_server;
 	o->state = atomic_load(&l->state);
 	/* published: the peer and link fields are read-only now */
 	memcpy(o->peer_id, l->peer_id, sizeof(o->peer_id));
-	memcpy(o->local_gid, l->dev.gid, sizeof(o->local_gid));
-	memcpy(o->peer_gid, l->peer_gid, sizeof(o->peer_gid));
-	snprintf(o->dev_name, sizeof(o->dev_name), "%s", l->dev.name);
-	o->port = l->dev.port;
-	o->qp_num = l->qp ? l->qp->qp_num : 0;
-	o->peer_qpn = l->peer_qpn;
+	memcpy(o->local_gid, lnk->dev.gid, sizeof(o->local_gid));
+	memcpy(o->peer_gid, lnk->peer_gid, sizeof(o->peer_gid));
+	snprintf(o->dev_name, sizeof(o->dev_name), "%s", lnk->dev.name);
+	o->port = lnk->dev.port;
+	o->qp_num = lnk->qp ? lnk->qp->qp_num : 0;
+	o->peer_qpn = lnk->peer_qpn;
 	o->max_conns = l->max_conns;
 	pthread_mutex_lock(&l->lock);
 	o->nconns = l->nconns;

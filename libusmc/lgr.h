@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A link group (net/smc/smc_core.h struct smc_link_group): one RC QP to one
- * peer (max_links 1), its buffer pools, its connection table, and the
- * progress thread that dispatches completions and runs the timers. The
- * send queue is smcr_wr.h's, the LLC flows smcr_llc.h's; the connections
+ * A link group (net/smc/smc_core.h struct smc_link_group): its links to
+ * one peer (struct smcr_link, smcr_link.h; max_links 1: one), its buffer
+ * pools, its connection table, and the progress thread that runs the
+ * completions when nobody else does and runs the timers. The links' work
+ * requests are smcr_wr.h's, the LLC flows smcr_llc.h's; the connections
  * plug in through struct lgr_conn_ops, so this file never sees their
  * insides.
  *
@@ -25,10 +26,15 @@
 #include "smcr_ctx.h"
 #include "smcr_dev.h"
 #include "smcr_eng.h"
+#include "smcr_link.h"
 #include "smcr_llc.h"
 #include "smcr_wr.h"
 
 #define SMCR_MAX_CONNS 255 /* SMC_CONN_PER_LGR_MAX */
+/* Links a link group holds (Linux: SMC_LINKS_PER_LGR_MAX, 3): no ADD_LINK
+ * yet, so one. */
+#define SMCR_LINKS_MAX 1
+#define LGR_FIRST_LINK 0 /* the link a first contact creates (Linux: SMC_SINGLE_LINK) */
 
 enum lgr_state { LGR_INIT, LGR_ACTIVE, LGR_DEAD };
 
@@ -98,35 +104,22 @@ struct lgr {
 	 */
 	atomic_int refs;
 
-	/* The peer and the link: written while LGR_INIT by the one handshake
-	 * that owns the link group, read-only once it is published. */
+	/* The peer: written while LGR_INIT by the one handshake that owns the
+	 * link group, read-only once it is published. */
 	uint8_t peer_id[SMCR_SYSTEM_ID_LEN];
 	struct in_addr peer_addr; /* the TCP peer that created it: only it may reuse it */
-	uint8_t peer_gid[SMCR_GID_LEN];
-	uint8_t peer_mac[SMCR_MAC_LEN];
-	uint32_t peer_qpn;
-	uint8_t link_num;
 	uint8_t max_conns;
-	struct smcr_dev dev;
-	uint32_t psn;
 
-	/* verbs objects: created by lgr_create(), freed by lgr_free() */
-	struct ibv_context *ib;
-	struct ibv_pd *pd;
-	struct ibv_comp_channel *ch; /* both CQs' events */
-	struct ibv_cq *rcq, *scq;    /* receives; sends (armed only when a wait needs them) */
-	struct ibv_qp *qp;
-	uint32_t max_inline; /* the QP's max_inline_data: smaller WRITEs go inline */
-	uint8_t *rx_bufs;
-	struct ibv_mr *rx_mr;
-	struct bufpool *rmbs, *sndbufs; /* lock-free themselves */
+	/* Its links, each with its QP's two ends: created by lgr_create(),
+	 * freed by lgr_free(). The one a connection uses: lgr_conn_link(). */
+	struct smcr_link lnk[SMCR_LINKS_MAX];
+	struct bufpool *rmbs, *sndbufs; /* on the first link's PD; lock-free themselves */
 
 	pthread_mutex_t lock;			   /* protects conns, nconns, idle_since_ms */
 	struct lgr_slot conns[SMCR_MAX_CONNS + 1]; /* by token slot; 0 unused */
 	int nconns;
 	long idle_since_ms; /* when nconns dropped to 0 */
 
-	struct smcr_sq sq;   /* its own lock */
 	struct smcr_llc llc; /* its own locks */
 	struct smcr_eng eng; /* who runs the completions (smcr_eng.h); its own lock */
 
@@ -134,12 +127,9 @@ struct lgr {
 	pthread_t thread;
 	bool thread_started; /* written by lgr_start() and lgr_stop_thread() */
 	atomic_bool stop;
-	int stop_fd; /* eventfd: ask the progress thread to stop or to look at the token */
-	int ep;	     /* epoll: completion channel, stop_fd, TCP sockets */
-	atomic_long
-		last_rx_ms; /* the last receive: whoever runs completions writes, the tick reads */
-	atomic_bool any_pending; /* some connection waits for send queue room */
-	atomic_int orphans;	 /* closed by their user, waiting for the peer (smcr_conn.c) */
+	int stop_fd;	    /* eventfd: ask the progress thread to stop or to look at the token */
+	int ep;		    /* epoll: completion channel, stop_fd, TCP sockets */
+	atomic_int orphans; /* closed by their user, waiting for the peer (smcr_conn.c) */
 	atomic_bool tcp_eof_seen;
 	atomic_int tcp_unwatched; /* established, TCP socket not yet watched (smcr_conn.c) */
 	atomic_int eof_holds;	  /* connections whose held EOF has its bound armed (smcr_conn.c) */
@@ -149,21 +139,29 @@ struct lgr {
 	long hup_barrier_ms;
 };
 
+/*
+ * lgr_conn_link() - the link a connection of @lgr sends on and waits for
+ * (Linux: conn->lnk, which smcr_lgr_conn_assign_link() picks among the
+ * active links). With one link per group, that one.
+ */
+static inline struct smcr_link *lgr_conn_link(struct lgr *lgr)
+{
+	return &lgr->lnk[LGR_FIRST_LINK];
+}
+
 /* ---- life cycle ---- */
 
-/* A new LGR_INIT link group on @dev with its QP in INIT, receives posted. */
+/* A new LGR_INIT link group on @dev with its link's QP in INIT, receives posted. */
 int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const struct lgr_config *cfg,
 	       bool is_server, const struct smcr_dev *dev, struct lgr **out);
-/* The peer's identity, from its CLC message and its TCP address (LGR_INIT only). */
+/* The peer's identity, from its CLC message and its TCP address (LGR_INIT
+ * only); its MAC is the first link's. */
 void lgr_set_peer(struct lgr *lgr, const uint8_t peer_id[SMCR_SYSTEM_ID_LEN],
 		  const uint8_t peer_mac[SMCR_MAC_LEN], struct in_addr peer_addr);
-/* QP to RTR (receives already posted) and to RTS. */
-int lgr_qp_rtr(struct lgr *lgr, uint32_t peer_qpn, uint32_t peer_psn,
-	       const uint8_t peer_gid[SMCR_GID_LEN], enum ibv_mtu mtu);
-int lgr_qp_rts(struct lgr *lgr);
 /* Start the progress thread. */
 int lgr_start(struct lgr *lgr);
-/* CONFIRM_LINK done: LGR_INIT -> LGR_ACTIVE; -ECONNABORTED if it died. */
+/* CONFIRM_LINK done: LGR_INIT -> LGR_ACTIVE, its link numbered @link_num;
+ * -ECONNABORTED if it died. */
 int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns);
 /* Make an active link group findable for reuse (sctx->lgrs). */
 void lgr_publish(struct lgr *lgr);

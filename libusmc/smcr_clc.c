@@ -146,21 +146,23 @@ static void fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint
 static void fill_ac(struct clc_accept_confirm *m, uint8_t type, struct lgr *lgr,
 		    struct smcr_conn *sc, bool fc)
 {
+	const struct smcr_link *lnk = lgr_conn_link(lgr);
+
 	memset(m, 0, sizeof(*m));
 	m->type = type;
 	m->version = CLC_V2;
 	m->first_contact = fc;
 	memcpy(m->peer_id, lgr->sctx->system_id, CLC_PEER_ID_LEN);
-	memcpy(m->gid, lgr->dev.gid, CLC_GID_LEN);
-	memcpy(m->mac, lgr->dev.mac, CLC_MAC_LEN);
-	m->qpn = lgr->qp->qp_num;
+	memcpy(m->gid, lnk->dev.gid, CLC_GID_LEN);
+	memcpy(m->mac, lnk->dev.mac, CLC_MAC_LEN);
+	m->qpn = lnk->qp->qp_num;
 	m->rmb_rkey = sc->rmb->rkey;
 	m->rmbe_idx = SMCR_RMBE_IDX;
 	m->rmbe_alert_token = sc->token;
 	m->rmbe_size = sc->rmb->class;
-	m->qp_mtu = (uint8_t)lgr->dev.active_mtu;
+	m->qp_mtu = (uint8_t)lnk->dev.active_mtu;
 	m->rmb_dma_addr = (uintptr_t)sc->rmb->addr;
-	m->psn = lgr->psn;
+	m->psn = lnk->psn;
 }
 
 static int send_ac(int fd, const struct clc_accept_confirm *m)
@@ -383,25 +385,28 @@ static uint32_t client_check_fc(const struct clc_accept_confirm *a, struct in_ad
 static int client_send_confirm(struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn *sc,
 			       const struct clc_accept_confirm *a, uint8_t release)
 {
+	const struct smcr_link *lnk = lgr_conn_link(lgr);
 	struct clc_accept_confirm m;
 
 	fill_ac(&m, CLC_CONFIRM, lgr, sc, true);
-	m.qp_mtu = (uint8_t)mtu_min(lgr->dev.active_mtu, a->qp_mtu);
+	m.qp_mtu = (uint8_t)mtu_min(lnk->dev.active_mtu, a->qp_mtu);
 	memcpy(m.eid, a->eid, CLC_EID_LEN);
 	fill_fce(&m.fce, release, a->fce.max_conns, a->fce.max_links);
 	m.fce.feature_mask = a->fce.feature_mask & SMCR_FEATURE_MASK;
 	m.gid_count = 1;
-	memcpy(m.gids[0], lgr->dev.gid, CLC_GID_LEN);
+	memcpy(m.gids[0], lnk->dev.gid, CLC_GID_LEN);
 	return send_ac(hs->fd, &m);
 }
 
 /* Answer the server's CONFIRM_LINK with our link's address. */
 static int client_confirm_link_resp(struct lgr *lgr, struct llc_msg *req)
 {
+	const struct smcr_link *lnk = lgr_conn_link(lgr);
+
 	llc_make_response(req);
-	memcpy(req->confirm_link.mac, lgr->dev.mac, SMCR_MAC_LEN);
-	memcpy(req->confirm_link.gid, lgr->dev.gid, SMCR_GID_LEN);
-	req->confirm_link.qpn = lgr->qp->qp_num;
+	memcpy(req->confirm_link.mac, lnk->dev.mac, SMCR_MAC_LEN);
+	memcpy(req->confirm_link.gid, lnk->dev.gid, SMCR_GID_LEN);
+	req->confirm_link.qpn = lnk->qp->qp_num;
 	return smcr_llc_send(lgr, req);
 }
 
@@ -410,9 +415,12 @@ static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm 
 			       struct in_addr server, struct smcr_conn **sc,
 			       const struct smcr_hs *hs)
 {
+	struct smcr_link *lnk = lgr_conn_link(lgr);
+
 	lgr_set_peer(lgr, a->peer_id, a->mac, server);
 	if (conn_new(hs, lgr, sc) ||
-	    lgr_qp_rtr(lgr, a->qpn, a->psn, a->gid, mtu_min(lgr->dev.active_mtu, a->qp_mtu)) ||
+	    smcr_link_qp_rtr(lnk, a->qpn, a->psn, a->gid,
+			     mtu_min(lnk->dev.active_mtu, a->qp_mtu)) ||
 	    lgr_start(lgr))
 		return SMC_CLC_DECL_MEM;
 	set_peer_rmb(*sc, a);
@@ -448,7 +456,7 @@ static int client_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 	if (!(req.flags & LLC_FLAG_NO_RMBE_EYEC))
 		goto decline;
 	reason = SMC_CLC_DECL_TIMEOUT_CL;
-	if (lgr_qp_rts(lgr))
+	if (smcr_link_qp_rts(lgr_conn_link(lgr)))
 		goto decline;
 	rc = client_confirm_link_resp(lgr, &req);
 	if (!rc)
@@ -677,12 +685,13 @@ static int serve_confirm_link(struct lgr *lgr, const struct serve_neg *n)
 			      .type = LLC_CONFIRM_LINK,
 			      .flags = LLC_FLAG_NO_RMBE_EYEC},
 		       resp;
+	const struct smcr_link *lnk = lgr_conn_link(lgr);
 
-	memcpy(req.confirm_link.mac, lgr->dev.mac, SMCR_MAC_LEN);
-	memcpy(req.confirm_link.gid, lgr->dev.gid, SMCR_GID_LEN);
-	req.confirm_link.qpn = lgr->qp->qp_num;
-	req.confirm_link.link_num = lgr->link_num;
-	req.confirm_link.link_uid = lgr->id + lgr->link_num;
+	memcpy(req.confirm_link.mac, lnk->dev.mac, SMCR_MAC_LEN);
+	memcpy(req.confirm_link.gid, lnk->dev.gid, SMCR_GID_LEN);
+	req.confirm_link.qpn = lnk->qp->qp_num;
+	req.confirm_link.link_num = lnk->link_num;
+	req.confirm_link.link_uid = lgr->id + lnk->link_num;
 	req.confirm_link.max_links = n->release >= CLC_RELEASE_1 ? n->max_links : 2;
 	req.confirm_link.max_conns = n->release >= CLC_RELEASE_1 ? n->max_conns : 0;
 	return smcr_llc_flow(lgr, &req, &resp);
@@ -692,11 +701,13 @@ static int serve_confirm_link(struct lgr *lgr, const struct serve_neg *n)
 static uint32_t serve_link_up(struct lgr *lgr, const struct clc_proposal *p,
 			      const struct clc_accept_confirm *conf, const struct serve_neg *n)
 {
-	if (lgr_qp_rtr(lgr, conf->qpn, conf->psn, p->roce_gid,
-		       mtu_min(lgr->dev.active_mtu, conf->qp_mtu)) ||
-	    lgr_qp_rts(lgr) || lgr_start(lgr))
+	struct smcr_link *lnk = lgr_conn_link(lgr);
+
+	if (smcr_link_qp_rtr(lnk, conf->qpn, conf->psn, p->roce_gid,
+			     mtu_min(lnk->dev.active_mtu, conf->qp_mtu)) ||
+	    smcr_link_qp_rts(lnk) || lgr_start(lgr))
 		return SMC_CLC_DECL_ERR_RDYLNK;
-	if (serve_confirm_link(lgr, n) || lgr_activate(lgr, lgr->link_num, n->max_conns))
+	if (serve_confirm_link(lgr, n) || lgr_activate(lgr, lnk->link_num, n->max_conns))
 		return SMC_CLC_DECL_TIMEOUT_CL;
 	return 0;
 }

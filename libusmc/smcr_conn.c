@@ -588,7 +588,8 @@ static bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 		return false;
 	if (!sc->hup_barrier)
 		sc->hup_barrier = sc_hup_barrier(sc, now);
-	if (smcr_llc_answer_waits(now, sc->tcp_eof_ms, atomic_load(&sc->lgr->last_rx_ms)))
+	if (smcr_llc_answer_waits(now, sc->tcp_eof_ms,
+				  atomic_load(&lgr_conn_link(sc->lgr)->last_rx_ms)))
 		return true;
 	sc_hup_reset_locked(sc, "no answer to the barrier behind it");
 	/* and the link group: is that peer gone altogether? */
@@ -620,7 +621,7 @@ static bool sc_orphan_expired_locked(struct smcr_conn *sc, long now)
 static void sc_orphan_probe_locked(struct smcr_conn *sc, long now)
 {
 	struct lgr *lgr = sc->lgr;
-	long quiet_since = atomic_load(&lgr->last_rx_ms);
+	long quiet_since = atomic_load(&lgr_conn_link(lgr)->last_rx_ms);
 
 	if (!sc->orphan || sc->orphan_probed || sc->err || !sc->closed_sent)
 		return;
@@ -713,7 +714,8 @@ static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr 
 			.sg_list = &sge[k],
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
-			.send_flags = chunk <= sc->lgr->max_inline ? IBV_SEND_INLINE : 0,
+			.send_flags =
+				chunk <= lgr_conn_link(sc->lgr)->max_inline ? IBV_SEND_INLINE : 0,
 			.wr.rdma = {.remote_addr = sc->peer_rmb_addr + roff,
 				    .rkey = sc->peer_rkey}};
 		wr[k].next = &wr[k + 1];
@@ -833,7 +835,7 @@ static void sc_kick_pending(struct lgr *lgr)
 	struct smcr_conn *list[SMCR_MAX_CONNS];
 	int n;
 
-	if (!atomic_exchange(&lgr->any_pending, false))
+	if (!atomic_exchange(&lgr_conn_link(lgr)->any_pending, false))
 		return;
 	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
@@ -961,7 +963,8 @@ static bool sc_eof_expire_locked(struct smcr_conn *sc, long now)
 	if (sc_eof_settle_locked(sc, now))
 		return true;
 	if (!sc->eof_asked_ms ||
-	    smcr_llc_answer_waits(now, sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)))
+	    smcr_llc_answer_waits(now, sc->eof_asked_ms,
+				  atomic_load(&lgr_conn_link(sc->lgr)->last_rx_ms)))
 		return false;
 	sc_eof_give_locked(sc, "no answer, and no word from the peer within the LLC wait");
 	return true;
@@ -1308,7 +1311,8 @@ static long sc_rd_wait_ms(const struct smcr_conn *sc)
 		return left; /* the common case: no clock read */
 	now = clock_now_ms();
 	if (sc->eof_asked_ms)
-		left = smcr_llc_answer_due_ms(sc->eof_asked_ms, atomic_load(&sc->lgr->last_rx_ms)) -
+		left = smcr_llc_answer_due_ms(sc->eof_asked_ms,
+					      atomic_load(&lgr_conn_link(sc->lgr)->last_rx_ms)) -
 		       now + 1;
 	if (sc->eof_empty && sc_eof_settle_due_ms(sc) - now + 1 < left)
 		left = sc_eof_settle_due_ms(sc) - now + 1;

@@ -187,13 +187,13 @@ void smcr_eng_arm(struct lgr *lgr, bool scq)
 	struct smcr_eng *e = &lgr->eng;
 
 	if (!e->rcq_armed) {
-		ibv_req_notify_cq(lgr->rcq, 0);
+		ibv_req_notify_cq(lgr_conn_link(lgr)->rcq, 0);
 		e->rcq_armed = true;
 		eng_count(&lgr->st, ENG_CQ_ARMS, 1);
 		eng_count(&lgr->st, ENG_SYSCALLS, 1);
 	}
 	if (scq && !e->scq_armed) {
-		ibv_req_notify_cq(lgr->scq, 0);
+		ibv_req_notify_cq(lgr_conn_link(lgr)->scq, 0);
 		e->scq_armed = true;
 		eng_count(&lgr->st, ENG_CQ_ARMS, 1);
 		eng_count(&lgr->st, ENG_SYSCALLS, 1);
@@ -206,10 +206,10 @@ bool smcr_eng_get_event(struct lgr *lgr)
 	void *cq_ctx;
 
 	eng_count(&lgr->st, ENG_SYSCALLS, 1); /* the read() */
-	if (ibv_get_cq_event(lgr->ch, &cq, &cq_ctx))
+	if (ibv_get_cq_event(lgr_conn_link(lgr)->ch, &cq, &cq_ctx))
 		return false;
 	ibv_ack_cq_events(cq, 1);
-	if (cq == lgr->rcq)
+	if (cq == lgr_conn_link(lgr)->rcq)
 		lgr->eng.rcq_armed = false;
 	else
 		lgr->eng.scq_armed = false;
@@ -221,8 +221,8 @@ bool smcr_eng_get_event(struct lgr *lgr)
 static bool progress_needed(struct lgr *lgr)
 {
 	return atomic_load(&lgr->eng.fd_users) > 0 || atomic_load(&lgr->eng.holds) > 0 ||
-	       atomic_load(&lgr->any_pending) || atomic_load(&lgr->state) == LGR_INIT ||
-	       smcr_eng_churning(lgr, clock_now_ms());
+	       atomic_load(&lgr_conn_link(lgr)->any_pending) ||
+	       atomic_load(&lgr->state) == LGR_INIT || smcr_eng_churning(lgr, clock_now_ms());
 }
 
 bool smcr_eng_progress_needed(struct lgr *lgr)
@@ -251,7 +251,7 @@ static void kick_app_owner(struct lgr *lgr)
 
 bool smcr_eng_scq_demand_locked(struct lgr *lgr)
 {
-	return lgr->eng.scq_wanted > 0 || atomic_load(&lgr->any_pending) ||
+	return lgr->eng.scq_wanted > 0 || atomic_load(&lgr_conn_link(lgr)->any_pending) ||
 	       atomic_load(&lgr->eng.room_waiters) > 0;
 }
 
@@ -473,7 +473,7 @@ void smcr_eng_progress_busy_idle(struct lgr *lgr, int64_t *last_ns)
 static void owner_sleep(struct lgr *lgr, long deadline_ms)
 {
 	struct smcr_eng *e = &lgr->eng;
-	struct pollfd p[2] = {{.fd = lgr->ch->fd, .events = POLLIN},
+	struct pollfd p[2] = {{.fd = lgr_conn_link(lgr)->ch->fd, .events = POLLIN},
 			      {.fd = e->kick_fd, .events = POLLIN}};
 	long ms = deadline_ms - clock_now_ms();
 	uint64_t v;

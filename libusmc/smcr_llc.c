@@ -307,17 +307,18 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 void smcr_llc_tick(struct lgr *lgr, long now)
 {
 	struct smcr_llc *llc = &lgr->llc;
+	struct smcr_link *lnk = lgr_conn_link(lgr);
 	struct llc_msg m = {.version = LLC_V2, .type = LLC_TEST_LINK};
 	long sent = atomic_load(&llc->tl_sent_ms);
 
 	if (atomic_load(&lgr->state) != LGR_ACTIVE)
 		return;
-	if (sent && !smcr_llc_answer_waits(now, sent, atomic_load(&lgr->last_rx_ms))) {
+	if (sent && !smcr_llc_answer_waits(now, sent, atomic_load(&lnk->last_rx_ms))) {
 		lgr_terminate(lgr, -ETIMEDOUT, false); /* TEST_LINK unanswered, the peer silent */
 		return;
 	}
 	if (!sent && (atomic_exchange(&llc->test_now, false) ||
-		      (lgr->cfg.testlink_ms && now - lgr->last_rx_ms > lgr->cfg.testlink_ms))) {
+		      (lgr->cfg.testlink_ms && now - lnk->last_rx_ms > lgr->cfg.testlink_ms))) {
 		if (!smcr_llc_send(lgr, &m)) {
 			atomic_fetch_add(&llc->test_link_sent, 1);
 			llc->tl_sent_ms = now;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Work requests of a link group's QP (smcr_wr.h), as net/smc/smc_wr.c:
+ * Work requests of a link's QP (smcr_wr.h), as net/smc/smc_wr.c:
  * receive buffers reposted at once (there is no credit scheme for SENDs),
  * a send queue split so that LLC always finds room, and completions handed
  * to their owners in posting order.
@@ -19,33 +19,34 @@
 
 /* ---- receive --------------------------------------------------------- */
 
-static int post_recv(struct lgr *lgr, uint32_t idx)
+static int post_recv(struct smcr_link *lnk, uint32_t idx)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)(lgr->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN),
+		.addr = (uintptr_t)(lnk->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN),
 		.length = SMCR_RX_BUF_LEN,
-		.lkey = lgr->rx_mr->lkey,
+		.lkey = lnk->rx_mr->lkey,
 	};
 	struct ibv_recv_wr wr = {.wr_id = WR_RX_TAG | idx, .sg_list = &sge, .num_sge = 1};
 	struct ibv_recv_wr *bad;
 
-	return -ibv_post_recv(lgr->qp, &wr, &bad);
+	return -ibv_post_recv(lnk->qp, &wr, &bad);
 }
 
 int smcr_wr_rx_setup(struct lgr *lgr)
 {
+	struct smcr_link *lnk = lgr_conn_link(lgr);
 	size_t len = (size_t)SMCR_RX_WRS * SMCR_RX_BUF_LEN;
 	int rc;
 
-	lgr->rx_bufs = aligned_alloc(4096, len);
-	if (!lgr->rx_bufs)
+	lnk->rx_bufs = aligned_alloc(4096, len);
+	if (!lnk->rx_bufs)
 		return -ENOMEM;
-	lgr->rx_mr = ibv_reg_mr(lgr->pd, lgr->rx_bufs, len, IBV_ACCESS_LOCAL_WRITE);
-	if (!lgr->rx_mr)
+	lnk->rx_mr = ibv_reg_mr(lnk->pd, lnk->rx_bufs, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!lnk->rx_mr)
 		return errno ? -errno : -ENOMEM;
 	/* receives may be posted in INIT; they must be there before RTR */
 	for (uint32_t i = 0; i < SMCR_RX_WRS; i++) {
-		rc = post_recv(lgr, i);
+		rc = post_recv(lnk, i);
 		if (rc)
 			return rc;
 	}
@@ -54,14 +55,17 @@ int smcr_wr_rx_setup(struct lgr *lgr)
 
 void smcr_wr_rx_free(struct lgr *lgr)
 {
-	if (lgr->rx_mr)
-		ibv_dereg_mr(lgr->rx_mr);
-	free(lgr->rx_bufs);
+	struct smcr_link *lnk = lgr_conn_link(lgr);
+
+	if (lnk->rx_mr)
+		ibv_dereg_mr(lnk->rx_mr);
+	free(lnk->rx_bufs);
 }
 
 /* A receive completed: hand the message to CDC or LLC, repost the buffer. */
 static void rx_done(struct lgr *lgr, const struct ibv_wc *wc)
 {
+	struct smcr_link *lnk = lgr_conn_link(lgr);
 	uint32_t idx = (uint32_t)(wc->wr_id & ~WR_RX_TAG);
 	const uint8_t *buf;
 
@@ -73,13 +77,13 @@ static void rx_done(struct lgr *lgr, const struct ibv_wc *wc)
 		lgr_terminate(lgr, -EPROTO, true);
 		return;
 	}
-	buf = lgr->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN;
-	lgr->last_rx_ms = clock_now_ms();
+	buf = lnk->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN;
+	lnk->last_rx_ms = clock_now_ms();
 	if (wc->byte_len >= 1 && buf[0] == CDC_MSG_TYPE)
 		lgr->ops->cdc_rx(lgr, buf, wc->byte_len);
 	else
 		smcr_llc_rx(lgr, buf, wc->byte_len);
-	if (post_recv(lgr, idx))
+	if (post_recv(lnk, idx))
 		lgr_terminate(lgr, -ECONNABORTED, false);
 }
 
@@ -93,7 +97,8 @@ static int sq_limit(enum smcr_sq_class cls)
 int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const struct smcr_tx_pend *p,
 		      enum smcr_sq_class cls)
 {
-	struct smcr_sq *sq = &lgr->sq;
+	struct smcr_link *lnk = lgr_conn_link(lgr);
+	struct smcr_sq *sq = &lnk->sq;
 	struct ibv_send_wr *bad;
 	int rc = 0;
 
@@ -110,9 +115,9 @@ int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const stru
 	 * nothing kicked again, and the data stayed in the send buffer.
 	 */
 	if (rc == -EAGAIN)
-		atomic_store(&lgr->any_pending, true);
+		atomic_store(&lnk->any_pending, true);
 	if (!rc) {
-		rc = -ibv_post_send(lgr->qp, wr, &bad);
+		rc = -ibv_post_send(lnk->qp, wr, &bad);
 		eng_count(&lgr->st, ENG_DOORBELLS, 1);
 		eng_count(&lgr->st, ENG_SYSCALLS, 1); /* rxe: the doorbell is a write() */
 	}
@@ -142,7 +147,7 @@ bool smcr_sq_pop_locked(struct smcr_sq *sq, struct smcr_tx_pend *p)
 
 bool smcr_wr_stalled(struct lgr *lgr, long now_ms)
 {
-	struct smcr_sq *sq = &lgr->sq;
+	struct smcr_sq *sq = &lgr_conn_link(lgr)->sq;
 	bool stalled;
 
 	/* the timer's own watch: no clock read on the send path */
@@ -160,11 +165,12 @@ bool smcr_wr_stalled(struct lgr *lgr, long now_ms)
 /* A signaled send completed: its entries (and the unsignaled ones before it) are free. */
 bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p)
 {
+	struct smcr_sq *sq = &lgr_conn_link(lgr)->sq;
 	bool ok;
 
-	pthread_mutex_lock(&lgr->sq.lock);
-	ok = smcr_sq_pop_locked(&lgr->sq, p);
-	pthread_mutex_unlock(&lgr->sq.lock);
+	pthread_mutex_lock(&sq->lock);
+	ok = smcr_sq_pop_locked(sq, p);
+	pthread_mutex_unlock(&sq->lock);
 	return ok;
 }
 
@@ -202,12 +208,12 @@ int smcr_wr_poll(struct lgr *lgr)
 	int n, total = 0;
 	bool sent = false;
 
-	n = ibv_poll_cq(lgr->rcq, WR_CQ_BATCH, wc);
+	n = ibv_poll_cq(lgr_conn_link(lgr)->rcq, WR_CQ_BATCH, wc);
 	if (n > 0) {
 		wr_dispatch(lgr, wc, n);
 		total += n;
 	}
-	n = ibv_poll_cq(lgr->scq, WR_CQ_BATCH, wc);
+	n = ibv_poll_cq(lgr_conn_link(lgr)->scq, WR_CQ_BATCH, wc);
 	if (n > 0) {
 		sent = wr_dispatch(lgr, wc, n);
 		total += n;

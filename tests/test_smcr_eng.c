@@ -263,9 +263,9 @@ int main(void)
 	ibctx.ops.req_notify_cq = sim_req_notify;
 	rcq.context = scq.context = &ibctx;
 	chan.fd = sim.pipe[0];
-	lgr->rcq = &rcq;
-	lgr->scq = &scq;
-	lgr->ch = &chan;
+	lgr_conn_link(lgr)->rcq = &rcq;
+	lgr_conn_link(lgr)->scq = &scq;
+	lgr_conn_link(lgr)->ch = &chan;
 	lgr->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	atomic_store(&lgr->state, LGR_ACTIVE);
 	lgr->cfg.spin = true; /* the default (USMC_OPT_SPIN): a wait for a reply spins first */

@@ -201,7 +201,7 @@ static void test_lgr_claim_found_at_deadline(void **state)
 	lgr->state = LGR_ACTIVE;
 	lgr->peer_addr = k.peer_addr;
 	memcpy(lgr->peer_id, id, sizeof(id));
-	memcpy(lgr->peer_gid, gid, sizeof(gid));
+	memcpy(lgr_conn_link(lgr)->peer_gid, gid, sizeof(gid));
 	lgr->max_conns = 255;
 	pthread_mutex_init(&lgr->lock, NULL);
 	/* another handshake's first contact with that peer is in progress */
@@ -254,15 +254,15 @@ static void test_sq_stall(void **state)
 	long t0;
 
 	assert_non_null(lgr);
-	pthread_mutex_init(&lgr->sq.lock, NULL);
-	smcr_sq_push_locked(&lgr->sq, &p, 1);
+	pthread_mutex_init(&lgr_conn_link(lgr)->sq.lock, NULL);
+	smcr_sq_push_locked(&lgr_conn_link(lgr)->sq, &p, 1);
 	t0 = 1000;
 	assert_false(smcr_wr_stalled(lgr, t0)); /* the tick sees the work */
 	assert_false(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS));
 	assert_true(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS + 1));
-	assert_true(smcr_sq_pop_locked(&lgr->sq, &p));
+	assert_true(smcr_sq_pop_locked(&lgr_conn_link(lgr)->sq, &p));
 	assert_false(smcr_wr_stalled(lgr, t0 + 10 * SMCR_SQ_STALL_MS)); /* idle, not stuck */
-	pthread_mutex_destroy(&lgr->sq.lock);
+	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
 	free(lgr);
 }
 
@@ -277,14 +277,14 @@ static void test_sq_full_marks_pending(void **state)
 
 	assert_non_null(lgr);
 	lgr->state = LGR_ACTIVE;
-	pthread_mutex_init(&lgr->sq.lock, NULL);
+	pthread_mutex_init(&lgr_conn_link(lgr)->sq.lock, NULL);
 	for (int i = 0; i < SMCR_TX_CDC_WRS; i++)
-		smcr_sq_push_locked(&lgr->sq, &p, 1);
-	assert_false(atomic_load(&lgr->any_pending));
+		smcr_sq_push_locked(&lgr_conn_link(lgr)->sq, &p, 1);
+	assert_false(atomic_load(&lgr_conn_link(lgr)->any_pending));
 	assert_int_equal(smcr_wr_post_send(lgr, &wr, 1, &p, SMCR_SQ_CDC), -EAGAIN);
-	assert_true(atomic_load(&lgr->any_pending));
-	assert_int_equal(lgr->sq.used, SMCR_TX_CDC_WRS); /* nothing posted */
-	pthread_mutex_destroy(&lgr->sq.lock);
+	assert_true(atomic_load(&lgr_conn_link(lgr)->any_pending));
+	assert_int_equal(lgr_conn_link(lgr)->sq.used, SMCR_TX_CDC_WRS); /* nothing posted */
+	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
 	free(lgr);
 }
 

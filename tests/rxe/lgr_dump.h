@@ -50,13 +50,15 @@ static inline void lgr_dump(struct usmc_ctx *ctx, const char *why)
 	fprintf(stderr, "link groups (%s): %d open\n", why, atomic_load(&s->lgrs_open));
 	pthread_mutex_lock(&s->lock);
 	for (struct lgr *l = s->all; l; l = l->all_next) {
+		const struct smcr_link *lnk = lgr_conn_link(l);
+
 		fprintf(stderr,
 			" lgr %x %s state %d published %d nconns %d refs %d idle since %ld ms "
 			"thread %d qp %u peer qp %u\n",
 			l->id, l->is_server ? "server" : "client", atomic_load(&l->state),
 			lgr_dump_published_locked(s, l), l->nconns, atomic_load(&l->refs),
 			l->idle_since_ms ? clock_now_ms() - l->idle_since_ms : -1,
-			l->thread_started, l->qp ? l->qp->qp_num : 0, l->peer_qpn);
+			l->thread_started, lnk->qp ? lnk->qp->qp_num : 0, lnk->peer_qpn);
 		lgr_dump_conns(l);
 	}
 	pthread_mutex_unlock(&s->lock);

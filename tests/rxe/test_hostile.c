@@ -1512,7 +1512,7 @@ static void run_spoof(void)
 	       getenv("USMC_TEST_HOST_A"));
 
 	sp.peer_id = ch->rdma.system_id;
-	sp.gid = hc->smcr->lgr->dev.gid;
+	sp.gid = lgr_conn_link(hc->smcr->lgr)->dev.gid;
 	usmc_ctx_stats(cs, &st0);
 	hp_link_open(&lk, NULL, &spoof_src);
 	hp_propose(&lk, &x, &srv_addr, edit_spoof, &sp);
