@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Link groups (lgr.h), as net/smc/smc_core.c: their links set up and torn
- * down (smcr_link.h, smcr_wr.h), the progress thread that sleeps on the
- * completion channel and runs the timers, the connection table, and the
- * life cycle from creation through reuse to termination and freeing.
+ * down (smcr_link.h, smcr_wr.h) with the handlers their completions go to,
+ * the progress thread that sleeps on the completion channel and runs the
+ * timers, the connection table, and the life cycle from creation through
+ * reuse to termination and freeing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,53 @@ static uint32_t token_slot(uint32_t token)
 	return token & LGR_TOKEN_SLOT_MASK;
 }
 
+/* ---- what the links hand up ------------------------------------------ */
+
+static struct lgr *lgr_of(struct smcr_link *lnk)
+{
+	return lnk->up.ctx;
+}
+
+static void lgr_link_rx_cdc(struct smcr_link *lnk, const uint8_t *buf, uint32_t len)
+{
+	struct lgr *lgr = lgr_of(lnk);
+
+	lgr->ops->cdc_rx(lgr, buf, len);
+}
+
+static void lgr_link_rx_llc(struct smcr_link *lnk, const uint8_t *buf, uint32_t len)
+{
+	smcr_llc_rx(lgr_of(lnk), buf, len);
+}
+
+static void lgr_link_tx_done(struct smcr_link *lnk, const struct smcr_tx_pend *p)
+{
+	struct lgr *lgr = lgr_of(lnk);
+
+	lgr->ops->tx_done(lgr, p);
+}
+
+static void lgr_link_sq_room(struct smcr_link *lnk)
+{
+	struct lgr *lgr = lgr_of(lnk);
+
+	lgr->ops->kick_pending(lgr);
+}
+
+/* One link, one link group: a link that fails ends its group. */
+static void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
+{
+	lgr_terminate(lgr_of(lnk), err, orderly);
+}
+
+static const struct smcr_link_handlers lgr_link_handlers = {
+	.rx_cdc = lgr_link_rx_cdc,
+	.rx_llc = lgr_link_rx_llc,
+	.tx_done = lgr_link_tx_done,
+	.sq_room = lgr_link_sq_room,
+	.error = lgr_link_error,
+};
+
 /* ---- verbs objects ---------------------------------------------------- */
 
 static int lgr_pools(struct lgr *lgr)
@@ -63,14 +111,27 @@ static int lgr_pools(struct lgr *lgr)
  * then the buffer pools on its PD. */
 static int lgr_verbs(struct lgr *lgr)
 {
+	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
 	int rc;
 
-	rc = smcr_link_create(&lgr->lnk[LGR_FIRST_LINK]);
+	rc = smcr_link_create(lnk);
 	if (!rc)
-		rc = smcr_wr_rx_setup(lgr);
+		rc = smcr_wr_rx_setup(lnk);
 	if (!rc)
 		rc = lgr_pools(lgr);
 	return rc;
+}
+
+/* The first link, ACTIVATING on @dev, reporting to @lgr (no verbs yet). */
+static void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
+{
+	struct smcr_link_upper up = {.h = &lgr_link_handlers,
+				     .ctx = lgr,
+				     .log = lgr->sctx->log,
+				     .lgr_id = lgr->id,
+				     .st = &lgr->st};
+
+	smcr_link_init(&lgr->lnk[LGR_FIRST_LINK], dev, &up);
 }
 
 int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const struct lgr_config *cfg,
@@ -89,7 +150,7 @@ int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const stru
 	atomic_fetch_add(&sctx->lgrs_open, 1);
 	lgr->id = atomic_fetch_add(&sctx->lgr_seq, LGR_ID_STEP) + LGR_ID_STEP;
 	lgr->max_conns = SMCR_MAX_CONNS;
-	smcr_link_init(&lgr->lnk[LGR_FIRST_LINK], dev);
+	lgr_link_init(lgr, dev);
 	pthread_mutex_init(&lgr->lock, NULL);
 	smcr_llc_init(&lgr->llc);
 	rc = smcr_eng_init(&lgr->eng);
@@ -212,8 +273,9 @@ static bool lgr_tick(struct lgr *lgr)
 {
 	long now = clock_now_ms();
 
-	if (atomic_load(&lgr->state) == LGR_ACTIVE && smcr_wr_stalled(lgr, now))
-		lgr_terminate(lgr, -ETIMEDOUT, false);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		if (atomic_load(&lgr->state) == LGR_ACTIVE && smcr_wr_stalled(&lgr->lnk[i], now))
+			lgr_link_error(&lgr->lnk[i], -ETIMEDOUT, false);
 	smcr_llc_tick(lgr, now);
 	lgr->ops->tick(lgr);
 	return lgr_idle_unlink(lgr);
@@ -227,6 +289,7 @@ static bool lgr_tick(struct lgr *lgr)
 static void *lgr_progress(void *arg)
 {
 	struct lgr *lgr = arg;
+	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK]; /* the one its engine runs */
 	long next_tick = 0;
 	int64_t last_yield_ns = 0;
 	bool ch_watched = false;
@@ -235,7 +298,7 @@ static void *lgr_progress(void *arg)
 	while (!atomic_load(&lgr->stop)) {
 		bool tick = clock_now_ms() >= next_tick;
 		bool owner = smcr_eng_progress_take(lgr, tick);
-		int n = owner ? smcr_wr_drain_cq(lgr) : 0;
+		int n = owner ? smcr_wr_drain_cq(lnk) : 0;
 
 		if (tick) {
 			if (lgr_tick(lgr)) {
@@ -261,7 +324,7 @@ static void *lgr_progress(void *arg)
 			}
 			/* arm, then drain once more so no completion slips between */
 			smcr_eng_progress_arm(lgr);
-			if (smcr_wr_drain_cq(lgr))
+			if (smcr_wr_drain_cq(lnk))
 				continue;
 		}
 		lgr_ep_channel(lgr, &ch_watched, owner);
@@ -392,22 +455,28 @@ int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns)
 	/* only INIT becomes ACTIVE: a link group that died meanwhile stays dead */
 	if (!atomic_compare_exchange_strong(&lgr->state, &expect, LGR_ACTIVE))
 		return -ECONNABORTED;
+	/* and its link, unless lgr_terminate() took it down since */
+	smcr_link_activate(lnk);
 	usmc_log(lgr->sctx->log, USMC_LOG_INFO, "link group %x up: %s, %s:%u, qp %u <-> peer qp %u",
 		 lgr->id, lgr->is_server ? "server" : "client", lnk->dev.name, lnk->dev.port,
 		 lnk->qp ? lnk->qp->qp_num : 0, lnk->peer_qpn);
 	return 0;
 }
 
-/* ACTIVE or INIT -> DEAD; false if it was dead already. */
+/* ACTIVE or INIT -> DEAD, and its links down; false if it was dead already. */
 static bool lgr_mark_dead(struct lgr *lgr, bool *was_active)
 {
 	int expect = LGR_ACTIVE;
 
 	*was_active = atomic_compare_exchange_strong(&lgr->state, &expect, LGR_DEAD);
-	if (*was_active)
-		return true;
-	expect = LGR_INIT;
-	return atomic_compare_exchange_strong(&lgr->state, &expect, LGR_DEAD);
+	if (!*was_active) {
+		expect = LGR_INIT;
+		if (!atomic_compare_exchange_strong(&lgr->state, &expect, LGR_DEAD))
+			return false;
+	}
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		smcr_link_deactivate(&lgr->lnk[i]);
+	return true;
 }
 
 /* The orderly DELETE_LINK of a link group we end (net/smc/smc_llc.c
@@ -722,30 +791,33 @@ static void lgr_free_orphans(struct lgr *lgr)
 			lgr_conn_del(lgr, lgr->conns[i].token);
 }
 
-/* Completions of the flushed work requests: their references go back. */
-static void lgr_flush_sends(struct lgr *lgr)
+/* Completions of a link's flushed work requests: their references go back. */
+static void lgr_flush_sends(struct lgr *lgr, struct smcr_link *lnk)
 {
 	struct smcr_tx_pend p;
 
-	smcr_wr_drain_cq(lgr);
-	while (smcr_wr_send_done(lgr, &p))
+	if (!lnk->rcq || !lnk->scq)
+		return;
+	smcr_wr_drain_cq(lnk);
+	while (smcr_wr_send_done(lnk, &p))
 		if (p.conn)
 			lgr->ops->put(p.conn);
 }
 
-/* As Linux's smcr_link_clear(): the QP first, then what it reached. */
+/* As Linux's smcr_link_clear(): the QPs first, then what they reached. */
 static void lgr_free_verbs(struct lgr *lgr)
 {
-	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
-
-	smcr_link_qp_destroy(lnk);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		smcr_link_qp_destroy(&lgr->lnk[i]);
 	/* the QP is gone: the peer can no longer write into the RMBs */
 	if (lgr->rmbs)
 		bufpool_destroy(lgr->rmbs, NULL);
 	if (lgr->sndbufs)
 		bufpool_destroy(lgr->sndbufs, NULL);
-	smcr_wr_rx_free(lgr);
-	smcr_link_free(lnk);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		smcr_wr_rx_free(&lgr->lnk[i]);
+		smcr_link_free(&lgr->lnk[i]);
+	}
 }
 
 /* One link group fewer; wakes lgr_destroy_all() at the last one. Its
@@ -771,8 +843,8 @@ void lgr_free(struct lgr *lgr)
 	if (lgr->lnk[LGR_FIRST_LINK].qp)
 		lgr_terminate(lgr, -ECONNABORTED, atomic_load(&lgr->state) == LGR_ACTIVE);
 	lgr_stop_thread(lgr);
-	if (lgr->lnk[LGR_FIRST_LINK].rcq && lgr->lnk[LGR_FIRST_LINK].scq)
-		lgr_flush_sends(lgr);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		lgr_flush_sends(lgr, &lgr->lnk[i]);
 	lgr_free_orphans(lgr);
 	lgr_free_verbs(lgr);
 	if (lgr->stop_fd >= 0)

@@ -4,9 +4,10 @@
  * one peer (struct smcr_link, smcr_link.h; max_links 1: one), its buffer
  * pools, its connection table, and the progress thread that runs the
  * completions when nobody else does and runs the timers. The links' work
- * requests are smcr_wr.h's, the LLC flows smcr_llc.h's; the connections
- * plug in through struct lgr_conn_ops, so this file never sees their
- * insides.
+ * requests are smcr_wr.h's, the LLC flows smcr_llc.h's; the link group
+ * registers the handlers its links hand their completions to, and the
+ * connections plug in through struct lgr_conn_ops, so this file never
+ * sees their insides.
  *
  * Life cycle: LGR_INIT (created, handshaking) -> LGR_ACTIVE (lgr_activate:
  * CONFIRM_LINK done; reusable once published) -> LGR_DEAD (lgr_terminate,
@@ -160,8 +161,8 @@ void lgr_set_peer(struct lgr *lgr, const uint8_t peer_id[SMCR_SYSTEM_ID_LEN],
 		  const uint8_t peer_mac[SMCR_MAC_LEN], struct in_addr peer_addr);
 /* Start the progress thread. */
 int lgr_start(struct lgr *lgr);
-/* CONFIRM_LINK done: LGR_INIT -> LGR_ACTIVE, its link numbered @link_num;
- * -ECONNABORTED if it died. */
+/* CONFIRM_LINK done: LGR_INIT -> LGR_ACTIVE, its link ACTIVE with number
+ * @link_num; -ECONNABORTED if it died. */
 int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns);
 /* Make an active link group findable for reuse (sctx->lgrs). */
 void lgr_publish(struct lgr *lgr);

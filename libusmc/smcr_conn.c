@@ -773,10 +773,10 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 				     .send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
 						   IBV_SEND_INLINE};
 	atomic_fetch_add(&sc->refs, 1); /* the pending send's; before the completion can run */
-	rc = smcr_wr_post_send(sc->lgr, wr, k + 1, &p, SMCR_SQ_CDC);
+	rc = smcr_wr_post_send(lgr_conn_link(sc->lgr), wr, k + 1, &p, SMCR_SQ_CDC);
 	if (rc) {
 		atomic_fetch_sub(&sc->refs, 1);
-		if (rc == -EAGAIN) { /* the post marked the link group (smcr_wr.h) */
+		if (rc == -EAGAIN) { /* the post marked the link (smcr_wr.h) */
 			sc->tx_pending = true;
 			smcr_eng_want_progress(sc->lgr); /* send completions must run */
 		} else {
@@ -835,8 +835,6 @@ static void sc_kick_pending(struct lgr *lgr)
 	struct smcr_conn *list[SMCR_MAX_CONNS];
 	int n;
 
-	if (!atomic_exchange(&lgr_conn_link(lgr)->any_pending, false))
-		return;
 	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
 		struct smcr_conn *sc = list[i];

@@ -179,7 +179,7 @@ void smcr_eng_fini(struct smcr_eng *e)
 
 int smcr_eng_poll(struct lgr *lgr)
 {
-	return smcr_wr_poll(lgr);
+	return smcr_wr_poll(lgr_conn_link(lgr));
 }
 
 void smcr_eng_arm(struct lgr *lgr, bool scq)

@@ -34,9 +34,12 @@ static uint32_t random_u32(void)
 	return v;
 }
 
-void smcr_link_init(struct smcr_link *lnk, const struct smcr_dev *dev)
+void smcr_link_init(struct smcr_link *lnk, const struct smcr_dev *dev,
+		    const struct smcr_link_upper *up)
 {
+	lnk->up = *up;
 	lnk->dev = *dev;
+	lnk->state = SMCR_LNK_ACTIVATING;
 	lnk->psn = random_u32() & LNK_PSN_MASK;
 	lnk->link_num = 1;
 	lnk->last_rx_ms = clock_now_ms();
@@ -160,6 +163,23 @@ void smcr_link_free(struct smcr_link *lnk)
 	if (lnk->ib)
 		ibv_close_device(lnk->ib);
 	pthread_mutex_destroy(&lnk->sq.lock);
+}
+
+bool smcr_link_activate(struct smcr_link *lnk)
+{
+	int expect = SMCR_LNK_ACTIVATING;
+
+	return atomic_compare_exchange_strong(&lnk->state, &expect, SMCR_LNK_ACTIVE);
+}
+
+void smcr_link_deactivate(struct smcr_link *lnk)
+{
+	int s = atomic_load(&lnk->state);
+
+	/* a slot that holds no link stays unused */
+	while (s != SMCR_LNK_UNUSED &&
+	       !atomic_compare_exchange_weak(&lnk->state, &s, SMCR_LNK_INACTIVE))
+		;
 }
 
 bool smcr_link_async_fatal(const struct smcr_link *lnk, const struct ibv_async_event *e)

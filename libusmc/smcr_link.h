@@ -7,6 +7,17 @@
  * holds its links (lgr.h); this file creates a link's objects and changes
  * its QP's state, as net/smc/smc_ib.c; the work requests on it are
  * smcr_wr.h's, as net/smc/smc_wr.c.
+ *
+ * A link knows nothing above it: its owner registers one table of
+ * handlers (struct smcr_link_handlers), and the work request layer hands
+ * every completion to it, as Linux registers its receive handlers by
+ * message type (net/smc/smc_wr.c smc_wr_rx_register_handler()).
+ *
+ * Life cycle (Linux's enum smc_link_state): SMCR_LNK_ACTIVATING
+ * (smcr_link_init(): the handshake and CONFIRM_LINK run) ->
+ * SMCR_LNK_ACTIVE (smcr_link_activate()) -> SMCR_LNK_INACTIVE
+ * (smcr_link_deactivate(), from any state; final). Only this file changes
+ * the state.
  */
 #ifndef USMC_SMCR_LINK_H
 #define USMC_SMCR_LINK_H
@@ -18,6 +29,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "eng_stats.h"
 #include "smcr_dev.h"
 
 #define SMCR_RX_WRS	 48   /* posted receives per link (Linux: SMC_WR_BUF_CNT * 3) */
@@ -27,13 +39,20 @@
 #define SMCR_MAX_SEND_WR (SMCR_TX_CDC_WRS + SMCR_TX_LLC_WRS)
 #define SMCR_MAX_INLINE	 64 /* a 44-byte CDC/LLC always goes inline */
 
-struct smcr_conn;
+enum smcr_link_state {
+	SMCR_LNK_UNUSED,     /* a slot of a link group that holds no link */
+	SMCR_LNK_ACTIVATING, /* created: the handshake and CONFIRM_LINK run */
+	SMCR_LNK_ACTIVE,     /* confirmed */
+	SMCR_LNK_INACTIVE,   /* down: only a forced LLC post leaves (DELETE_LINK) */
+};
 
 /* One pending signaled send (completions arrive in posting order). */
 struct smcr_tx_pend {
-	struct smcr_conn *conn; /* a CDC's connection (holds a reference), NULL for LLC */
-	uint16_t nwr;		/* send queue entries it frees */
-	uint64_t mark;		/* CDC: bytes of the connection's stream covered */
+	/* a CDC's connection, which the sender knows how to read (it holds
+	 * a reference); NULL for LLC */
+	void *conn;
+	uint16_t nwr;  /* send queue entries it frees */
+	uint64_t mark; /* CDC: bytes of the connection's stream covered */
 };
 
 /* The send queue of one QP. */
@@ -51,9 +70,41 @@ struct smcr_sq {
 	long watch_since_ms;
 };
 
+struct smcr_link;
+struct usmc_logger;
+
+/*
+ * Where a link's completions go: its owner's one table. All run in
+ * whichever thread polls the link's CQs (the engine token's holder,
+ * smcr_eng.h).
+ */
+struct smcr_link_handlers {
+	/* A message arrived: a CDC (its first byte says so) or an LLC. */
+	void (*rx_cdc)(struct smcr_link *lnk, const uint8_t *buf, uint32_t len);
+	void (*rx_llc)(struct smcr_link *lnk, const uint8_t *buf, uint32_t len);
+	/* A send of @p->conn completed (the reference it held is the callee's). */
+	void (*tx_done)(struct smcr_link *lnk, const struct smcr_tx_pend *p);
+	/* Send queue room came back after a post found none. */
+	void (*sq_room)(struct smcr_link *lnk);
+	/* The link failed (@err); @orderly: it still works, so tell the peer. */
+	void (*error)(struct smcr_link *lnk, int err, bool orderly);
+};
+
+/* What a link reports to, above it: set by smcr_link_init(), fixed. */
+struct smcr_link_upper {
+	const struct smcr_link_handlers *h;
+	void *ctx;		 /* the handlers': the owning link group */
+	struct usmc_logger *log; /* for messages; may be NULL */
+	uint32_t lgr_id;	 /* for messages: the owning link group's id */
+	struct eng_stats *st;	 /* the owning link group's data-path counters */
+};
+
 struct smcr_link {
-	/* Our end and the peer's: written while its link group is LGR_INIT
-	 * by the one handshake that owns it, read-only once it is published. */
+	struct smcr_link_upper up;
+	_Atomic int state; /* enum smcr_link_state; changed only in smcr_link.c */
+
+	/* Our end and the peer's: written while ACTIVATING by the one
+	 * handshake that owns the link, read-only once it is published. */
 	struct smcr_dev dev;
 	uint8_t link_num; /* Linux: link_id */
 	uint32_t psn;	  /* our first send PSN */
@@ -75,11 +126,12 @@ struct smcr_link {
 	atomic_long last_rx_ms; /* the last receive: whoever polls writes, the timers read */
 
 	struct smcr_sq sq;	 /* its own lock */
-	atomic_bool any_pending; /* a post found no room: a kick is owed */
+	atomic_bool any_pending; /* a post found no room: sq_room is owed */
 };
 
-/* Ready to create: on @dev, link number 1, a random PSN. */
-void smcr_link_init(struct smcr_link *lnk, const struct smcr_dev *dev);
+/* Ready to create: ACTIVATING on @dev, link number 1, a random PSN. */
+void smcr_link_init(struct smcr_link *lnk, const struct smcr_dev *dev,
+		    const struct smcr_link_upper *up);
 /* Open the device, make the PD, the channel and both CQs, and the QP in
  * INIT. What was made before a failure is left for smcr_link_qp_destroy()
  * and smcr_link_free(). */
@@ -96,6 +148,11 @@ void smcr_link_qp_error(struct smcr_link *lnk);
 void smcr_link_qp_destroy(struct smcr_link *lnk);
 /* The CQs, the channel, the PD and the device (receives freed before). */
 void smcr_link_free(struct smcr_link *lnk);
+
+/* ACTIVATING -> ACTIVE; false if it went down meanwhile. */
+bool smcr_link_activate(struct smcr_link *lnk);
+/* -> INACTIVE: sends but a forced LLC are refused from now on. */
+void smcr_link_deactivate(struct smcr_link *lnk);
 
 /* Is async event @e about this link: its port, its QP, its CQs, its device? */
 bool smcr_link_async_fatal(const struct smcr_link *lnk, const struct ibv_async_event *e);

@@ -32,6 +32,13 @@ void smcr_llc_fini(struct smcr_llc *llc)
 	pthread_mutex_destroy(&llc->lock);
 }
 
+/* The link LLC messages go on (Linux: smc_llc_usable_link()): with one
+ * link per group, that one. */
+static struct smcr_link *llc_link(struct lgr *lgr)
+{
+	return &lgr->lnk[LGR_FIRST_LINK];
+}
+
 static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class cls)
 {
 	uint8_t buf[LLC_MSG_LEN];
@@ -48,7 +55,7 @@ static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class
 	if (len < 0)
 		return len; /* we only send 44-byte LLC messages */
 	sge.length = (uint32_t)len;
-	len = smcr_wr_post_send(lgr, &wr, 1, &p, cls);
+	len = smcr_wr_post_send(llc_link(lgr), &wr, 1, &p, cls);
 	if (len)
 		return len;
 	atomic_fetch_add_explicit(&lgr->sctx->llc_sent, 1, memory_order_relaxed);
@@ -307,7 +314,7 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 void smcr_llc_tick(struct lgr *lgr, long now)
 {
 	struct smcr_llc *llc = &lgr->llc;
-	struct smcr_link *lnk = lgr_conn_link(lgr);
+	struct smcr_link *lnk = llc_link(lgr);
 	struct llc_msg m = {.version = LLC_V2, .type = LLC_TEST_LINK};
 	long sent = atomic_load(&llc->tl_sent_ms);
 

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * Work requests of a link's QP (smcr_wr.h), as net/smc/smc_wr.c:
- * receive buffers reposted at once (there is no credit scheme for SENDs),
- * a send queue split so that LLC always finds room, and completions handed
- * to their owners in posting order.
+ * Work requests of a link's QP (smcr_wr.h), as net/smc/smc_wr.c: receive
+ * buffers reposted at once (there is no credit scheme for SENDs), a send
+ * queue split so that LLC always finds room, and completions handed to
+ * the link's handlers in posting order.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "cdc.h"
 #include "clock.h"
-#include "lgr.h"
 #include "log.h"
 #include "smcr_wr.h"
 
@@ -32,9 +31,8 @@ static int post_recv(struct smcr_link *lnk, uint32_t idx)
 	return -ibv_post_recv(lnk->qp, &wr, &bad);
 }
 
-int smcr_wr_rx_setup(struct lgr *lgr)
+int smcr_wr_rx_setup(struct smcr_link *lnk)
 {
-	struct smcr_link *lnk = lgr_conn_link(lgr);
 	size_t len = (size_t)SMCR_RX_WRS * SMCR_RX_BUF_LEN;
 	int rc;
 
@@ -53,19 +51,18 @@ int smcr_wr_rx_setup(struct lgr *lgr)
 	return 0;
 }
 
-void smcr_wr_rx_free(struct lgr *lgr)
+void smcr_wr_rx_free(struct smcr_link *lnk)
 {
-	struct smcr_link *lnk = lgr_conn_link(lgr);
-
 	if (lnk->rx_mr)
 		ibv_dereg_mr(lnk->rx_mr);
 	free(lnk->rx_bufs);
 }
 
-/* A receive completed: hand the message to CDC or LLC, repost the buffer. */
-static void rx_done(struct lgr *lgr, const struct ibv_wc *wc)
+/* A receive completed: hand the message to its handler by its first byte
+ * (the one type CDC has, else LLC), repost the buffer. */
+static void rx_done(struct smcr_link *lnk, const struct ibv_wc *wc)
 {
-	struct smcr_link *lnk = lgr_conn_link(lgr);
+	const struct smcr_link_handlers *h = lnk->up.h;
 	uint32_t idx = (uint32_t)(wc->wr_id & ~WR_RX_TAG);
 	const uint8_t *buf;
 
@@ -74,17 +71,17 @@ static void rx_done(struct lgr *lgr, const struct ibv_wc *wc)
 	/* SMC-R peers only SEND to us: a WRITE with immediate consumed a
 	 * receive without filling its buffer, which holds a stale message */
 	if (wc->opcode != IBV_WC_RECV) {
-		lgr_terminate(lgr, -EPROTO, true);
+		h->error(lnk, -EPROTO, true);
 		return;
 	}
 	buf = lnk->rx_bufs + (size_t)idx * SMCR_RX_BUF_LEN;
 	lnk->last_rx_ms = clock_now_ms();
 	if (wc->byte_len >= 1 && buf[0] == CDC_MSG_TYPE)
-		lgr->ops->cdc_rx(lgr, buf, wc->byte_len);
+		h->rx_cdc(lnk, buf, wc->byte_len);
 	else
-		smcr_llc_rx(lgr, buf, wc->byte_len);
+		h->rx_llc(lnk, buf, wc->byte_len);
 	if (post_recv(lnk, idx))
-		lgr_terminate(lgr, -ECONNABORTED, false);
+		h->error(lnk, -ECONNABORTED, false);
 }
 
 /* ---- send ------------------------------------------------------------ */
@@ -94,16 +91,15 @@ static int sq_limit(enum smcr_sq_class cls)
 	return cls == SMCR_SQ_CDC ? SMCR_TX_CDC_WRS : SMCR_MAX_SEND_WR;
 }
 
-int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const struct smcr_tx_pend *p,
-		      enum smcr_sq_class cls)
+int smcr_wr_post_send(struct smcr_link *lnk, struct ibv_send_wr *wr, int n,
+		      const struct smcr_tx_pend *p, enum smcr_sq_class cls)
 {
-	struct smcr_link *lnk = lgr_conn_link(lgr);
 	struct smcr_sq *sq = &lnk->sq;
 	struct ibv_send_wr *bad;
 	int rc = 0;
 
 	pthread_mutex_lock(&sq->lock);
-	if (atomic_load(&lgr->state) == LGR_DEAD && cls != SMCR_SQ_LLC_FORCE)
+	if (atomic_load(&lnk->state) == SMCR_LNK_INACTIVE && cls != SMCR_SQ_LLC_FORCE)
 		rc = -ECONNABORTED;
 	else if (sq->used + n > sq_limit(cls))
 		rc = -EAGAIN;
@@ -118,8 +114,8 @@ int smcr_wr_post_send(struct lgr *lgr, struct ibv_send_wr *wr, int n, const stru
 		atomic_store(&lnk->any_pending, true);
 	if (!rc) {
 		rc = -ibv_post_send(lnk->qp, wr, &bad);
-		eng_count(&lgr->st, ENG_DOORBELLS, 1);
-		eng_count(&lgr->st, ENG_SYSCALLS, 1); /* rxe: the doorbell is a write() */
+		eng_count(lnk->up.st, ENG_DOORBELLS, 1);
+		eng_count(lnk->up.st, ENG_SYSCALLS, 1); /* rxe: the doorbell is a write() */
 	}
 	if (!rc)
 		smcr_sq_push_locked(sq, p, n);
@@ -145,9 +141,9 @@ bool smcr_sq_pop_locked(struct smcr_sq *sq, struct smcr_tx_pend *p)
 	return true;
 }
 
-bool smcr_wr_stalled(struct lgr *lgr, long now_ms)
+bool smcr_wr_stalled(struct smcr_link *lnk, long now_ms)
 {
-	struct smcr_sq *sq = &lgr_conn_link(lgr)->sq;
+	struct smcr_sq *sq = &lnk->sq;
 	bool stalled;
 
 	/* the timer's own watch: no clock read on the send path */
@@ -163,73 +159,74 @@ bool smcr_wr_stalled(struct lgr *lgr, long now_ms)
 }
 
 /* A signaled send completed: its entries (and the unsignaled ones before it) are free. */
-bool smcr_wr_send_done(struct lgr *lgr, struct smcr_tx_pend *p)
+bool smcr_wr_send_done(struct smcr_link *lnk, struct smcr_tx_pend *p)
 {
-	struct smcr_sq *sq = &lgr_conn_link(lgr)->sq;
 	bool ok;
 
-	pthread_mutex_lock(&sq->lock);
-	ok = smcr_sq_pop_locked(sq, p);
-	pthread_mutex_unlock(&sq->lock);
+	pthread_mutex_lock(&lnk->sq.lock);
+	ok = smcr_sq_pop_locked(&lnk->sq, p);
+	pthread_mutex_unlock(&lnk->sq.lock);
 	return ok;
 }
 
 /* ---- completion queue ------------------------------------------------ */
 
-/* Hand @n completions of one CQ to their owners; true if a send completed. */
-static bool wr_dispatch(struct lgr *lgr, struct ibv_wc *wc, int n)
+/* Hand @n completions of one CQ to the handlers; true if a send completed. */
+static bool wr_dispatch(struct smcr_link *lnk, struct ibv_wc *wc, int n)
 {
 	bool sent = false;
 
 	for (int i = 0; i < n; i++) {
 		struct smcr_tx_pend p;
 
-		if (wc[i].status != IBV_WC_SUCCESS && atomic_load(&lgr->state) != LGR_DEAD) {
-			usmc_log(lgr->sctx->log, USMC_LOG_INFO,
-				 "link group %x: a %s work request failed: %s", lgr->id,
+		if (wc[i].status != IBV_WC_SUCCESS &&
+		    atomic_load(&lnk->state) != SMCR_LNK_INACTIVE) {
+			usmc_log(lnk->up.log, USMC_LOG_INFO,
+				 "link group %x: a %s work request failed: %s", lnk->up.lgr_id,
 				 (wc[i].wr_id & WR_RX_TAG) ? "receive" : "send",
 				 ibv_wc_status_str(wc[i].status));
-			lgr_terminate(lgr, -ECONNABORTED, false);
+			lnk->up.h->error(lnk, -ECONNABORTED, false);
 		}
 		if (wc[i].wr_id & WR_RX_TAG) {
-			rx_done(lgr, &wc[i]);
-		} else if (smcr_wr_send_done(lgr, &p)) {
+			rx_done(lnk, &wc[i]);
+		} else if (smcr_wr_send_done(lnk, &p)) {
 			sent = true;
 			if (p.conn)
-				lgr->ops->tx_done(lgr, &p);
+				lnk->up.h->tx_done(lnk, &p);
 		}
 	}
 	return sent;
 }
 
-int smcr_wr_poll(struct lgr *lgr)
+int smcr_wr_poll(struct smcr_link *lnk)
 {
 	struct ibv_wc wc[WR_CQ_BATCH];
 	int n, total = 0;
 	bool sent = false;
 
-	n = ibv_poll_cq(lgr_conn_link(lgr)->rcq, WR_CQ_BATCH, wc);
+	n = ibv_poll_cq(lnk->rcq, WR_CQ_BATCH, wc);
 	if (n > 0) {
-		wr_dispatch(lgr, wc, n);
+		wr_dispatch(lnk, wc, n);
 		total += n;
 	}
-	n = ibv_poll_cq(lgr_conn_link(lgr)->scq, WR_CQ_BATCH, wc);
+	n = ibv_poll_cq(lnk->scq, WR_CQ_BATCH, wc);
 	if (n > 0) {
-		sent = wr_dispatch(lgr, wc, n);
+		sent = wr_dispatch(lnk, wc, n);
 		total += n;
 	}
-	if (sent)
-		lgr->ops->kick_pending(lgr);
+	/* room came back: whoever found none may send now */
+	if (sent && atomic_exchange(&lnk->any_pending, false))
+		lnk->up.h->sq_room(lnk);
 	if (total)
-		eng_count(&lgr->st, ENG_CQES, (uint64_t)total);
+		eng_count(lnk->up.st, ENG_CQES, (uint64_t)total);
 	return total;
 }
 
-int smcr_wr_drain_cq(struct lgr *lgr)
+int smcr_wr_drain_cq(struct smcr_link *lnk)
 {
 	int n, total = 0;
 
-	while ((n = smcr_wr_poll(lgr)) > 0)
+	while ((n = smcr_wr_poll(lnk)) > 0)
 		total += n;
 	return total;
 }

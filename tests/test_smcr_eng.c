@@ -121,7 +121,7 @@ static void sim_push(int i)
 }
 
 /* The dispatch: only the token holder calls it (smcr_eng.h). */
-int smcr_wr_poll(struct lgr *l)
+int smcr_wr_poll(struct smcr_link *l)
 {
 	int n = 0;
 
@@ -204,7 +204,7 @@ static void *progress(void *arg)
 	while (!atomic_load(&stop_progress)) {
 		bool tick = now_ns() >= next_tick;
 		bool owner = smcr_eng_progress_take(lgr, tick);
-		int n = owner ? smcr_wr_poll(lgr) : 0;
+		int n = owner ? smcr_wr_poll(lgr_conn_link(lgr)) : 0;
 		struct pollfd p[2] = {{.fd = -1, .events = POLLIN},
 				      {.fd = lgr->stop_fd, .events = POLLIN}};
 		uint64_t v;
@@ -217,7 +217,7 @@ static void *progress(void *arg)
 			if (n)
 				continue;
 			smcr_eng_arm(lgr, true);
-			if (smcr_wr_poll(lgr))
+			if (smcr_wr_poll(lgr_conn_link(lgr)))
 				continue;
 			p[0].fd = sim.pipe[0];
 		}

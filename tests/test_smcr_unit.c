@@ -249,43 +249,43 @@ static void test_sq_ring_across_32bit_wrap(void **state)
  * stuck (a peer that stopped posting receives, RNR retried for ever). */
 static void test_sq_stall(void **state)
 {
-	struct lgr *lgr = calloc(1, sizeof(*lgr));
+	struct smcr_link *lnk = calloc(1, sizeof(*lnk));
 	struct smcr_tx_pend p = {0};
 	long t0;
 
-	assert_non_null(lgr);
-	pthread_mutex_init(&lgr_conn_link(lgr)->sq.lock, NULL);
-	smcr_sq_push_locked(&lgr_conn_link(lgr)->sq, &p, 1);
+	assert_non_null(lnk);
+	pthread_mutex_init(&lnk->sq.lock, NULL);
+	smcr_sq_push_locked(&lnk->sq, &p, 1);
 	t0 = 1000;
-	assert_false(smcr_wr_stalled(lgr, t0)); /* the tick sees the work */
-	assert_false(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS));
-	assert_true(smcr_wr_stalled(lgr, t0 + SMCR_SQ_STALL_MS + 1));
-	assert_true(smcr_sq_pop_locked(&lgr_conn_link(lgr)->sq, &p));
-	assert_false(smcr_wr_stalled(lgr, t0 + 10 * SMCR_SQ_STALL_MS)); /* idle, not stuck */
-	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
-	free(lgr);
+	assert_false(smcr_wr_stalled(lnk, t0)); /* the tick sees the work */
+	assert_false(smcr_wr_stalled(lnk, t0 + SMCR_SQ_STALL_MS));
+	assert_true(smcr_wr_stalled(lnk, t0 + SMCR_SQ_STALL_MS + 1));
+	assert_true(smcr_sq_pop_locked(&lnk->sq, &p));
+	assert_false(smcr_wr_stalled(lnk, t0 + 10 * SMCR_SQ_STALL_MS)); /* idle, not stuck */
+	pthread_mutex_destroy(&lnk->sq.lock);
+	free(lnk);
 }
 
-/* A send refused for room marks the link group as owed a kick before the
+/* A send refused for room marks the link as owed a kick before the
  * refusal returns: the completions that make room may all run before the
  * caller could mark it itself, and then nothing would send its data. */
 static void test_sq_full_marks_pending(void **state)
 {
-	struct lgr *lgr = calloc(1, sizeof(*lgr));
+	struct smcr_link *lnk = calloc(1, sizeof(*lnk));
 	struct smcr_tx_pend p = {0};
 	struct ibv_send_wr wr = {0};
 
-	assert_non_null(lgr);
-	lgr->state = LGR_ACTIVE;
-	pthread_mutex_init(&lgr_conn_link(lgr)->sq.lock, NULL);
+	assert_non_null(lnk);
+	lnk->state = SMCR_LNK_ACTIVE;
+	pthread_mutex_init(&lnk->sq.lock, NULL);
 	for (int i = 0; i < SMCR_TX_CDC_WRS; i++)
-		smcr_sq_push_locked(&lgr_conn_link(lgr)->sq, &p, 1);
-	assert_false(atomic_load(&lgr_conn_link(lgr)->any_pending));
-	assert_int_equal(smcr_wr_post_send(lgr, &wr, 1, &p, SMCR_SQ_CDC), -EAGAIN);
-	assert_true(atomic_load(&lgr_conn_link(lgr)->any_pending));
-	assert_int_equal(lgr_conn_link(lgr)->sq.used, SMCR_TX_CDC_WRS); /* nothing posted */
-	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
-	free(lgr);
+		smcr_sq_push_locked(&lnk->sq, &p, 1);
+	assert_false(atomic_load(&lnk->any_pending));
+	assert_int_equal(smcr_wr_post_send(lnk, &wr, 1, &p, SMCR_SQ_CDC), -EAGAIN);
+	assert_true(atomic_load(&lnk->any_pending));
+	assert_int_equal(lnk->sq.used, SMCR_TX_CDC_WRS); /* nothing posted */
+	pthread_mutex_destroy(&lnk->sq.lock);
+	free(lnk);
 }
 
 /* An LLC answer (TEST_LINK's, a barrier's behind a TCP hang-up) is awaited
