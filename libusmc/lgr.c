@@ -134,6 +134,23 @@ static void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
 	smcr_link_init(&lgr->lnk[LGR_FIRST_LINK], dev, &up);
 }
 
+/* The progress thread's wake-up and epoll set, and the engine that runs
+ * the first link (always initialised: lgr_free() finishes it). */
+static int lgr_progress_init(struct lgr *lgr)
+{
+	struct smcr_eng_setup es = {.lnk = &lgr->lnk[LGR_FIRST_LINK],
+				    .spin = lgr->cfg.spin,
+				    .busy_poll = lgr->cfg.busy_poll};
+	int rc, erc;
+
+	lgr->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	lgr->ep = epoll_create1(EPOLL_CLOEXEC);
+	rc = lgr->stop_fd < 0 || lgr->ep < 0 ? -errno : 0;
+	es.progress_fd = lgr->stop_fd;
+	erc = smcr_eng_init(&lgr->eng, &es);
+	return rc ? rc : erc;
+}
+
 int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const struct lgr_config *cfg,
 	       bool is_server, const struct smcr_dev *dev, struct lgr **out)
 {
@@ -153,15 +170,13 @@ int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const stru
 	lgr_link_init(lgr, dev);
 	pthread_mutex_init(&lgr->lock, NULL);
 	smcr_llc_init(&lgr->llc);
-	rc = smcr_eng_init(&lgr->eng);
-	lgr->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	lgr->ep = epoll_create1(EPOLL_CLOEXEC);
+	rc = lgr_progress_init(lgr);
 	pthread_mutex_lock(&sctx->lock);
 	lgr->all_next = sctx->all;
 	sctx->all = lgr;
 	pthread_mutex_unlock(&sctx->lock);
 	if (!rc)
-		rc = lgr->stop_fd < 0 || lgr->ep < 0 ? -errno : lgr_verbs(lgr);
+		rc = lgr_verbs(lgr);
 	if (rc) {
 		lgr_free(lgr);
 		return rc;
@@ -226,7 +241,7 @@ static void lgr_wait_event(struct lgr *lgr, bool owner)
 		if (ev[i].data.u64 & LGR_EP_TCP) {
 			lgr->ops->tcp_hup(lgr, (uint32_t)ev[i].data.u64);
 		} else if (ev[i].data.u64 == LGR_EP_CH && owner) {
-			smcr_eng_get_event(lgr);
+			smcr_eng_get_event(&lgr->eng);
 		} else if (ev[i].data.u64 == LGR_EP_STOP && read(lgr->stop_fd, &v, sizeof(v)) > 0) {
 			eng_count(&lgr->st, ENG_SYSCALLS, 1);
 		} else if (ev[i].data.u64 == LGR_EP_ASYNC) {
@@ -297,14 +312,14 @@ static void *lgr_progress(void *arg)
 	thread_name_set(pthread_self(), "usmc-lgr/%x", lgr->id);
 	while (!atomic_load(&lgr->stop)) {
 		bool tick = clock_now_ms() >= next_tick;
-		bool owner = smcr_eng_progress_take(lgr, tick);
+		bool owner = smcr_eng_progress_take(&lgr->eng, tick);
 		int n = owner ? smcr_wr_drain_cq(lnk) : 0;
 
 		if (tick) {
 			if (lgr_tick(lgr)) {
 				/* free ourselves: nobody can reach this LGR any more */
 				if (owner)
-					smcr_eng_progress_release(lgr, true);
+					smcr_eng_progress_release(&lgr->eng, true);
 				pthread_detach(pthread_self());
 				lgr->thread_started = false;
 				lgr_free(lgr);
@@ -313,17 +328,17 @@ static void *lgr_progress(void *arg)
 			next_tick = clock_now_ms() + LGR_TICK_MS;
 		}
 		/* an application thread waits, or nobody needs us: give it up */
-		if (owner && smcr_eng_progress_release(lgr, false))
+		if (owner && smcr_eng_progress_release(&lgr->eng, false))
 			owner = false;
 		if (owner) {
 			if (n)
 				continue;
 			if (lgr->cfg.busy_poll) {
-				smcr_eng_progress_busy_idle(lgr, &last_yield_ns);
+				smcr_eng_progress_busy_idle(&lgr->eng, &last_yield_ns);
 				continue;
 			}
 			/* arm, then drain once more so no completion slips between */
-			smcr_eng_progress_arm(lgr);
+			smcr_eng_progress_arm(&lgr->eng);
 			if (smcr_wr_drain_cq(lnk))
 				continue;
 		}
@@ -719,14 +734,14 @@ int lgr_hold_peer(struct smcr_ctx *sctx, struct in_addr peer, struct lgr **held,
 		}
 	pthread_mutex_unlock(&sctx->lock);
 	for (int i = 0; i < n; i++)
-		smcr_eng_hold(held[i]);
+		smcr_eng_hold(&held[i]->eng);
 	return n;
 }
 
 void lgr_unhold_peer(struct lgr **held, int n)
 {
 	for (int i = 0; i < n; i++) {
-		smcr_eng_unhold(held[i]);
+		smcr_eng_unhold(&held[i]->eng);
 		lgr_put(held[i]);
 	}
 }

@@ -122,7 +122,7 @@ struct lgr {
 	long idle_since_ms; /* when nconns dropped to 0 */
 
 	struct smcr_llc llc; /* its own locks */
-	struct smcr_eng eng; /* who runs the completions (smcr_eng.h); its own lock */
+	struct smcr_eng eng; /* who runs the first link's completions (smcr_eng.h); its own lock */
 
 	/* progress thread */
 	pthread_t thread;

@@ -148,7 +148,7 @@ static void sc_update_ready_locked(struct smcr_conn *sc)
 		sc->wr_blocked_sig = true;
 		/* room comes with send completions: have them run as they come */
 		if (atomic_fetch_add(&sc->lgr->eng.room_waiters, 1) == 0)
-			smcr_eng_scq_demand_raised(sc->lgr);
+			smcr_eng_scq_demand_raised(&sc->lgr->eng);
 	} else if (wr && sc->wr_blocked_sig) {
 		while (ops++, read(sc->ev[1], tmp, sizeof(tmp)) > 0)
 			;
@@ -223,7 +223,7 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	}
 	/* the handshake's LLC (CONFIRM_RKEY both ways) must run as it comes */
 	sc->in_hs = true;
-	smcr_eng_hold(lgr);
+	smcr_eng_hold(&lgr->eng);
 	*out = sc;
 	return 0;
 }
@@ -318,7 +318,7 @@ static void sc_tcp_release_locked(struct smcr_conn *sc)
 	shutdown(sc->tcp_fd, SHUT_RDWR);
 	close(sc->tcp_fd);
 	sc->tcp_fd = -1;
-	smcr_eng_unhold(sc->lgr);
+	smcr_eng_unhold(&sc->lgr->eng);
 }
 
 void smcr_conn_put(struct smcr_conn *sc)
@@ -328,9 +328,9 @@ void smcr_conn_put(struct smcr_conn *sc)
 	if (atomic_fetch_sub(&sc->refs, 1) != 1)
 		return;
 	/* no reference left: no table entry, no pending send, no user */
-	if (sc->in_hs)
-		smcr_eng_unhold(sc->lgr); /* a handshake that neither finished nor discarded */
-	sc_tcp_release_locked(sc);	  /* its close never went out: the link group failed */
+	if (sc->in_hs) /* a handshake that neither finished nor discarded */
+		smcr_eng_unhold(&sc->lgr->eng);
+	sc_tcp_release_locked(sc); /* its close never went out: the link group failed */
 	if (sc->rmb)
 		sc_rmb_release(sc);
 	if (sc->orphan)
@@ -375,9 +375,9 @@ static void sc_hs_done(struct smcr_conn *sc, bool churn)
 	sc->in_hs = false;
 	pthread_mutex_unlock(&sc->lock);
 	if (was)
-		smcr_eng_unhold(sc->lgr);
+		smcr_eng_unhold(&sc->lgr->eng);
 	if (churn)
-		smcr_eng_churn(sc->lgr);
+		smcr_eng_churn(&sc->lgr->eng);
 }
 
 void smcr_conn_discard(struct smcr_conn *sc)
@@ -404,7 +404,7 @@ int smcr_conn_fd(struct smcr_conn *sc)
 	fd = rc ? rc : sc->ev[0];
 	pthread_mutex_unlock(&sc->lock);
 	if (!rc)
-		smcr_eng_want_progress(sc->lgr);
+		smcr_eng_want_progress(&sc->lgr->eng);
 	return fd;
 }
 
@@ -446,7 +446,7 @@ static void sc_fail_locked(struct smcr_conn *sc, int err)
 	}
 	sc_wake_locked(sc, SC_RD | SC_WR);
 	sc_update_ready_locked(sc);
-	smcr_eng_kick(sc->lgr); /* an owner asleep on the channel looks again */
+	smcr_eng_kick(&sc->lgr->eng); /* an owner asleep on the channel looks again */
 }
 
 static bool sc_fail(struct smcr_conn *sc, int err)
@@ -778,7 +778,7 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		atomic_fetch_sub(&sc->refs, 1);
 		if (rc == -EAGAIN) { /* the post marked the link (smcr_wr.h) */
 			sc->tx_pending = true;
-			smcr_eng_want_progress(sc->lgr); /* send completions must run */
+			smcr_eng_want_progress(&sc->lgr->eng); /* send completions must run */
 		} else {
 			sc_fail_locked(sc, rc);
 		}
@@ -1084,7 +1084,7 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	}
 	drop_conn = sc->orphan && (sc->rx.peer_closed || sc->rx.peer_abort || sc->err);
 	if (sc->rx.peer_closed || sc->rx.peer_abort)
-		smcr_eng_churn(lgr); /* its DELETE_RKEY follows */
+		smcr_eng_churn(&lgr->eng); /* its DELETE_RKEY follows */
 	pthread_mutex_unlock(&sc->lock);
 	if (drop_conn)
 		lgr_conn_del(lgr, sc->token);
@@ -1139,7 +1139,7 @@ static bool sc_wait_credit_locked(struct smcr_conn *sc, long deadline)
 
 	if (credit_by >= deadline)
 		return false;
-	smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, sc_ready_wr, sc, 0, credit_by);
+	smcr_eng_wait(&sc->lgr->eng, &sc->lock, &sc->wcond, sc_ready_wr, sc, 0, credit_by);
 	return sc_writable(sc) || clock_now_ms() >= deadline;
 }
 
@@ -1154,7 +1154,7 @@ static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 
 	if (what == SC_RD) {
 		sc->rwaiters++;
-		smcr_eng_wait(sc->lgr, &sc->lock, &sc->rcond, sc_ready_rd, sc,
+		smcr_eng_wait(&sc->lgr->eng, &sc->lock, &sc->rcond, sc_ready_rd, sc,
 			      sc->sent_since_read ? SMCR_WAIT_REPLY : 0, deadline);
 		sc->rwaiters--;
 	} else {
@@ -1164,8 +1164,8 @@ static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 
 		sc->wwaiters++;
 		if (what != SC_WR || !sc_wait_credit_locked(sc, deadline))
-			smcr_eng_wait(sc->lgr, &sc->lock, &sc->wcond, ready, sc, SMCR_WAIT_SCQ,
-				      deadline);
+			smcr_eng_wait(&sc->lgr->eng, &sc->lock, &sc->wcond, ready, sc,
+				      SMCR_WAIT_SCQ, deadline);
 		sc->wwaiters--;
 	}
 }
@@ -1253,7 +1253,7 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 		if (!room) {
 			/* nobody may be running the completions: run them once */
 			if (nonblock && !polled && (polled = true) &&
-			    smcr_eng_try_poll(sc->lgr, &sc->lock))
+			    smcr_eng_try_poll(&sc->lgr->eng, &sc->lock))
 				continue;
 			if (nonblock) {
 				rc = -EAGAIN;
@@ -1386,7 +1386,7 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 			break; /* end of stream */
 		/* nothing here, and nobody may be running the completions */
 		if (nonblock && !done && !polled && (polled = true) &&
-		    smcr_eng_try_poll(sc->lgr, &sc->lock))
+		    smcr_eng_try_poll(&sc->lgr->eng, &sc->lock))
 			continue;
 		if (nonblock || done) {
 			rc = -EAGAIN;
@@ -1417,7 +1417,7 @@ int smcr_shutdown(struct smcr_conn *sc, int how)
 	sc_wake_locked(sc, SC_RD | SC_WR);
 	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
-	smcr_eng_kick(sc->lgr);
+	smcr_eng_kick(&sc->lgr->eng);
 	return 0;
 }
 
@@ -1450,7 +1450,7 @@ bool smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 	 * open the window */
 	if (unsent && !sc->aborting && sc->tcp_fd >= 0) {
 		sc->keeps_tcp = kept = true;
-		smcr_eng_hold(sc->lgr);
+		smcr_eng_hold(&sc->lgr->eng);
 	}
 	sc_tx_push_locked(sc);
 	/* otherwise the caller shuts the TCP socket down next: not before the
@@ -1477,7 +1477,7 @@ bool smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 	else if (tcp_fd >= 0)
 		atomic_fetch_sub(&sc->lgr->tcp_unwatched, 1);
 	/* the peer's DELETE_RKEY follows its close: answer it soon */
-	smcr_eng_churn(sc->lgr);
+	smcr_eng_churn(&sc->lgr->eng);
 	if (peer_gone)
 		lgr_conn_del(sc->lgr, sc->token);
 	if (smcr_test_hook_close_put)

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Run to completion (smcr_eng.h): the thread that would block polls the
- * link group's completion queues itself. Modelled on what rsockets does
+ * link's completion queues itself. Modelled on what rsockets does
  * for one socket (rdma-core librdmacm/rsocket.c: poll under a lock, spin
  * polling_time, arm only right before sleeping on the channel), extended
- * to a link group shared by many connections: one token holder polls and
+ * to a link shared by many connections: one token holder polls and
  * sleeps on the channel, the other waiters sleep on their connection's
  * condition and are handed the token in turn.
  *
@@ -29,8 +29,10 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "lgr.h"
+#include "eng_stats.h"
 #include "smcr_eng.h"
+#include "smcr_link.h"
+#include "smcr_wr.h"
 
 #define ENG_SPIN_START_NS 10000 /* rsockets' polling_time default: 10 us */
 /* The longest spin: 100 us on hardware that wakes a thread as fast as
@@ -44,6 +46,12 @@
 #define ENG_BUSY_YIELD_NS 50000	 /* a busy-poller, once its reply is late */
 #define ENG_CALIB_ROUNDS  9	 /* thread wake-up round trips timed, once per process */
 #define ENG_SLEEP_MAX_MS  1000	 /* re-check the predicate at least this often */
+
+/* The owning link group's data-path counters, which the link carries. */
+static void eng_stat(struct smcr_eng *e, enum eng_stat i, uint64_t n)
+{
+	eng_count(e->set.lnk->up.st, i, n);
+}
 
 static long online_cpus(void)
 {
@@ -155,14 +163,15 @@ static int64_t spin_cap_ns(void)
 	return spin_cap;
 }
 
-int smcr_eng_init(struct smcr_eng *e)
+int smcr_eng_init(struct smcr_eng *e, const struct smcr_eng_setup *set)
 {
+	e->set = *set;
 	pthread_mutex_init(&e->lock, NULL);
 	e->owner = ENG_FREE;
 	e->waiters = NULL;
 	e->waiters_tail = &e->waiters;
 	e->avg_wait_ns = ENG_SPIN_START_NS;
-	e->spin_cap_ns = spin_cap_ns(); /* the first link group times the machine */
+	e->spin_cap_ns = spin_cap_ns(); /* the first engine times the machine */
 	e->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return e->kick_fd < 0 ? -errno : 0;
 }
@@ -177,116 +186,113 @@ void smcr_eng_fini(struct smcr_eng *e)
 
 /* ---- the token holder's verbs --------------------------------------- */
 
-int smcr_eng_poll(struct lgr *lgr)
+int smcr_eng_poll(struct smcr_eng *e)
 {
-	return smcr_wr_poll(lgr_conn_link(lgr));
+	return smcr_wr_poll(e->set.lnk);
 }
 
-void smcr_eng_arm(struct lgr *lgr, bool scq)
+void smcr_eng_arm(struct smcr_eng *e, bool scq)
 {
-	struct smcr_eng *e = &lgr->eng;
-
 	if (!e->rcq_armed) {
-		ibv_req_notify_cq(lgr_conn_link(lgr)->rcq, 0);
+		ibv_req_notify_cq(e->set.lnk->rcq, 0);
 		e->rcq_armed = true;
-		eng_count(&lgr->st, ENG_CQ_ARMS, 1);
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		eng_stat(e, ENG_CQ_ARMS, 1);
+		eng_stat(e, ENG_SYSCALLS, 1);
 	}
 	if (scq && !e->scq_armed) {
-		ibv_req_notify_cq(lgr_conn_link(lgr)->scq, 0);
+		ibv_req_notify_cq(e->set.lnk->scq, 0);
 		e->scq_armed = true;
-		eng_count(&lgr->st, ENG_CQ_ARMS, 1);
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		eng_stat(e, ENG_CQ_ARMS, 1);
+		eng_stat(e, ENG_SYSCALLS, 1);
 	}
 }
 
-bool smcr_eng_get_event(struct lgr *lgr)
+bool smcr_eng_get_event(struct smcr_eng *e)
 {
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
-	eng_count(&lgr->st, ENG_SYSCALLS, 1); /* the read() */
-	if (ibv_get_cq_event(lgr_conn_link(lgr)->ch, &cq, &cq_ctx))
+	eng_stat(e, ENG_SYSCALLS, 1); /* the read() */
+	if (ibv_get_cq_event(e->set.lnk->ch, &cq, &cq_ctx))
 		return false;
 	ibv_ack_cq_events(cq, 1);
-	if (cq == lgr_conn_link(lgr)->rcq)
-		lgr->eng.rcq_armed = false;
+	if (cq == e->set.lnk->rcq)
+		e->rcq_armed = false;
 	else
-		lgr->eng.scq_armed = false;
+		e->scq_armed = false;
 	return true;
 }
 
 /* ---- hand-off ------------------------------------------------------- */
 
-static bool progress_needed(struct lgr *lgr)
+static bool progress_needed(struct smcr_eng *e)
 {
-	return atomic_load(&lgr->eng.fd_users) > 0 || atomic_load(&lgr->eng.holds) > 0 ||
-	       atomic_load(&lgr_conn_link(lgr)->any_pending) ||
-	       atomic_load(&lgr->state) == LGR_INIT || smcr_eng_churning(lgr, clock_now_ms());
+	struct smcr_link *lnk = e->set.lnk;
+
+	return atomic_load(&e->fd_users) > 0 || atomic_load(&e->holds) > 0 ||
+	       atomic_load(&lnk->any_pending) || atomic_load(&lnk->state) == SMCR_LNK_ACTIVATING ||
+	       smcr_eng_churning(e, clock_now_ms());
 }
 
-bool smcr_eng_progress_needed(struct lgr *lgr)
+bool smcr_eng_progress_needed(struct smcr_eng *e)
 {
-	return progress_needed(lgr);
+	return progress_needed(e);
 }
 
-static void kick_progress(struct lgr *lgr)
+static void kick_progress(struct smcr_eng *e)
 {
 	uint64_t one = 1;
 
-	if (write(lgr->stop_fd, &one, sizeof(one)) == sizeof(one))
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	if (write(e->set.progress_fd, &one, sizeof(one)) == sizeof(one))
+		eng_stat(e, ENG_SYSCALLS, 1);
 }
 
 /* Wake the application owner out of its sleep on the channel. */
-static void kick_app_owner(struct lgr *lgr)
+static void kick_app_owner(struct smcr_eng *e)
 {
 	uint64_t one = 1;
 
-	if (write(lgr->eng.kick_fd, &one, sizeof(one)) == sizeof(one))
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	if (write(e->kick_fd, &one, sizeof(one)) == sizeof(one))
+		eng_stat(e, ENG_SYSCALLS, 1);
 }
 
 /* ---- send completions as they come --------------------------------- */
 
-bool smcr_eng_scq_demand_locked(struct lgr *lgr)
+bool smcr_eng_scq_demand_locked(struct smcr_eng *e)
 {
-	return lgr->eng.scq_wanted > 0 || atomic_load(&lgr_conn_link(lgr)->any_pending) ||
-	       atomic_load(&lgr->eng.room_waiters) > 0;
+	return e->scq_wanted > 0 || atomic_load(&e->set.lnk->any_pending) ||
+	       atomic_load(&e->room_waiters) > 0;
 }
 
-void smcr_eng_progress_arm(struct lgr *lgr)
+void smcr_eng_progress_arm(struct smcr_eng *e)
 {
-	struct smcr_eng *e = &lgr->eng;
 	bool scq;
 
 	/* decided under the lock a demand is raised under: a raiser after it
 	 * sees prog_scq_off and kicks us */
 	pthread_mutex_lock(&e->lock);
-	scq = smcr_eng_scq_demand_locked(lgr);
+	scq = smcr_eng_scq_demand_locked(e);
 	e->prog_scq_off = !scq && !e->scq_armed;
 	pthread_mutex_unlock(&e->lock);
-	smcr_eng_arm(lgr, scq);
+	smcr_eng_arm(e, scq);
 }
 
 /* Wake the owner if it sleeps with the send CQ unarmed; requires e->lock. */
-static void scq_demand_kick_locked(struct lgr *lgr)
+static void scq_demand_kick_locked(struct smcr_eng *e)
 {
-	struct smcr_eng *e = &lgr->eng;
-
 	if (e->owner == ENG_APP && e->owner_sleeping) {
-		kick_app_owner(lgr);
+		kick_app_owner(e);
 	} else if (e->owner == ENG_PROG && e->prog_scq_off) {
 		e->prog_scq_off = false; /* one kick is enough */
-		kick_progress(lgr);
+		kick_progress(e);
 	}
 }
 
-void smcr_eng_scq_demand_raised(struct lgr *lgr)
+void smcr_eng_scq_demand_raised(struct smcr_eng *e)
 {
-	pthread_mutex_lock(&lgr->eng.lock);
-	scq_demand_kick_locked(lgr);
-	pthread_mutex_unlock(&lgr->eng.lock);
+	pthread_mutex_lock(&e->lock);
+	scq_demand_kick_locked(e);
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* Two or more threads wait: the progress thread serves them better (its
@@ -300,9 +306,8 @@ static bool crowd_locked(const struct smcr_eng *e)
 /* Pass the token on (its holder calls, no lock held): a lone waiter gets
  * it; a crowd of waiters, or a need for it, gets the progress thread;
  * else it is free. */
-static void eng_pass(struct lgr *lgr, bool from_progress)
+static void eng_pass(struct smcr_eng *e, bool from_progress)
 {
-	struct smcr_eng *e = &lgr->eng;
 	struct smcr_eng_waiter *w = NULL;
 	pthread_mutex_t *mu = NULL;
 	pthread_cond_t *cond = NULL;
@@ -321,7 +326,7 @@ static void eng_pass(struct lgr *lgr, bool from_progress)
 		mu = w->mu;
 		cond = w->cond;
 		e->owner = ENG_APP;
-	} else if (!from_progress && (crowd_locked(e) || progress_needed(lgr))) {
+	} else if (!from_progress && (crowd_locked(e) || progress_needed(e))) {
 		e->owner = ENG_PROG;
 		kick = true;
 	} else {
@@ -333,22 +338,21 @@ static void eng_pass(struct lgr *lgr, bool from_progress)
 		pthread_mutex_lock(mu);
 		pthread_cond_broadcast(cond);
 		pthread_mutex_unlock(mu);
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		eng_stat(e, ENG_SYSCALLS, 1);
 		pthread_mutex_lock(&e->lock);
 		w->passing = false;
 		pthread_mutex_unlock(&e->lock);
 	}
 	if (kick)
-		kick_progress(lgr);
+		kick_progress(e);
 }
 
-bool smcr_eng_progress_take(struct lgr *lgr, bool force)
+bool smcr_eng_progress_take(struct smcr_eng *e, bool force)
 {
-	struct smcr_eng *e = &lgr->eng;
 	bool mine;
 
 	pthread_mutex_lock(&e->lock);
-	if (e->owner == ENG_FREE && (force || progress_needed(lgr)))
+	if (e->owner == ENG_FREE && (force || progress_needed(e)))
 		e->owner = ENG_PROG;
 	mine = e->owner == ENG_PROG;
 	e->prog_scq_off = false; /* awake: it decides again before it sleeps */
@@ -356,73 +360,70 @@ bool smcr_eng_progress_take(struct lgr *lgr, bool force)
 	return mine;
 }
 
-bool smcr_eng_progress_release(struct lgr *lgr, bool force)
+bool smcr_eng_progress_release(struct smcr_eng *e, bool force)
 {
-	struct smcr_eng *e = &lgr->eng;
 	bool keep;
 
 	pthread_mutex_lock(&e->lock);
 	keep = e->owner != ENG_PROG ||
-	       (!force && (crowd_locked(e) || (progress_needed(lgr) && !e->waiters)));
+	       (!force && (crowd_locked(e) || (progress_needed(e) && !e->waiters)));
 	pthread_mutex_unlock(&e->lock);
 	if (keep)
 		return false;
-	eng_pass(lgr, true);
+	eng_pass(e, true);
 	return true;
 }
 
-void smcr_eng_kick(struct lgr *lgr)
+void smcr_eng_kick(struct smcr_eng *e)
 {
-	struct smcr_eng *e = &lgr->eng;
 	bool kick;
 
 	pthread_mutex_lock(&e->lock);
 	kick = e->owner == ENG_APP && e->owner_sleeping;
 	pthread_mutex_unlock(&e->lock);
 	if (kick)
-		kick_app_owner(lgr);
+		kick_app_owner(e);
 }
 
-void smcr_eng_want_progress(struct lgr *lgr)
+void smcr_eng_want_progress(struct smcr_eng *e)
 {
-	struct smcr_eng *e = &lgr->eng;
 	bool kick;
 
 	pthread_mutex_lock(&e->lock);
 	kick = e->owner == ENG_FREE;
 	if (kick)
 		e->owner = ENG_PROG;
-	else if (smcr_eng_scq_demand_locked(lgr))
-		scq_demand_kick_locked(lgr); /* an owner asleep on the receive CQ only */
+	else if (smcr_eng_scq_demand_locked(e))
+		scq_demand_kick_locked(e); /* an owner asleep on the receive CQ only */
 	/* else the owner runs the completions already, and woken it would
 	 * arm what it armed before: a hold, a readiness descriptor or a
 	 * close's churn need no wake-up */
 	pthread_mutex_unlock(&e->lock);
 	if (kick)
-		kick_progress(lgr);
+		kick_progress(e);
 }
 
-void smcr_eng_churn(struct lgr *lgr)
+void smcr_eng_churn(struct smcr_eng *e)
 {
-	atomic_store_explicit(&lgr->eng.churn_until_ms, clock_now_ms() + SMCR_ENG_CHURN_MS,
+	atomic_store_explicit(&e->churn_until_ms, clock_now_ms() + SMCR_ENG_CHURN_MS,
 			      memory_order_relaxed);
-	smcr_eng_want_progress(lgr); /* nobody may be running the completions */
+	smcr_eng_want_progress(e); /* nobody may be running the completions */
 }
 
-bool smcr_eng_churning(struct lgr *lgr, long now_ms)
+bool smcr_eng_churning(struct smcr_eng *e, long now_ms)
 {
-	return now_ms < atomic_load_explicit(&lgr->eng.churn_until_ms, memory_order_relaxed);
+	return now_ms < atomic_load_explicit(&e->churn_until_ms, memory_order_relaxed);
 }
 
-void smcr_eng_hold(struct lgr *lgr)
+void smcr_eng_hold(struct smcr_eng *e)
 {
-	atomic_fetch_add(&lgr->eng.holds, 1);
-	smcr_eng_want_progress(lgr);
+	atomic_fetch_add(&e->holds, 1);
+	smcr_eng_want_progress(e);
 }
 
-void smcr_eng_unhold(struct lgr *lgr)
+void smcr_eng_unhold(struct smcr_eng *e)
 {
-	atomic_fetch_sub(&lgr->eng.holds, 1);
+	atomic_fetch_sub(&e->holds, 1);
 }
 
 /* ---- the application's wait ------------------------------------------ */
@@ -451,29 +452,28 @@ static int64_t spin_budget(const struct smcr_eng *e)
 
 /* A spinner offers its CPU every @every_ns: the peer, or rxe's workers that
  * carry the reply, may be waiting for it. */
-static void spin_yield(struct lgr *lgr, int64_t *last_ns, int64_t every_ns)
+static void spin_yield(struct smcr_eng *e, int64_t *last_ns, int64_t every_ns)
 {
 	int64_t now = (int64_t)clock_now_ns();
 
 	if (now - *last_ns < every_ns)
 		return;
 	sched_yield();
-	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	eng_stat(e, ENG_SYSCALLS, 1);
 	*last_ns = now;
 }
 
-void smcr_eng_progress_busy_idle(struct lgr *lgr, int64_t *last_ns)
+void smcr_eng_progress_busy_idle(struct smcr_eng *e, int64_t *last_ns)
 {
 	/* it waits for no reply of its own, so it cannot tell a late one:
 	 * rxe's workers get the CPU every ENG_BUSY_YIELD_NS */
-	spin_yield(lgr, last_ns, ENG_BUSY_YIELD_NS);
+	spin_yield(e, last_ns, ENG_BUSY_YIELD_NS);
 }
 
 /* Sleep on the channel (and the kick eventfd) until @deadline_ms at most. */
-static void owner_sleep(struct lgr *lgr, long deadline_ms)
+static void owner_sleep(struct smcr_eng *e, long deadline_ms)
 {
-	struct smcr_eng *e = &lgr->eng;
-	struct pollfd p[2] = {{.fd = lgr_conn_link(lgr)->ch->fd, .events = POLLIN},
+	struct pollfd p[2] = {{.fd = e->set.lnk->ch->fd, .events = POLLIN},
 			      {.fd = e->kick_fd, .events = POLLIN}};
 	long ms = deadline_ms - clock_now_ms();
 	uint64_t v;
@@ -483,25 +483,24 @@ static void owner_sleep(struct lgr *lgr, long deadline_ms)
 	if (ms < 0)
 		ms = 0;
 	poll(p, 2, (int)ms);
-	eng_count(&lgr->st, ENG_WAKEUPS, 1);
-	eng_count(&lgr->st, ENG_CH_SLEEPS, 1);
-	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	eng_stat(e, ENG_WAKEUPS, 1);
+	eng_stat(e, ENG_CH_SLEEPS, 1);
+	eng_stat(e, ENG_SYSCALLS, 1);
 	/* one event (the usual case); another one makes the next poll() return */
 	if (p[0].revents & POLLIN)
-		smcr_eng_get_event(lgr);
+		smcr_eng_get_event(e);
 	if ((p[1].revents & POLLIN) && read(e->kick_fd, &v, sizeof(v)) > 0)
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		eng_stat(e, ENG_SYSCALLS, 1);
 }
 
 /* The token holder's loop, no lock held; returns when ready or at the deadline. */
-static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn ready, void *arg,
+static void owner_run(struct smcr_eng *e, pthread_mutex_t *mu, smcr_eng_ready_fn ready, void *arg,
 		      unsigned how, long deadline_ms)
 {
-	struct smcr_eng *e = &lgr->eng;
 	bool scq = how & SMCR_WAIT_SCQ;
 	int64_t t0 = (int64_t)clock_now_ns(), t_yield = t0;
-	int64_t budget = (how & SMCR_WAIT_REPLY) && lgr->cfg.spin ? spin_budget(e) : 0;
-	bool busy = lgr->cfg.busy_poll, ok = false, slept = false;
+	int64_t budget = (how & SMCR_WAIT_REPLY) && e->set.spin ? spin_budget(e) : 0;
+	bool busy = e->set.busy_poll, ok = false, slept = false;
 	int passes = 0;
 	bool can_spin = !busy && budget > 0 &&
 			atomic_fetch_add(&eng_spinners, 1) + 1 <= (online_cpus() + 1) / 2;
@@ -511,10 +510,10 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 	for (;;) {
 		bool sleep_ok, want_scq;
 
-		smcr_eng_poll(lgr);
+		smcr_eng_poll(e);
 		if ((ok = ready_locked_check(mu, ready, arg))) {
 			if (passes && !slept)
-				eng_count(&lgr->st, ENG_SPINS_OK, 1);
+				eng_stat(e, ENG_SPINS_OK, 1);
 			break;
 		}
 		if (clock_now_ms() >= deadline_ms)
@@ -526,22 +525,22 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 			 * then. Earlier, a yield would only delay the usual reply
 			 * (docs/smcr.md "Busy-polling on shared CPUs"). */
 			if ((int64_t)clock_now_ns() - t0 > 2 * e->avg_wait_ns)
-				spin_yield(lgr, &t_yield, ENG_BUSY_YIELD_NS);
+				spin_yield(e, &t_yield, ENG_BUSY_YIELD_NS);
 			continue;
 		}
 		if (can_spin && !slept && (int64_t)clock_now_ns() - t0 < budget) {
-			spin_yield(lgr, &t_yield, ENG_SPIN_YIELD_NS);
+			spin_yield(e, &t_yield, ENG_SPIN_YIELD_NS);
 			continue;
 		}
 		pthread_mutex_lock(&e->lock);
-		want_scq = scq || smcr_eng_scq_demand_locked(lgr);
+		want_scq = scq || smcr_eng_scq_demand_locked(e);
 		e->owner_sleeping = true;
 		pthread_mutex_unlock(&e->lock);
 		/* arm, poll once more, look at the predicate, and only then sleep */
-		smcr_eng_arm(lgr, want_scq);
-		sleep_ok = !smcr_eng_poll(lgr) && !ready_locked_check(mu, ready, arg);
+		smcr_eng_arm(e, want_scq);
+		sleep_ok = !smcr_eng_poll(e) && !ready_locked_check(mu, ready, arg);
 		if (sleep_ok) {
-			owner_sleep(lgr, deadline_ms);
+			owner_sleep(e, deadline_ms);
 			slept = true;
 		}
 		pthread_mutex_lock(&e->lock);
@@ -556,9 +555,8 @@ static void owner_run(struct lgr *lgr, pthread_mutex_t *mu, smcr_eng_ready_fn re
 	}
 }
 
-bool smcr_eng_try_poll(struct lgr *lgr, pthread_mutex_t *mu)
+bool smcr_eng_try_poll(struct smcr_eng *e, pthread_mutex_t *mu)
 {
-	struct smcr_eng *e = &lgr->eng;
 	bool mine;
 
 	pthread_mutex_lock(&e->lock);
@@ -569,16 +567,15 @@ bool smcr_eng_try_poll(struct lgr *lgr, pthread_mutex_t *mu)
 	if (!mine)
 		return false;
 	pthread_mutex_unlock(mu);
-	smcr_eng_poll(lgr);
-	eng_pass(lgr, false);
+	smcr_eng_poll(e);
+	eng_pass(e, false);
 	pthread_mutex_lock(mu);
 	return true;
 }
 
-void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
+void smcr_eng_wait(struct smcr_eng *e, pthread_mutex_t *mu, pthread_cond_t *cond,
 		   smcr_eng_ready_fn ready, void *arg, unsigned how, long deadline_ms)
 {
-	struct smcr_eng *e = &lgr->eng;
 	struct smcr_eng_waiter w = {.mu = mu, .cond = cond};
 	bool scq = how & SMCR_WAIT_SCQ;
 	bool owner;
@@ -592,7 +589,7 @@ void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
 		e->waiters_tail = &w.next;
 		/* the owner may sleep on the receive CQ only: let it arm the send CQ */
 		if (scq && e->scq_wanted++ == 0)
-			scq_demand_kick_locked(lgr);
+			scq_demand_kick_locked(e);
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (!owner) {
@@ -603,8 +600,8 @@ void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
 			until = clock_now_ms() + ENG_SLEEP_MAX_MS;
 		clock_deadline_ts(until, &ts);
 		pthread_cond_timedwait(cond, mu, &ts);
-		eng_count(&lgr->st, ENG_WAKEUPS, 1);
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		eng_stat(e, ENG_WAKEUPS, 1);
+		eng_stat(e, ENG_SYSCALLS, 1);
 		pthread_mutex_lock(&e->lock);
 		if (scq)
 			e->scq_wanted--;
@@ -638,13 +635,13 @@ void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
 		if (ready(arg)) {
 			/* handed the token but done already: pass it on */
 			pthread_mutex_unlock(mu);
-			eng_pass(lgr, false);
+			eng_pass(e, false);
 			pthread_mutex_lock(mu);
 			return;
 		}
 	}
 	pthread_mutex_unlock(mu);
-	owner_run(lgr, mu, ready, arg, how, deadline_ms);
-	eng_pass(lgr, false);
+	owner_run(e, mu, ready, arg, how, deadline_ms);
+	eng_pass(e, false);
 	pthread_mutex_lock(mu);
 }

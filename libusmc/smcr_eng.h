@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Who runs a link group's completions (docs/smcr.md "Run to completion"):
- * a thread about to block in the data path polls the link group's CQs
- * itself and dispatches what it finds, spins a little, then arms the
- * receive CQ, polls once more and sleeps on the completion channel. One
- * thread at a time holds that right (the token); the others wait on their
+ * Who runs a link's completions (docs/smcr.md "Run to completion"): a
+ * thread about to block in the data path polls the link's CQs itself and
+ * dispatches what it finds, spins a little, then arms the receive CQ,
+ * polls once more and sleeps on the completion channel. One thread at a
+ * time holds that right (the token); the others wait on their
  * connection's condition and are handed the token when its holder is done.
  * The progress thread holds the token only while somebody needs
  * completions run without waiting for them (a readiness descriptor in use,
- * an LLC flow, a send that found the queue full, a link group in its
+ * an LLC flow, a send that found the queue full, a link in its
  * handshake), and otherwise drains the CQs at its timer tick. Whoever
  * sleeps arms the send CQ only on demand (smcr_eng_scq_demand_locked()):
  * a send completion nobody waits for wakes nobody.
+ *
+ * An engine knows its link (smcr_link.h) and nothing above: the link group
+ * that owns both hands it the progress thread's eventfd and its options.
  *
  * Lock order: a connection's lock -> smcr_eng.lock; the token holder
  * dispatches with no engine lock held.
@@ -24,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct lgr;
+struct smcr_link;
 
 enum smcr_eng_owner {
 	ENG_FREE, /* nobody polls: the next thread that waits takes it */
@@ -42,7 +45,17 @@ struct smcr_eng_waiter {
 	struct smcr_eng_waiter *next;
 };
 
+/* What an engine runs on, fixed at smcr_eng_init(). */
+struct smcr_eng_setup {
+	struct smcr_link *lnk; /* the link whose completions it runs */
+	int progress_fd;       /* eventfd: wakes the progress thread (its owner's) */
+	bool spin;	       /* USMC_OPT_SPIN: a wait for a reply spins first */
+	bool busy_poll;	       /* USMC_OPT_BUSY_POLL: an owner never sleeps */
+};
+
 struct smcr_eng {
+	struct smcr_eng_setup set; /* fixed */
+
 	pthread_mutex_t lock; /* protects the fields up to 'atomics' */
 	int owner;	      /* enum smcr_eng_owner */
 	bool owner_sleeping;  /* the application owner sleeps on the channel */
@@ -65,7 +78,7 @@ struct smcr_eng {
 /* A predicate on the waiter's state, evaluated with its lock taken by the callee. */
 typedef bool (*smcr_eng_ready_fn)(void *arg);
 
-int smcr_eng_init(struct smcr_eng *e);
+int smcr_eng_init(struct smcr_eng *e, const struct smcr_eng_setup *set);
 void smcr_eng_fini(struct smcr_eng *e);
 
 /* What a wait is for (smcr_eng_wait() @how). */
@@ -74,14 +87,14 @@ void smcr_eng_fini(struct smcr_eng *e);
 
 /*
  * smcr_eng_wait() - wait until @ready(@arg) holds or @deadline_ms passes,
- * running @lgr's completions meanwhile. Called and returns with @mu (the
+ * running @e's link's completions meanwhile. Called and returns with @mu (the
  * connection's lock) held; @cond is the condition the connection signals
  * for this kind of waiter; @how: SMCR_WAIT_* flags. Only a wait for a
  * reply spins before it sleeps: a reader of a stream, or a writer waiting
  * for room, would spin on the CPU that the peer's and rxe's work needs. May
  * return early (spuriously): the caller checks its state again.
  */
-void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
+void smcr_eng_wait(struct smcr_eng *e, pthread_mutex_t *mu, pthread_cond_t *cond,
 		   smcr_eng_ready_fn ready, void *arg, unsigned how, long deadline_ms);
 
 /*
@@ -89,21 +102,21 @@ void smcr_eng_wait(struct lgr *lgr, pthread_mutex_t *mu, pthread_cond_t *cond,
  * hold if nobody else does (the token is free), without sleeping. Called
  * and returns with @mu held. True if it polled.
  */
-bool smcr_eng_try_poll(struct lgr *lgr, pthread_mutex_t *mu);
+bool smcr_eng_try_poll(struct smcr_eng *e, pthread_mutex_t *mu);
 
 /*
  * A connection's state changed outside the token holder's dispatch (an
  * error, a shutdown): wake the owner if it sleeps on the channel. Requires
  * the connection's lock (or none).
  */
-void smcr_eng_kick(struct lgr *lgr);
+void smcr_eng_kick(struct smcr_eng *e);
 
 /* Completions must run without anybody waiting for them (an LLC flow, a
  * send that found the queue full): the progress thread takes the token. */
-void smcr_eng_hold(struct lgr *lgr);
-void smcr_eng_unhold(struct lgr *lgr);
+void smcr_eng_hold(struct smcr_eng *e);
+void smcr_eng_unhold(struct smcr_eng *e);
 /* The same while the caller needs it once (a full send queue). */
-void smcr_eng_want_progress(struct lgr *lgr);
+void smcr_eng_want_progress(struct smcr_eng *e);
 /*
  * Connections are coming or going (created, closed, the peer's close seen,
  * an LLC request of the peer answered): the peer's LLC requests
@@ -112,19 +125,19 @@ void smcr_eng_want_progress(struct lgr *lgr);
  * the token whenever no application thread does, and sleeps on the channel.
  */
 #define SMCR_ENG_CHURN_MS 200
-void smcr_eng_churn(struct lgr *lgr);
-bool smcr_eng_churning(struct lgr *lgr, long now_ms);
+void smcr_eng_churn(struct smcr_eng *e);
+bool smcr_eng_churning(struct smcr_eng *e, long now_ms);
 
-/* ---- the progress thread's side (lgr.c) ---- */
+/* ---- the progress thread's side (its owner's, lgr.c) ---- */
 
 /* True if the progress thread should own the token now. */
-bool smcr_eng_progress_needed(struct lgr *lgr);
+bool smcr_eng_progress_needed(struct smcr_eng *e);
 /* Take the token if it is free and needed (@force: free for a tick's
  * drain); true if the progress thread holds it now. */
-bool smcr_eng_progress_take(struct lgr *lgr, bool force);
+bool smcr_eng_progress_take(struct smcr_eng *e, bool force);
 /* Give the token up if nobody needs the progress thread: to the first
  * waiter, or free. True if it was given up. */
-bool smcr_eng_progress_release(struct lgr *lgr, bool force);
+bool smcr_eng_progress_release(struct smcr_eng *e, bool force);
 
 /*
  * Arm before the progress thread sleeps: the receive CQ always, the send CQ
@@ -133,11 +146,11 @@ bool smcr_eng_progress_release(struct lgr *lgr, bool force);
  * receive, the tick), and a request, a response and a close cost no
  * wake-up each for their own completion.
  */
-void smcr_eng_progress_arm(struct lgr *lgr);
+void smcr_eng_progress_arm(struct smcr_eng *e);
 /* A busy-polling progress thread that found nothing: offers its CPU every
  * so often (*@last_ns: when it last did), as an application busy-poller
  * does once its reply is late (docs/smcr.md "Busy-polling on shared CPUs"). */
-void smcr_eng_progress_busy_idle(struct lgr *lgr, int64_t *last_ns);
+void smcr_eng_progress_busy_idle(struct smcr_eng *e, int64_t *last_ns);
 
 /*
  * Send completions are needed as they come: a writer or a linger waits
@@ -145,15 +158,15 @@ void smcr_eng_progress_busy_idle(struct lgr *lgr, int64_t *last_ns);
  * readiness descriptor shows a full send buffer (room_waiters). Requires
  * smcr_eng.lock.
  */
-bool smcr_eng_scq_demand_locked(struct lgr *lgr);
+bool smcr_eng_scq_demand_locked(struct smcr_eng *e);
 /* That demand rose from nothing: wake an owner asleep without the send CQ. */
-void smcr_eng_scq_demand_raised(struct lgr *lgr);
+void smcr_eng_scq_demand_raised(struct smcr_eng *e);
 
 /* Poll both CQs once and dispatch (the token holder only); returns how many. */
-int smcr_eng_poll(struct lgr *lgr);
+int smcr_eng_poll(struct smcr_eng *e);
 /* Arm the receive CQ (and the send CQ if @scq) unless armed (token holder). */
-void smcr_eng_arm(struct lgr *lgr, bool scq);
+void smcr_eng_arm(struct smcr_eng *e, bool scq);
 /* Consume one channel event (token holder); false if none was pending. */
-bool smcr_eng_get_event(struct lgr *lgr);
+bool smcr_eng_get_event(struct smcr_eng *e);
 
 #endif

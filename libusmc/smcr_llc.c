@@ -171,7 +171,7 @@ int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *re
 	llc->resp_valid = false;
 	pthread_mutex_unlock(&llc->lock);
 	/* the answer must be run as it comes, not when a reader next polls */
-	smcr_eng_hold(lgr);
+	smcr_eng_hold(&lgr->eng);
 	rc = smcr_llc_send(lgr, req);
 	deadline = clock_now_ms() + SMCR_LLC_WAIT_MS;
 	pthread_mutex_lock(&llc->lock);
@@ -183,7 +183,7 @@ int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *re
 		*resp = llc->resp;
 	flow_end_locked(llc);
 	pthread_mutex_unlock(&llc->lock);
-	smcr_eng_unhold(lgr);
+	smcr_eng_unhold(&lgr->eng);
 	if (unanswered) /* a lost peer or a slow one: operators want to know */
 		usmc_log(lgr->sctx->log, USMC_LOG_WARN,
 			 "link group %x: LLC request 0x%x unanswered after %d ms", lgr->id,
@@ -304,7 +304,7 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		break;
 	default:
 		/* a flow of the peer's (CONFIRM_RKEY, DELETE_RKEY): more may follow */
-		smcr_eng_churn(lgr);
+		smcr_eng_churn(&lgr->eng);
 		answer(lgr, &m);
 	}
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The engine's hand-off logic without a device (libusmc/smcr_eng.c, issue
- * 14): smcr_eng.c is linked alone against a simulated link group whose
+ * 14): smcr_eng.c is linked alone against a simulated link whose
  * "CQ" is a queue filled by a producer thread, whose "completion channel"
  * is a pipe that gets one byte when a completion arrives while the CQ is
  * armed (the verbs semantics), and whose dispatch hands each completion to
@@ -30,8 +30,10 @@
 
 #include "clock.h"
 #include "common/check.h"
-#include "lgr.h"
+#include "eng_stats.h"
 #include "smcr_eng.h"
+#include "smcr_link.h"
+#include "smcr_wr.h"
 
 #define NCONN	   12
 #define NMSG	   20000
@@ -57,7 +59,10 @@ static struct {
 } sim = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static struct sconn conns[NCONN];
-static struct lgr *lgr;
+static struct smcr_link lnk;	/* the simulated link */
+static struct eng_stats lgr_st; /* its link group's counters */
+static struct smcr_eng eng;	/* the engine under test */
+static int progress_fd;		/* the progress thread's eventfd */
 static struct ibv_cq rcq, scq;
 static struct ibv_context ibctx;
 static struct ibv_comp_channel chan;
@@ -162,7 +167,7 @@ static void *reader(void *arg)
 		int64_t lat;
 
 		while (!ready(c))
-			smcr_eng_wait(lgr, &c->mu, &c->cond, ready, c, SMCR_WAIT_REPLY,
+			smcr_eng_wait(&eng, &c->mu, &c->cond, ready, c, SMCR_WAIT_REPLY,
 				      clock_now_ms() + 5000);
 		if (c->flagged) {
 			c->flagged = false;
@@ -203,28 +208,28 @@ static void *progress(void *arg)
 	(void)arg;
 	while (!atomic_load(&stop_progress)) {
 		bool tick = now_ns() >= next_tick;
-		bool owner = smcr_eng_progress_take(lgr, tick);
-		int n = owner ? smcr_wr_poll(lgr_conn_link(lgr)) : 0;
+		bool owner = smcr_eng_progress_take(&eng, tick);
+		int n = owner ? smcr_wr_poll(&lnk) : 0;
 		struct pollfd p[2] = {{.fd = -1, .events = POLLIN},
-				      {.fd = lgr->stop_fd, .events = POLLIN}};
+				      {.fd = progress_fd, .events = POLLIN}};
 		uint64_t v;
 
 		if (tick)
 			next_tick = now_ns() + 50000000; /* 50 ms */
-		if (owner && smcr_eng_progress_release(lgr, false))
+		if (owner && smcr_eng_progress_release(&eng, false))
 			owner = false;
 		if (owner) {
 			if (n)
 				continue;
-			smcr_eng_arm(lgr, true);
-			if (smcr_wr_poll(lgr_conn_link(lgr)))
+			smcr_eng_arm(&eng, true);
+			if (smcr_wr_poll(&lnk))
 				continue;
 			p[0].fd = sim.pipe[0];
 		}
 		poll(p, 2, 50);
 		if (p[0].revents & POLLIN)
-			smcr_eng_get_event(lgr);
-		if ((p[1].revents & POLLIN) && read(lgr->stop_fd, &v, sizeof(v)) < 0)
+			smcr_eng_get_event(&eng);
+		if ((p[1].revents & POLLIN) && read(progress_fd, &v, sizeof(v)) < 0)
 			die("eventfd");
 	}
 	return NULL;
@@ -242,7 +247,7 @@ static void *flagger(void *arg)
 		c->flagged = true;
 		pthread_cond_broadcast(&c->cond);
 		/* as sc_fail_locked(): under the connection's lock, then the kick */
-		smcr_eng_kick(lgr);
+		smcr_eng_kick(&eng);
 		pthread_mutex_unlock(&c->mu);
 		usleep(3000 + rand_r(&r) % 3000);
 	}
@@ -257,18 +262,20 @@ int main(void)
 	int64_t t0 = now_ns();
 
 	CHECK(!pipe2(sim.pipe, O_NONBLOCK | O_CLOEXEC), "pipe");
-	lgr = calloc(1, sizeof(*lgr));
-	CHECK(lgr, "calloc");
-	CHECK(!smcr_eng_init(&lgr->eng), "eng init");
 	ibctx.ops.req_notify_cq = sim_req_notify;
 	rcq.context = scq.context = &ibctx;
 	chan.fd = sim.pipe[0];
-	lgr_conn_link(lgr)->rcq = &rcq;
-	lgr_conn_link(lgr)->scq = &scq;
-	lgr_conn_link(lgr)->ch = &chan;
-	lgr->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	atomic_store(&lgr->state, LGR_ACTIVE);
-	lgr->cfg.spin = true; /* the default (USMC_OPT_SPIN): a wait for a reply spins first */
+	lnk.rcq = &rcq;
+	lnk.scq = &scq;
+	lnk.ch = &chan;
+	lnk.up.st = &lgr_st;
+	atomic_store(&lnk.state, SMCR_LNK_ACTIVE);
+	progress_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	/* spin: the default (USMC_OPT_SPIN), a wait for a reply spins first */
+	CHECK(!smcr_eng_init(&eng, &(struct smcr_eng_setup){.lnk = &lnk,
+							    .progress_fd = progress_fd,
+							    .spin = true}),
+	      "eng init");
 	/* NMSG messages spread over the connections; each reader waits for its own */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* as the library's */
@@ -308,14 +315,13 @@ int main(void)
 	printf("test_smcr_eng: %d messages to %d readers in %.2f s, slowest delivery %.1f ms, "
 	       "%d state changes seen; wakeups %llu, channel sleeps %llu\n",
 	       NMSG, NCONN, (double)(now_ns() - t0) / 1e9, (double)atomic_load(&max_lat) / 1e6,
-	       atomic_load(&flagged_seen), (unsigned long long)atomic_load(&lgr->st.v[ENG_WAKEUPS]),
-	       (unsigned long long)atomic_load(&lgr->st.v[ENG_CH_SLEEPS]));
+	       atomic_load(&flagged_seen), (unsigned long long)atomic_load(&lgr_st.v[ENG_WAKEUPS]),
+	       (unsigned long long)atomic_load(&lgr_st.v[ENG_CH_SLEEPS]));
 	CHECK(atomic_load(&max_lat) < MAX_LAT_NS,
 	      "a message waited %.1f ms to be seen (a lost wake-up?)",
 	      (double)atomic_load(&max_lat) / 1e6);
 	CHECK(atomic_load(&flagged_seen) > 0, "no state change was seen");
-	smcr_eng_fini(&lgr->eng);
-	close(lgr->stop_fd);
-	free(lgr);
+	smcr_eng_fini(&eng);
+	close(progress_fd);
 	return 0;
 }
