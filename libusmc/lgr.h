@@ -164,6 +164,19 @@ int lgr_start(struct lgr *lgr);
 /* CONFIRM_LINK done: LGR_INIT -> LGR_ACTIVE, its link ACTIVE with number
  * @link_num; -ECONNABORTED if it died. */
 int lgr_activate(struct lgr *lgr, uint8_t link_num, uint8_t max_conns);
+/* A reference on @lgr: held, it is never freed. */
+void lgr_get(struct lgr *lgr);
+void lgr_put(struct lgr *lgr);
+
+/* Mark dead and fail every connection (from any thread). */
+void lgr_terminate(struct lgr *lgr, int err, bool send_delete);
+/* Terminate and free a link group no one else can reach. */
+void lgr_free(struct lgr *lgr);
+/* Free every link group of @sctx (context teardown). */
+void lgr_destroy_all(struct smcr_ctx *sctx);
+
+/* ---- which link group a connection joins (lgr_find.c) ---- */
+
 /* Make an active link group findable for reuse (sctx->lgrs). */
 void lgr_publish(struct lgr *lgr);
 /* What a reusable link group must match. */
@@ -202,10 +215,6 @@ int lgr_reserve(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr
 		struct lgr_pending *p);
 void lgr_unclaim(struct smcr_ctx *sctx, struct lgr_pending *p);
 
-/* A reference on @lgr: held, it is never freed. */
-void lgr_get(struct lgr *lgr);
-void lgr_put(struct lgr *lgr);
-
 /*
  * lgr_find_wait() - an active link group matching @k with a reference for
  * the caller; NULL if none. While a first contact with @k's peer is in
@@ -227,13 +236,6 @@ struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long d
  */
 int lgr_hold_peer(struct smcr_ctx *sctx, struct in_addr peer, struct lgr **held, int max);
 void lgr_unhold_peer(struct lgr **held, int n);
-
-/* Mark dead and fail every connection (from any thread). */
-void lgr_terminate(struct lgr *lgr, int err, bool send_delete);
-/* Terminate and free a link group no one else can reach. */
-void lgr_free(struct lgr *lgr);
-/* Free every link group of @sctx (context teardown). */
-void lgr_destroy_all(struct smcr_ctx *sctx);
 
 /* ---- connection table ---- */
 
