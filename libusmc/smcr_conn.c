@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "log.h"
 #include "smcr_conn.h"
+#include "smcr_ring.h"
 
 #define EV_FILL_CHUNK 4096
 
@@ -1170,65 +1171,9 @@ static void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 	}
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < iovcnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
-/*
- * memcpy() in pieces below glibc's rep_movsb_threshold (2 KiB with SSE2,
- * 4 KiB with AVX2), so every piece takes its vector loop. From the
- * threshold up glibc uses rep movsb, which an emulated CPU runs several
- * times slower (qemu TCG, where the rxe tests and benchmarks run: 410
- * MB/s against 3 GB/s, docs/smcr.md "The stream's cycle"); on hardware
- * the two are about even, and a piece costs one call per 2 KiB.
- */
-#define RING_COPY_PIECE 2048
-
-static void copy_pieces(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	for (size_t off = 0; off < n; off += RING_COPY_PIECE)
-		memcpy(dst + off, src + off, n - off < RING_COPY_PIECE ? n - off : RING_COPY_PIECE);
-}
-
-/* Copy up to @len bytes between a ring and the iovec at stream offset @pos. */
-static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct iovec *iov,
-		      int iovcnt, size_t skip, size_t len, bool to_ring)
-{
-	int i = 0;
-
-	while (i < iovcnt && skip >= iov[i].iov_len)
-		skip -= iov[i++].iov_len;
-	while (len && i < iovcnt) {
-		uint32_t off = (uint32_t)(pos % size);
-		size_t n = iov[i].iov_len - skip;
-		uint8_t *u = (uint8_t *)iov[i].iov_base + skip;
-
-		if (n > len)
-			n = len;
-		if (n > size - off)
-			n = size - off;
-		if (to_ring)
-			copy_pieces(ring + off, u, n);
-		else
-			copy_pieces(u, ring + off, n);
-		pos += n;
-		len -= n;
-		skip += n;
-		if (skip == iov[i].iov_len) {
-			skip = 0;
-			i++;
-		}
-	}
-}
-
 ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock)
 {
-	size_t total = iov_total(iov, iovcnt), done = 0;
+	size_t total = smcr_iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
 	bool polled = false;
 
@@ -1264,7 +1209,8 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 		}
 		if (n > room)
 			n = room;
-		ring_copy(sc->sndbuf->addr, sc->snd_len, sc->tx_prep, iov, iovcnt, done, n, true);
+		smcr_ring_copy(sc->sndbuf->addr, sc->snd_len, sc->tx_prep, iov, iovcnt, done, n,
+			       true);
 		sc->tx_prep += n;
 		sc->sent_since_read = true;
 		done += n;
@@ -1339,7 +1285,7 @@ static size_t sc_rx_piece(const struct smcr_conn *sc, int flags)
 ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
 		   bool nonblock)
 {
-	size_t total = iov_total(iov, iovcnt), done = 0;
+	size_t total = smcr_iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
 	bool polled = false;
 
@@ -1355,9 +1301,9 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 				n = avail;
 			if (n > piece)
 				n = piece;
-			ring_copy(sc->rmb->addr, sc->rx.rmb_len,
-				  sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt,
-				  done, n, false);
+			smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len,
+				       sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov,
+				       iovcnt, done, n, false);
 			done += n;
 			if (!(flags & MSG_PEEK)) {
 				sc->rx.rx_cons += n;
