@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path's own declarations, shared by its files and by no one
+ * else (the library's interface to a connection is smcr_conn.h). Each
+ * file owns its block of struct smcr_conn's fields (smcr_conn.h), all
+ * guarded by smcr_conn.lock.
+ */
+#ifndef USMC_SMCR_CONN_INT_H
+#define USMC_SMCR_CONN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "smcr_conn.h"
+
+/* ---- the send buffer's room (smcr_tx.c) ------------------------------ */
+
+/*
+ * Where the send buffer is free again up to: what has completed, or what
+ * the peer has consumed, whichever is further. Linux frees only at the
+ * completion (net/smc/smc_cdc.c smc_cdc_tx_handler()), but the consumer
+ * cursor proves more: the peer read those bytes, so the RDMA WRITE that
+ * carried them was executed before the CDC that announced them (one QP,
+ * in order), and nothing reads that part of the buffer again. Only a
+ * retransmission could, and a responder drops a duplicate WRITE (IBTA
+ * C9-105). On rxe the completion comes up to a millisecond after the
+ * credit in a stream: freed at the credit, the writer fills the buffer
+ * while the window is open instead of after (docs/smcr.md "The stream's
+ * cycle"). rx.peer_cons <= rx.tx_sent <= tx_prep (wire/cdc_rx.h), so the
+ * free space never exceeds the buffer.
+ */
+static inline uint64_t sc_snd_free(const struct smcr_conn *sc)
+{
+	return sc->rx.peer_cons > sc->tx_fin ? sc->rx.peer_cons : sc->tx_fin;
+}
+
+static inline uint64_t sc_snd_room(const struct smcr_conn *sc)
+{
+	return sc->snd_len - (sc->tx_prep - sc_snd_free(sc));
+}
+
+/* The close (or abort) CDC is on the wire, or never will be. */
+static inline bool sc_close_posted(const struct smcr_conn *sc)
+{
+	return sc->closed_sent || sc->abort_sent || sc->err || sc->rx.peer_abort || !sc->tx_pending;
+}
+
+/* ---- readiness and waits (smcr_ready.c) ------------------------------ */
+
+/* What a wait waits for (sc_wait_locked()), and whom a wake wakes
+ * (sc_wake_locked(): SC_RD, SC_WR or both) */
+#define SC_RD	  1 /* readers: data, EOF, errors */
+#define SC_WR	  2 /* writers: room in the send buffer, errors */
+#define SC_LINGER 3 /* close: everything sent has completed */
+#define SC_POSTED 4 /* close: its CDC posted (a wait, woken as writers are) */
+
+/* Publish readiness on the user's descriptor; requires sc->lock, after
+ * every state change. */
+void sc_update_ready_locked(struct smcr_conn *sc);
+/* Wake the threads waiting on @sc for @what; requires sc->lock. */
+void sc_wake_locked(struct smcr_conn *sc, int what);
+/* A sticky error @err (0: none, readiness published all the same): every
+ * waiter woken; requires sc->lock. sc_fail() takes it, and says whether
+ * @sc is an orphan (smcr_close() done). */
+void sc_fail_locked(struct smcr_conn *sc, int err);
+bool sc_fail(struct smcr_conn *sc, int err);
+/* Wait at most @ms for what @what needs, running the link group's
+ * completions meanwhile; requires sc->lock, which it drops meanwhile. */
+void sc_wait_locked(struct smcr_conn *sc, int what, long ms);
+
+#endif

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+/*
+ * When a connection is readable and writable (smcr_conn_int.h), told to
+ * the threads that wait on it and to the descriptor its user polls.
+ *
+ * Readiness for usmc_conn_fd(): an AF_UNIX socketpair per connection,
+ * created when the user first asks for it. The user polls ev[0]. One byte waits ev[1] -> ev[0]
+ * exactly while the connection is readable; ev[0]'s send side is kept full (bytes sent ev[0] ->
+ * ev[1] and left unread) exactly while it is not writable. Once nothing more can arrive (the
+ * peer shut its write side down, closed, aborted; an error; our SHUT_RD), ev[1]'s write side is
+ * shut down, which makes AF_UNIX report EPOLLRDHUP (and POLLRDHUP) on ev[0], as TCP does
+ * once its receive side is shut (tcp_poll(): RCV_SHUTDOWN); once both directions are over,
+ * ev[0]'s too: EPOLLHUP, as tcp_poll() gives for SHUTDOWN_MASK.
+ */
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cdc_rx.h"
+#include "clock.h"
+#include "smcr_conn_int.h"
+
+#define EV_FILL_CHUNK 4096
+
+/* ---- the state ------------------------------------------------------- */
+
+static bool sc_readable(const struct smcr_conn *sc)
+{
+	return sc->rx.rx_prod > sc->rx.rx_cons || cdc_rx_eof(&sc->rx) || sc->rx.peer_abort ||
+	       sc->err || sc->shut_rd;
+}
+
+/* Nothing more will arrive: TCP's RCV_SHUTDOWN (EPOLLRDHUP). Sticky. */
+static bool sc_rdhup(const struct smcr_conn *sc)
+{
+	return sc->rx.peer_done_writing || sc->rx.peer_closed || sc->rx.peer_abort || sc->err ||
+	       sc->shut_rd;
+}
+
+/* Both directions are over: TCP's SHUTDOWN_MASK or a reset (EPOLLHUP).
+ * Sticky, and implies sc_writable(). */
+static bool sc_hup(const struct smcr_conn *sc)
+{
+	return sc_rdhup(sc) && (sc->shut_wr || sc->rx.peer_abort || sc->err);
+}
+
+static bool sc_writable(const struct smcr_conn *sc)
+{
+	return sc_snd_room(sc) > 0 || sc->err || sc->rx.peer_abort || sc->rx.peer_closed ||
+	       sc->shut_wr || sc->closed;
+}
+
+/* ---- the user's descriptor ------------------------------------------- */
+
+/*
+ * The shutdowns of the readiness pair, as AF_UNIX reports them on ev[0]
+ * (unix_shutdown(), unix_poll()): ev[1]'s write side shut = RCV_SHUTDOWN
+ * on ev[0], so EPOLLIN | EPOLLRDHUP for good (ev[0] reads EOF once the
+ * byte is gone); ev[1]'s read side shut too = SEND_SHUTDOWN on ev[0] as
+ * well, so EPOLLHUP. One call sets both bits when both come at once, as
+ * TCP sets them together. Requires sc->lock; returns the system calls
+ * made. Nothing is written into the pair afterwards: both states imply
+ * readable (no byte needed), the second writable (no fill), and the fill
+ * is drained before EPOLLHUP.
+ */
+static int sc_ready_shutdowns_locked(struct smcr_conn *sc)
+{
+	int how = -1;
+
+	if (!sc->hup_sig && !sc->wr_blocked_sig && sc_hup(sc)) {
+		how = SHUT_RDWR;
+		sc->hup_sig = sc->rdhup_sig = true;
+	} else if (!sc->rdhup_sig && sc_rdhup(sc)) {
+		how = SHUT_WR;
+		sc->rdhup_sig = true;
+	}
+	if (how < 0)
+		return 0;
+	shutdown(sc->ev[1], how);
+	return 1;
+}
+
+/* Publish readiness on the user's descriptor; requires sc->lock, after
+ * every state change. */
+void sc_update_ready_locked(struct smcr_conn *sc)
+{
+	static const uint8_t fill[EV_FILL_CHUNK];
+	uint8_t tmp[EV_FILL_CHUNK];
+	bool rd = sc_readable(sc), wr = sc_writable(sc);
+
+	int ops = 0;
+
+	if (sc->ev[0] < 0)
+		return; /* nobody asked for the descriptor */
+	ops += sc_ready_shutdowns_locked(sc);
+	if (rd && !sc->rd_sig) /* after the RDHUP shutdown, readable without a byte */
+		sc->rd_sig = sc->rdhup_sig || write(sc->ev[1], "r", 1) == 1, ops++;
+	else if (!rd && sc->rd_sig)
+		sc->rd_sig = read(sc->ev[0], tmp, 1) != 1, ops++;
+	if (!wr && !sc->wr_blocked_sig) {
+		if (!sc->ev_fill_small) {
+			/* the kernel rounds up to its minimum: a few KiB fill it.
+			 * Set at the first fill, not per pair: a short connection
+			 * never fills its send buffer */
+			int small = 1;
+
+			setsockopt(sc->ev[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+			sc->ev_fill_small = true;
+			ops++;
+		}
+		while (ops++, write(sc->ev[0], fill, sizeof(fill)) > 0)
+			;
+		sc->wr_blocked_sig = true;
+		/* room comes with send completions: have them run as they come */
+		if (atomic_fetch_add(&sc->lgr->eng.room_waiters, 1) == 0)
+			smcr_eng_scq_demand_raised(&sc->lgr->eng);
+	} else if (wr && sc->wr_blocked_sig) {
+		while (ops++, read(sc->ev[1], tmp, sizeof(tmp)) > 0)
+			;
+		sc->wr_blocked_sig = false;
+		atomic_fetch_sub(&sc->lgr->eng.room_waiters, 1);
+		ops += sc_ready_shutdowns_locked(sc); /* EPOLLHUP waited for the drain */
+	}
+	if (ops) {
+		eng_count(&sc->lgr->st, ENG_READY_OPS, (uint64_t)ops);
+		eng_count(&sc->lgr->st, ENG_SYSCALLS, (uint64_t)ops);
+	}
+}
+
+static int ev_pair(int ev[2])
+{
+	return socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ev) ? -errno : 0;
+}
+
+int smcr_conn_fd(struct smcr_conn *sc)
+{
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	if (sc->ev[0] < 0) {
+		rc = ev_pair(sc->ev);
+		if (!rc) {
+			/* an event loop now needs completions run as they come */
+			atomic_fetch_add(&sc->lgr->eng.fd_users, 1);
+			sc->rd_sig = sc->wr_blocked_sig = sc->rdhup_sig = sc->hup_sig = false;
+			sc_update_ready_locked(sc);
+		}
+	}
+	fd = rc ? rc : sc->ev[0];
+	pthread_mutex_unlock(&sc->lock);
+	if (!rc)
+		smcr_eng_want_progress(&sc->lgr->eng);
+	return fd;
+}
+
+/* ---- the threads that wait ------------------------------------------- */
+
+/* Wake the threads waiting on @sc for @what; requires sc->lock. (A
+ * waiter that holds the engine's token is not on the condition: glibc's
+ * broadcast then makes no system call, so none is counted here; a sleeping
+ * waiter counts its own futex wait.) */
+void sc_wake_locked(struct smcr_conn *sc, int what)
+{
+	if ((what & SC_RD) && sc->rwaiters)
+		pthread_cond_broadcast(&sc->rcond);
+	if ((what & SC_WR) && sc->wwaiters)
+		pthread_cond_broadcast(&sc->wcond);
+}
+
+void sc_fail_locked(struct smcr_conn *sc, int err)
+{
+	if (!sc->err) {
+		sc->err = err;
+		/* The peer's stream was complete: a link group that ends later
+		 * (the peer process exits, say) takes nothing from it. */
+		sc->err_after_eof = cdc_rx_eof(&sc->rx);
+	}
+	sc_wake_locked(sc, SC_RD | SC_WR);
+	sc_update_ready_locked(sc);
+	smcr_eng_kick(&sc->lgr->eng); /* an owner asleep on the channel looks again */
+}
+
+bool sc_fail(struct smcr_conn *sc, int err)
+{
+	bool orphan;
+
+	pthread_mutex_lock(&sc->lock);
+	sc_fail_locked(sc, err);
+	orphan = sc->orphan;
+	pthread_mutex_unlock(&sc->lock);
+	return orphan;
+}
+
+static bool sc_ready_rd(void *arg)
+{
+	return sc_readable(arg);
+}
+
+static bool sc_ready_wr(void *arg)
+{
+	return sc_writable(arg);
+}
+
+static bool sc_ready_linger(void *arg)
+{
+	struct smcr_conn *sc = arg;
+
+	return sc->tx_fin >= sc->tx_prep || sc->err || sc->rx.peer_abort;
+}
+
+static bool sc_ready_posted(void *arg)
+{
+	return sc_close_posted(arg);
+}
+
+/* A writer short of room waits this long for the peer's credit before it
+ * asks for our send completions too (sc_wait_locked()). */
+#define SC_ROOM_CREDIT_MS 10
+
+/*
+ * Room comes back with the peer's credit or with our send completions,
+ * whichever is first (sc_snd_free()). In a stream the credit is first (on
+ * rxe up to a millisecond before the completion), and a writer that also
+ * asked for completions was woken twice per CDC, the second time for
+ * nothing. So a writer first waits for the credit alone, with the send CQ
+ * left unarmed; only a peer that reads nothing for SC_ROOM_CREDIT_MS makes
+ * the completions worth a wake-up (they free what it has not consumed, for
+ * the writer to buffer more). Completions that nobody waits for are run by
+ * the next poll meanwhile. Requires sc->lock; true if the wait is over
+ * (room, an error, or @deadline passed).
+ */
+static bool sc_wait_credit_locked(struct smcr_conn *sc, long deadline)
+{
+	long credit_by = clock_now_ms() + SC_ROOM_CREDIT_MS;
+
+	if (credit_by >= deadline)
+		return false;
+	smcr_eng_wait(&sc->lgr->eng, &sc->lock, &sc->wcond, sc_ready_wr, sc, 0, credit_by);
+	return sc_writable(sc) || clock_now_ms() >= deadline;
+}
+
+/*
+ * Wait at most @ms for what @what needs, running the link group's
+ * completions meanwhile (smcr_eng.h: this thread may be the one that polls
+ * and sleeps on the channel); requires sc->lock, which it drops meanwhile.
+ */
+void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
+{
+	long deadline = clock_now_ms() + ms;
+
+	if (what == SC_RD) {
+		sc->rwaiters++;
+		smcr_eng_wait(&sc->lgr->eng, &sc->lock, &sc->rcond, sc_ready_rd, sc,
+			      sc->sent_since_read ? SMCR_WAIT_REPLY : 0, deadline);
+		sc->rwaiters--;
+	} else {
+		smcr_eng_ready_fn ready = what == SC_WR	      ? sc_ready_wr
+					  : what == SC_LINGER ? sc_ready_linger
+							      : sc_ready_posted;
+
+		sc->wwaiters++;
+		if (what != SC_WR || !sc_wait_credit_locked(sc, deadline))
+			smcr_eng_wait(&sc->lgr->eng, &sc->lock, &sc->wcond, ready, sc,
+				      SMCR_WAIT_SCQ, deadline);
+		sc->wwaiters--;
+	}
+}
