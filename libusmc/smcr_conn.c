@@ -143,7 +143,7 @@ static void sc_rmb_release(struct smcr_conn *sc)
  * does for the others, and let the progress thread rest. Requires sc->lock
  * (or the last reference).
  */
-static void sc_tcp_release_locked(struct smcr_conn *sc)
+void sc_tcp_release_locked(struct smcr_conn *sc)
 {
 	if (!sc->keeps_tcp)
 		return;
@@ -193,7 +193,6 @@ void smcr_conn_put(struct smcr_conn *sc)
 }
 
 static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m);
-static void sc_tx_push_locked(struct smcr_conn *sc);
 static void sc_eof_ask_locked(struct smcr_conn *sc);
 
 static void sc_get(struct smcr_conn *sc)
@@ -458,189 +457,7 @@ static void sc_tick(struct lgr *lgr)
 		atomic_store(&lgr->tcp_eof_seen, true);
 }
 
-/* ---- transmit ------------------------------------------------------- */
-
-static uint8_t sc_state_flags(const struct smcr_conn *sc, bool all_sent)
-{
-	uint8_t f = 0;
-
-	if (sc->aborting)
-		return CDC_CS_PEER_CONN_ABORT;
-	if (sc->shut_wr && all_sent)
-		f |= CDC_CS_PEER_DONE_WRITING;
-	if (sc->closed && all_sent)
-		f |= CDC_CS_PEER_CONN_CLOSED;
-	return f;
-}
-
-static bool sc_flags_due(const struct smcr_conn *sc, bool all_sent)
-{
-	if (sc->aborting)
-		return !sc->abort_sent;
-	return all_sent && ((sc->shut_wr && !sc->shut_wr_sent) || (sc->closed && !sc->closed_sent));
-}
-
-/* Chain RDMA WRITEs for [tx_sent, tx_sent + n); returns how many (<= 3). */
-static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr *wr,
-			   struct ibv_sge *sge)
-{
-	uint64_t off = sc->rx.tx_sent;
-	int k = 0;
-
-	while (n) {
-		uint32_t soff = (uint32_t)(off % sc->snd_len),
-			 roff = (uint32_t)(off % sc->rx.peer_len);
-		uint64_t chunk = n;
-
-		if (chunk > sc->snd_len - soff)
-			chunk = sc->snd_len - soff;
-		if (chunk > sc->rx.peer_len - roff)
-			chunk = sc->rx.peer_len - roff;
-		sge[k] = (struct ibv_sge){.addr = (uintptr_t)sc->sndbuf->addr + soff,
-					  .length = (uint32_t)chunk,
-					  .lkey = sc->sndbuf->lkey};
-		/* small: copied into the work request at the post (as Linux's
-		 * net/smc/smc_tx.c smcr_tx_rdma_writes() with its inline limit),
-		 * so a short message is two inline WRs behind one doorbell */
-		wr[k] = (struct ibv_send_wr){
-			.sg_list = &sge[k],
-			.num_sge = 1,
-			.opcode = IBV_WR_RDMA_WRITE,
-			.send_flags =
-				chunk <= lgr_conn_link(sc->lgr)->max_inline ? IBV_SEND_INLINE : 0,
-			.wr.rdma = {.remote_addr = sc->peer_rmb_addr + roff,
-				    .rkey = sc->peer_rkey}};
-		wr[k].next = &wr[k + 1];
-		k++;
-		off += chunk;
-		n -= chunk;
-	}
-	return k;
-}
-
-/* One CDC with up to half the peer's RMB of data before it; requires
- * sc->lock. True if data went and more is pending. */
-static bool sc_tx_push_one_locked(struct smcr_conn *sc)
-{
-	struct ibv_send_wr wr[SMCR_TX_WRS_PER_CDC];
-	struct ibv_sge sge[SMCR_TX_WRS_PER_CDC];
-	uint8_t buf[CDC_MSG_LEN];
-	uint64_t pending = sc->tx_prep - sc->rx.tx_sent;
-	uint64_t space = sc->rx.peer_len - (sc->rx.tx_sent - sc->rx.peer_cons);
-	uint64_t n = pending < space ? pending : space;
-	bool all_sent, blocked;
-	struct smcr_tx_pend p;
-	struct cdc_msg m;
-	int k, rc;
-
-	/* at most half the peer's RMB per CDC: the peer reads the first half
-	 * while the second is on the wire (a pipelined window) */
-	if (n > sc->rx.peer_len / 2 && sc->rx.peer_len >= 2)
-		n = sc->rx.peer_len / 2;
-	all_sent = sc->rx.tx_sent + n == sc->tx_prep;
-	/* blocked only when this fills the window, not at the half cut */
-	blocked = pending > n && space == n;
-	p = (struct smcr_tx_pend){.conn = sc, .mark = sc->rx.tx_sent + n};
-	if (sc->err || !sc->rx.peer_len || (sc->abort_sent))
-		return false;
-	if (sc->aborting)
-		n = 0, all_sent = true;
-	if (!n && !sc->rx.cons_update_due && !sc->eof_ask && !sc_flags_due(sc, all_sent))
-		return false;
-	k = n ? sc_build_writes(sc, n, wr, sge) : 0;
-	m = (struct cdc_msg){
-		.seqno = (uint16_t)(sc->tx_seq + 1),
-		.token = sc->peer_token,
-		.prod = cdc_rx_curs_of(sc->rx.tx_sent + n, sc->rx.peer_len),
-		.cons = cdc_rx_curs_of(sc->rx.rx_cons, sc->rx.rmb_len),
-		.prod_flags = (uint8_t)((blocked ? CDC_PF_WRITE_BLOCKED : 0) |
-					(sc->eof_ask ? CDC_PF_CONS_CURS_UPD_REQ : 0)),
-		.conn_state_flags = sc_state_flags(sc, all_sent),
-	};
-	cdc_encode(&m, buf, sizeof(buf));
-	sge[k] = (struct ibv_sge){.addr = (uintptr_t)buf, .length = CDC_MSG_LEN};
-	wr[k] = (struct ibv_send_wr){.sg_list = &sge[k],
-				     .num_sge = 1,
-				     .opcode = IBV_WR_SEND,
-				     .send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
-						   IBV_SEND_INLINE};
-	atomic_fetch_add(&sc->refs, 1); /* the pending send's; before the completion can run */
-	rc = smcr_wr_post_send(lgr_conn_link(sc->lgr), wr, k + 1, &p, SMCR_SQ_CDC);
-	if (rc) {
-		atomic_fetch_sub(&sc->refs, 1);
-		if (rc == -EAGAIN) { /* the post marked the link (smcr_wr.h) */
-			sc->tx_pending = true;
-			smcr_eng_want_progress(&sc->lgr->eng); /* send completions must run */
-		} else {
-			sc_fail_locked(sc, rc);
-		}
-		return false;
-	}
-	sc->tx_seq = m.seqno;
-	sc->rx.tx_sent += n;
-	sc->rx.rx_cons_sent = sc->rx.rx_cons;
-	sc->rx.cons_update_due = false;
-	if (sc->eof_ask) /* behind the question: when its answer comes, so has the peer's */
-		sc->eof_barrier = smcr_llc_barrier(sc->lgr);
-	sc->eof_ask = false;
-	if (m.conn_state_flags & CDC_CS_PEER_DONE_WRITING)
-		sc->shut_wr_sent = true;
-	if (m.conn_state_flags & CDC_CS_PEER_CONN_CLOSED)
-		sc->closed_sent = true;
-	if (m.conn_state_flags & CDC_CS_PEER_CONN_ABORT)
-		sc->abort_sent = true;
-	if (sc->closed_sent || sc->abort_sent)
-		sc_tcp_release_locked(sc);
-	return n && !all_sent;
-}
-
-/*
- * Send what the window allows, each piece with its CDC, if there is
- * anything to say. Requires sc->lock. No room in the send queue:
- * tx_pending, and whoever runs the completions calls again when a send
- * completes.
- */
-static void sc_tx_push_locked(struct smcr_conn *sc)
-{
-	/* a window is at most two halves; a wrap may cut one more */
-	for (int i = 0; i < 3 && sc_tx_push_one_locked(sc); i++)
-		;
-}
-
-static void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
-{
-	struct smcr_conn *sc = p->conn;
-
-	(void)lgr;
-	pthread_mutex_lock(&sc->lock);
-	if (p->mark > sc->tx_fin) {
-		sc->tx_fin = p->mark;
-		sc_wake_locked(sc, SC_WR); /* room: only a writer cares */
-		sc_update_ready_locked(sc);
-	}
-	pthread_mutex_unlock(&sc->lock);
-	smcr_conn_put(sc);
-}
-
-static void sc_kick_pending(struct lgr *lgr)
-{
-	struct smcr_conn *list[SMCR_MAX_CONNS];
-	int n;
-
-	n = lgr_conns_get(lgr, list);
-	for (int i = 0; i < n; i++) {
-		struct smcr_conn *sc = list[i];
-
-		pthread_mutex_lock(&sc->lock);
-		if (sc->tx_pending) {
-			sc->tx_pending = false;
-			sc_tx_push_locked(sc);
-			sc_wake_locked(sc, SC_WR); /* a close waits for its CDC to leave */
-		}
-		pthread_mutex_unlock(&sc->lock);
-		smcr_conn_put(sc);
-	}
-}
+/* ---- where the stream stands ----------------------------------------- */
 
 void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info)
 {
@@ -884,58 +701,6 @@ static void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 }
 
 /* ---- user calls ------------------------------------------------------ */
-
-ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock)
-{
-	size_t total = smcr_iov_total(iov, iovcnt), done = 0;
-	ssize_t rc = 0;
-	bool polled = false;
-
-	pthread_mutex_lock(&sc->lock);
-	while (done < total || !total) {
-		uint64_t room = sc_snd_room(sc);
-		size_t n = total - done;
-
-		/* the peer closed (not a shutdown(SHUT_WR)): it reads nothing
-		 * more, and data sent now would fill its RMB and block us for
-		 * good; TCP's peer answers such data with a reset (EPIPE) */
-		if (sc->shut_wr || sc->closed || sc->rx.peer_abort || sc->rx.peer_closed) {
-			rc = -EPIPE;
-			break;
-		}
-		if (sc->err) {
-			rc = sc->err;
-			break;
-		}
-		if (!total)
-			break;
-		if (!room) {
-			/* nobody may be running the completions: run them once */
-			if (nonblock && !polled && (polled = true) &&
-			    smcr_eng_try_poll(&sc->lgr->eng, &sc->lock))
-				continue;
-			if (nonblock) {
-				rc = -EAGAIN;
-				break;
-			}
-			sc_wait_locked(sc, SC_WR, 1000);
-			continue;
-		}
-		if (n > room)
-			n = room;
-		smcr_ring_copy(sc->sndbuf->addr, sc->snd_len, sc->tx_prep, iov, iovcnt, done, n,
-			       true);
-		sc->tx_prep += n;
-		sc->sent_since_read = true;
-		done += n;
-		sc_tx_push_locked(sc);
-		if (nonblock)
-			break;
-	}
-	sc_update_ready_locked(sc);
-	pthread_mutex_unlock(&sc->lock);
-	return done ? (ssize_t)done : rc;
-}
 
 /* Tell the peer about consumed bytes when it matters (net/smc/smc_tx.c
  * smc_tx_consumer_update(), with smc_rx.c smc_rx_update_consumer()'s limit),

@@ -68,4 +68,23 @@ bool sc_fail(struct smcr_conn *sc, int err);
  * completions meanwhile; requires sc->lock, which it drops meanwhile. */
 void sc_wait_locked(struct smcr_conn *sc, int what, long ms);
 
+/* ---- the object (smcr_conn.c) ---------------------------------------- */
+
+/*
+ * A connection closed with data unsent kept its TCP socket until its close
+ * (or abort) CDC went out: shut it down and close it now. Requires sc->lock
+ * (or the last reference).
+ */
+void sc_tcp_release_locked(struct smcr_conn *sc);
+
+/* ---- transmit (smcr_tx.c) -------------------------------------------- */
+
+/* Send what the window allows, each piece with its CDC, if there is
+ * anything to say; requires sc->lock. */
+void sc_tx_push_locked(struct smcr_conn *sc);
+/* The link group's calls (struct lgr_conn_ops): a CDC's send completed;
+ * send queue space freed for the connections that waited for it. */
+void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p);
+void sc_kick_pending(struct lgr *lgr);
+
 #endif
