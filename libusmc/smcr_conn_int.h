@@ -87,4 +87,16 @@ void sc_tx_push_locked(struct smcr_conn *sc);
 void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p);
 void sc_kick_pending(struct lgr *lgr);
 
+/* ---- receive, the held EOF (smcr_rx.c) ------------------------------- */
+
+/* A held EOF and the reader took everything: ask the peer for what it still
+ * holds (or disarm the bound: the hold ended); requires sc->lock. */
+void sc_eof_ask_locked(struct smcr_conn *sc);
+/* The bound of a held EOF passed, or it settled: give EOF. Requires
+ * sc->lock; true if it did. */
+bool sc_eof_expire_locked(struct smcr_conn *sc, long now);
+/* The answer to LLC barrier @gen came: a held EOF's question may have its
+ * answer. Requires sc->lock. */
+void sc_eof_answer_locked(struct smcr_conn *sc, uint32_t gen);
+
 #endif

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Receive (net/smc/smc_rx.c): the user's reads out of the RMB, and the
+ * consumer cursor told back to the peer as credit (smc_tx.c
+ * smc_tx_consumer_update()). And the held EOF (wire/cdc_rx.h): a peer
+ * that closed while blocked on our window is asked for what it still
+ * holds before the reader sees the end of the stream.
+ */
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "cdc_rx.h"
+#include "clock.h"
+#include "log.h"
+#include "smcr_conn_int.h"
+#include "smcr_ring.h"
+
+/* ---- held EOF -------------------------------------------------------- */
+
+/* Arm (again) the bound of a held EOF; requires sc->lock. */
+static void sc_eof_arm_locked(struct smcr_conn *sc)
+{
+	if (!sc->eof_asked_ms)
+		atomic_fetch_add(&sc->lgr->eof_holds, 1);
+	sc->eof_asked_ms = clock_now_ms();
+}
+
+static void sc_eof_disarm_locked(struct smcr_conn *sc)
+{
+	if (sc->eof_asked_ms)
+		atomic_fetch_sub(&sc->lgr->eof_holds, 1);
+	sc->eof_asked_ms = 0;
+	sc->eof_ask = false;
+	sc->eof_barrier = 0;
+}
+
+/*
+ * EOF is held (wire/cdc_rx.h) and the reader took everything: ask the peer
+ * for what it still holds. Our consumer cursor opens the whole window and
+ * carries CONS_CURS_UPD_REQ, on which Linux runs its send path
+ * (net/smc/smc_cdc.c smc_cdc_msg_recv_action() -> smc_tx.c smc_tx_pending()),
+ * writing what it has (a usmc peer answers with a CDC), and an LLC barrier
+ * follows it (sc_barrier()). Once per arrival of data: a peer that writes
+ * more is asked again when that is read; the bound runs from each question
+ * until data or the barrier's answer comes. Requires sc->lock.
+ */
+void sc_eof_ask_locked(struct smcr_conn *sc)
+{
+	if (!sc->rx.eof_held) {
+		if (sc->eof_asked_ms)
+			sc_eof_disarm_locked(sc);
+		return;
+	}
+	if (sc->rx.rx_cons != sc->rx.rx_prod) {
+		/* data came since we asked: the bound waits only on a peer that
+		 * says nothing, never on a slow reader (ended then, the hold
+		 * would refuse what the peer still writes) */
+		if (sc->eof_asked_ms)
+			sc_eof_disarm_locked(sc);
+		return;
+	}
+	if (sc->eof_asked && sc->eof_ask_prod == sc->rx.rx_prod)
+		return;
+	sc->eof_asked = true;
+	sc->eof_ask_prod = sc->rx.rx_prod;
+	sc->eof_ask = true;
+	sc->eof_empty = false;
+	if (!sc->eof_first_ask_ms)
+		sc->eof_first_ask_ms = clock_now_ms();
+	sc_eof_arm_locked(sc);
+	sc_tx_push_locked(sc);
+}
+
+/* Give a held EOF; requires sc->lock. */
+static void sc_eof_give_locked(struct smcr_conn *sc, const char *why)
+{
+	cdc_rx_hold_end(&sc->rx);
+	usmc_log(sc->lgr->sctx->log, USMC_LOG_DEBUG,
+		 "connection %08x: held EOF given at %llu bytes: %s", sc->token,
+		 (unsigned long long)sc->rx.rx_prod, why);
+	sc_eof_disarm_locked(sc);
+	sc_wake_locked(sc, SC_RD);
+	sc_update_ready_locked(sc);
+}
+
+/* When a held EOF whose barrier came back empty may be given. */
+static long sc_eof_settle_due_ms(const struct smcr_conn *sc)
+{
+	return sc->eof_first_ask_ms + SMCR_EOF_SETTLE_MS;
+}
+
+/* The barrier behind the last question came back with nothing, and
+ * SMCR_EOF_SETTLE_MS have passed since the first: the peer has nothing
+ * more. Give EOF. Requires sc->lock; true if it did. */
+static bool sc_eof_settle_locked(struct smcr_conn *sc, long now)
+{
+	if (!sc->rx.eof_held || !sc->eof_empty || sc->rx.rx_prod != sc->eof_ask_prod ||
+	    now < sc_eof_settle_due_ms(sc))
+		return false;
+	sc_eof_give_locked(sc, "the barrier came back with nothing more");
+	return true;
+}
+
+/* The bound of a held EOF passed: SMCR_EOF_HOLD_MS since the question with
+ * no word from the peer (a late answer is still coming from a peer that
+ * talks: smcr_llc_answer_waits()), or it settled (sc_eof_settle_locked()).
+ * Give EOF. Requires sc->lock; true if it did. */
+bool sc_eof_expire_locked(struct smcr_conn *sc, long now)
+{
+	if (sc_eof_settle_locked(sc, now))
+		return true;
+	if (!sc->eof_asked_ms ||
+	    smcr_llc_answer_waits(now, sc->eof_asked_ms,
+				  atomic_load(&lgr_conn_link(sc->lgr)->last_rx_ms)))
+		return false;
+	sc_eof_give_locked(sc, "no answer, and no word from the peer within the LLC wait");
+	return true;
+}
+
+/*
+ * The answer to LLC barrier @gen came: whatever the peer sent on our
+ * questions before it has come too (smcr_llc_barrier()), unless the peer
+ * deferred its send path (SMCR_EOF_SETTLE_MS). A connection that asked with
+ * all read and got nothing since: the peer has nothing more, EOF once the
+ * settle time has passed (Linux 6.12 sends nothing at all when it has
+ * nothing to write, net/smc/smc_tx.c __smc_tx_sndbuf_nonempty(), and its
+ * write_blocked flag stays set after a write that filled our window
+ * exactly, so only this tells). One that got data: asked again once it is
+ * read. Requires sc->lock.
+ */
+void sc_eof_answer_locked(struct smcr_conn *sc, uint32_t gen)
+{
+	if (sc->eof_barrier && (int32_t)(gen - sc->eof_barrier) >= 0) {
+		sc->eof_barrier = 0;
+		sc->eof_empty = sc->rx.rx_prod == sc->eof_ask_prod;
+		if (!sc_eof_settle_locked(sc, clock_now_ms())) {
+			sc_eof_ask_locked(sc);	   /* disarm, or ask again */
+			sc_wake_locked(sc, SC_RD); /* to wait for the settle time */
+		}
+	}
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+/* Tell the peer about consumed bytes when it matters (net/smc/smc_tx.c
+ * smc_tx_consumer_update(), with smc_rx.c smc_rx_update_consumer()'s limit),
+ * and in any case each quarter of the RMB consumed: credit goes back in
+ * pieces, so a sender never idles a round trip per half RMB (Linux applies
+ * any cursor update it receives, net/smc/smc_cdc.c smc_cdc_msg_recv_action()). */
+static void sc_consumer_update_locked(struct smcr_conn *sc)
+{
+	uint64_t unconf = sc->rx.rx_cons - sc->rx.rx_cons_sent;
+	uint64_t limit = sc->rx.rmb_len / 10 > SMCR_CONS_UPDATE_MIN ? sc->rx.rmb_len / 10
+								    : SMCR_CONS_UPDATE_MIN;
+	uint64_t quarter = sc->rx.rmb_len / 4 > SMCR_CONS_UPDATE_MIN ? sc->rx.rmb_len / 4
+								     : SMCR_CONS_UPDATE_MIN;
+	uint64_t sender_free = sc->rx.rmb_len - (sc->rx.rx_prod - sc->rx.rx_cons_sent);
+
+	if ((unconf > limit && (sender_free <= sc->rx.rmb_len / 2 || sc->rx.peer_write_blocked)) ||
+	    unconf >= quarter) {
+		sc->rx.cons_update_due = true;
+		sc_tx_push_locked(sc);
+	}
+	sc_eof_ask_locked(sc); /* a held EOF: all read, ask for the rest */
+}
+
+/* How long a reader waits before it looks again: a second, or until the
+ * bound of a held EOF (which a talking peer moves on). Requires sc->lock. */
+static long sc_rd_wait_ms(const struct smcr_conn *sc)
+{
+	long left = 1000, now;
+
+	if (!sc->eof_asked_ms && !sc->eof_empty)
+		return left; /* the common case: no clock read */
+	now = clock_now_ms();
+	if (sc->eof_asked_ms)
+		left = smcr_llc_answer_due_ms(sc->eof_asked_ms,
+					      atomic_load(&lgr_conn_link(sc->lgr)->last_rx_ms)) -
+		       now + 1;
+	if (sc->eof_empty && sc_eof_settle_due_ms(sc) - now + 1 < left)
+		left = sc_eof_settle_due_ms(sc) - now + 1;
+	return left < 1 ? 1 : left > 1000 ? 1000 : left;
+}
+
+/*
+ * The most a read copies before it updates the consumer cursor. A peer that
+ * writes our whole window per CDC (rx.peer_fills_window, Linux's sender)
+ * then idles until credit comes back: copied a quarter RMB at a time, each
+ * quarter is credited as soon as it is consumed (sc_consumer_update_locked()),
+ * the peer writes its next quarter while we copy the rest, and the stream
+ * settles into quarter-RMB CDCs that overlap the reader's copy instead of
+ * whole windows in turn. A peer that pushes at most half per CDC (usmc's)
+ * overlaps already; for it the extra credits only cost CDCs and writer
+ * wake-ups (measured slower: docs/smcr.md "A sender that fills the
+ * window").
+ */
+static size_t sc_rx_piece(const struct smcr_conn *sc, int flags)
+{
+	if (!sc->rx.peer_fills_window || (flags & MSG_PEEK))
+		return SIZE_MAX;
+	return sc->rx.rmb_len / 4;
+}
+
+ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
+		   bool nonblock)
+{
+	size_t total = smcr_iov_total(iov, iovcnt), done = 0;
+	ssize_t rc = 0;
+	bool polled = false;
+
+	pthread_mutex_lock(&sc->lock);
+	while (done < total) {
+		uint64_t avail = sc->rx.rx_prod - sc->rx.rx_cons - ((flags & MSG_PEEK) ? done : 0);
+		size_t n = total - done;
+
+		if (avail) {
+			size_t piece = sc_rx_piece(sc, flags);
+
+			if (n > avail)
+				n = avail;
+			if (n > piece)
+				n = piece;
+			smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len,
+				       sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov,
+				       iovcnt, done, n, false);
+			done += n;
+			if (!(flags & MSG_PEEK)) {
+				sc->rx.rx_cons += n;
+				sc->sent_since_read = false;
+				sc_consumer_update_locked(sc);
+			}
+			if (n < avail)
+				continue; /* one piece of what is here: on to the next */
+			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))
+				break;
+			continue;
+		}
+		if (sc->rx.peer_abort) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (sc->err && !sc->err_after_eof) {
+			rc = sc->err;
+			break;
+		}
+		if (sc->rx.eof_held) {
+			sc_eof_ask_locked(sc); /* asked already for this much: no-op */
+			sc_eof_expire_locked(sc, clock_now_ms());
+		}
+		if (cdc_rx_eof(&sc->rx) || sc->shut_rd)
+			break; /* end of stream */
+		/* nothing here, and nobody may be running the completions */
+		if (nonblock && !done && !polled && (polled = true) &&
+		    smcr_eng_try_poll(&sc->lgr->eng, &sc->lock))
+			continue;
+		if (nonblock || done) {
+			rc = -EAGAIN;
+			if (!nonblock && (flags & MSG_WAITALL)) {
+				sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
+				continue;
+			}
+			break;
+		}
+		sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
+	}
+	sc_update_ready_locked(sc);
+	pthread_mutex_unlock(&sc->lock);
+	if (done)
+		return (ssize_t)done;
+	return rc == -EAGAIN && !nonblock ? 0 : rc;
+}
