@@ -99,4 +99,9 @@ bool sc_eof_expire_locked(struct smcr_conn *sc, long now);
  * answer. Requires sc->lock. */
 void sc_eof_answer_locked(struct smcr_conn *sc, uint32_t gen);
 
+/* ---- CDC receive (smcr_cdc.c) ---------------------------------------- */
+
+/* The link group's call (struct lgr_conn_ops): a CDC of @len bytes came. */
+void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);
+
 #endif
