@@ -76,6 +76,9 @@ void sc_wait_locked(struct smcr_conn *sc, int what, long ms);
  * (or the last reference).
  */
 void sc_tcp_release_locked(struct smcr_conn *sc);
+/* The handshake is over (established or discarded): drop its hold. A
+ * discarded one may leave a flow of the peer's running: @churn. */
+void sc_hs_done(struct smcr_conn *sc, bool churn);
 
 /* ---- transmit (smcr_tx.c) -------------------------------------------- */
 
@@ -103,5 +106,23 @@ void sc_eof_answer_locked(struct smcr_conn *sc, uint32_t gen);
 
 /* The link group's call (struct lgr_conn_ops): a CDC of @len bytes came. */
 void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);
+
+/* ---- close, the TCP socket (smcr_close.c) ---------------------------- */
+
+/* The progress thread's tick (all require sc->lock): a closed connection
+ * whose peer did not close in time (true: out of the link group's table);
+ * one whose peer fell silent; a TCP socket due to be watched; a hang-up
+ * without a close CDC (true while its barrier's answer is awaited). */
+bool sc_orphan_expired_locked(struct smcr_conn *sc, long now);
+void sc_orphan_probe_locked(struct smcr_conn *sc, long now);
+bool sc_watch_due_locked(struct smcr_conn *sc, long now);
+bool sc_eof_check_locked(struct smcr_conn *sc, long now);
+/* The answer to LLC barrier @gen came: a hang-up's may be it. Requires
+ * sc->lock. */
+void sc_hup_answer_locked(struct smcr_conn *sc, uint32_t gen);
+/* The link group's calls (struct lgr_conn_ops): it died (true: @sc is an
+ * orphan); the TCP socket of connection @token hung up. */
+bool sc_lgr_dead(struct smcr_conn *sc, int err);
+void sc_tcp_hup(struct lgr *lgr, uint32_t token);
 
 #endif
