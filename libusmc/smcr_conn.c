@@ -1,29 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
- * SMC-R connection data path (smcr_conn.h; net/smc/smc_tx.c, smc_rx.c,
- * smc_cdc.c): the send buffer ring is
- * RDMA-written into the peer's RMB (split at both rings' wraps) followed by a
- * CDC SEND on the same QP; received CDCs move the cursors. Cursors are kept
- * as 64-bit byte totals of the stream and converted to (wrap, count) on the
- * wire, so every comparison is plain arithmetic; every cursor a peer sends
- * is validated against the ring sizes before it is used.
+ * An SMC-R connection, the object (smcr_conn.h; net/smc/smc_core.c
+ * smc_conn_create(), smc_conn_free()): created in its link group's table
+ * with an RMB and a send buffer, referenced by its user, by the link
+ * group's calls and by each pending send; the last reference frees it and
+ * returns its buffers. The data path's mechanisms around it:
+ * smcr_conn_int.h.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bufpool.h"
-#include "cdc.h"
-#include "cdc_rx.h"
-#include "clock.h"
-#include "log.h"
 #include "smcr_conn_int.h"
-#include "smcr_ring.h"
 
 /* ---- life cycle ------------------------------------------------------ */
 
@@ -192,7 +183,7 @@ void smcr_conn_put(struct smcr_conn *sc)
 	lgr_put(lgr); /* the last touch of the link group */
 }
 
-static void sc_get(struct smcr_conn *sc)
+void sc_get(struct smcr_conn *sc)
 {
 	atomic_fetch_add(&sc->refs, 1);
 }
@@ -220,37 +211,6 @@ void smcr_conn_discard(struct smcr_conn *sc)
 	smcr_conn_put(sc);
 }
 
-static void sc_tick(struct lgr *lgr)
-{
-	struct smcr_conn *list[SMCR_MAX_CONNS];
-	bool eof = atomic_exchange(&lgr->tcp_eof_seen, false), again = false;
-	long now = clock_now_ms();
-	int n;
-
-	if (!eof && !atomic_load(&lgr->orphans) && !atomic_load(&lgr->tcp_unwatched) &&
-	    !atomic_load(&lgr->eof_holds))
-		return;
-	n = lgr_conns_get(lgr, list);
-	for (int i = 0; i < n; i++) {
-		struct smcr_conn *sc = list[i];
-		bool reap;
-
-		pthread_mutex_lock(&sc->lock);
-		sc_watch_due_locked(sc, now);
-		if (eof && sc_eof_check_locked(sc, now))
-			again = true;
-		reap = sc_orphan_expired_locked(sc, now);
-		sc_orphan_probe_locked(sc, now);
-		sc_eof_expire_locked(sc, now); /* an event loop's reader waits for it */
-		pthread_mutex_unlock(&sc->lock);
-		if (reap)
-			lgr_conn_del(lgr, sc->token);
-		smcr_conn_put(sc);
-	}
-	if (again)
-		atomic_store(&lgr->tcp_eof_seen, true);
-}
-
 /* ---- where the stream stands ----------------------------------------- */
 
 void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info)
@@ -268,36 +228,3 @@ void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info)
 		(sc->rx.eof_held ? USMC_FLOW_EOF_HELD : 0);
 	pthread_mutex_unlock(&sc->lock);
 }
-
-/* ---- the answers to LLC barriers ------------------------------------- */
-
-/* The answer to LLC barrier @gen came: for a hang-up that sent one
- * (sc_eof_check_locked()) and for a held EOF's question
- * (sc_eof_answer_locked()). */
-static void sc_barrier(struct lgr *lgr, uint32_t gen)
-{
-	struct smcr_conn *list[SMCR_MAX_CONNS];
-	int n = lgr_conns_get(lgr, list);
-
-	for (int i = 0; i < n; i++) {
-		struct smcr_conn *sc = list[i];
-
-		pthread_mutex_lock(&sc->lock);
-		sc_hup_answer_locked(sc, gen);
-		sc_eof_answer_locked(sc, gen);
-		pthread_mutex_unlock(&sc->lock);
-		smcr_conn_put(sc);
-	}
-}
-
-const struct lgr_conn_ops smcr_conn_lgr_ops = {
-	.get = sc_get,
-	.put = smcr_conn_put,
-	.cdc_rx = sc_cdc_rx,
-	.tx_done = sc_tx_done,
-	.kick_pending = sc_kick_pending,
-	.barrier = sc_barrier,
-	.fail = sc_lgr_dead,
-	.tcp_hup = sc_tcp_hup,
-	.tick = sc_tick,
-};

@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The data path's own declarations, shared by its files and by no one
- * else (the library's interface to a connection is smcr_conn.h). Each
- * file owns its block of struct smcr_conn's fields (smcr_conn.h), all
- * guarded by smcr_conn.lock.
+ * else (the library's interface to a connection is smcr_conn.h). One file
+ * per mechanism, as Linux's net/smc; each calls only those listed before it:
+ *
+ *   smcr_conn.c      the object: life cycle, references, the RMB's release
+ *   smcr_ready.c     readiness: the waiting threads, the user's descriptor
+ *   smcr_tx.c        transmit: RDMA WRITEs and their CDC, smcr_sendv()
+ *   smcr_rx.c        receive: smcr_recvv(), credit, the held EOF
+ *   smcr_cdc.c       CDC receive: a peer's CDC applied
+ *   smcr_close.c     close, the orphan; the TCP socket, the peer's death
+ *   smcr_conn_lgr.c  the link group's calls, handed to the above
+ *
+ * Each file owns its block of struct smcr_conn's fields (smcr_conn.h), all
+ * guarded by smcr_conn.lock; a function named *_locked() requires it.
  */
 #ifndef USMC_SMCR_CONN_INT_H
 #define USMC_SMCR_CONN_INT_H
@@ -13,7 +23,21 @@
 
 #include "smcr_conn.h"
 
-/* ---- the send buffer's room (smcr_tx.c) ------------------------------ */
+/* ---- the object (smcr_conn.c) ---------------------------------------- */
+
+/* The link group's call (struct lgr_conn_ops): take a reference. */
+void sc_get(struct smcr_conn *sc);
+/*
+ * A connection closed with data unsent kept its TCP socket until its close
+ * (or abort) CDC went out: shut it down and close it now. Requires sc->lock
+ * (or the last reference).
+ */
+void sc_tcp_release_locked(struct smcr_conn *sc);
+/* The handshake is over (established or discarded): drop its hold. A
+ * discarded one may leave a flow of the peer's running: @churn. */
+void sc_hs_done(struct smcr_conn *sc, bool churn);
+
+/* ---- the send side, as the waits see it (smcr_tx.c) ------------------ */
 
 /*
  * Where the send buffer is free again up to: what has completed, or what
@@ -67,18 +91,6 @@ bool sc_fail(struct smcr_conn *sc, int err);
 /* Wait at most @ms for what @what needs, running the link group's
  * completions meanwhile; requires sc->lock, which it drops meanwhile. */
 void sc_wait_locked(struct smcr_conn *sc, int what, long ms);
-
-/* ---- the object (smcr_conn.c) ---------------------------------------- */
-
-/*
- * A connection closed with data unsent kept its TCP socket until its close
- * (or abort) CDC went out: shut it down and close it now. Requires sc->lock
- * (or the last reference).
- */
-void sc_tcp_release_locked(struct smcr_conn *sc);
-/* The handshake is over (established or discarded): drop its hold. A
- * discarded one may leave a flow of the peer's running: @churn. */
-void sc_hs_done(struct smcr_conn *sc, bool churn);
 
 /* ---- transmit (smcr_tx.c) -------------------------------------------- */
 
