@@ -252,10 +252,10 @@ static bool sc_hup_explained(const struct smcr_conn *sc)
  * with no close or abort CDC sends an LLC barrier: the peer answers it
  * after every CDC it posted before (RC order, smcr_llc_barrier()), hence
  * after the close that preceded its hang-up. The answer with no close
- * (sc_barrier()): the peer closed TCP without closing SMC. No answer, and
- * nothing else from the peer, within SMCR_TCP_EOF_GRACE_MS: the peer is dead
- * (its QP went with its process; smcr_llc_answer_waits()). Either way
- * ECONNRESET.
+ * (sc_hup_answer_locked()): the peer closed TCP without closing SMC. No
+ * answer, and nothing else from the peer, within SMCR_TCP_EOF_GRACE_MS: the
+ * peer is dead (its QP went with its process; smcr_llc_answer_waits()).
+ * Either way ECONNRESET.
  * Requires sc->lock; true while the barrier's answer is awaited.
  */
 bool sc_eof_check_locked(struct smcr_conn *sc, long now)
@@ -273,9 +273,9 @@ bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 	return false;
 }
 
-/* The answer to LLC barrier @gen came: a hang-up that sent one before it
- * and still has no close CDC has its answer (sc_eof_check_locked()).
- * Requires sc->lock. */
+/* The answer to LLC barrier @gen came: if it answers the one behind the
+ * hang-up (or a later one) and still no close came, the peer closed TCP
+ * without closing SMC (sc_eof_check_locked()). Requires sc->lock. */
 void sc_hup_answer_locked(struct smcr_conn *sc, uint32_t gen)
 {
 	if (sc->hup_barrier && (int32_t)(gen - sc->hup_barrier) >= 0) {

@@ -40,9 +40,10 @@ static void sc_eof_disarm_locked(struct smcr_conn *sc)
  * carries CONS_CURS_UPD_REQ, on which Linux runs its send path
  * (net/smc/smc_cdc.c smc_cdc_msg_recv_action() -> smc_tx.c smc_tx_pending()),
  * writing what it has (a usmc peer answers with a CDC), and an LLC barrier
- * follows it (sc_barrier()). Once per arrival of data: a peer that writes
- * more is asked again when that is read; the bound runs from each question
- * until data or the barrier's answer comes. Requires sc->lock.
+ * follows it (sc_eof_answer_locked()). Once per arrival of data: a peer
+ * that writes more is asked again when that is read; the bound runs from
+ * each question until data or the barrier's answer comes. Requires
+ * sc->lock.
  */
 void sc_eof_ask_locked(struct smcr_conn *sc)
 {
