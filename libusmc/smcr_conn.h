@@ -4,7 +4,8 @@
  * smc_close.c): the send buffer ring RDMA-written into the peer's RMB, CDC
  * messages carrying the cursors, close and abort, and the readiness of the
  * descriptor the user polls. The API object (struct usmc_conn, conn.h)
- * owns one of these once the handshake moved it onto SMC-R.
+ * owns one of these once the handshake moved it onto SMC-R. Its files,
+ * one per mechanism: smcr_conn_int.h.
  */
 #ifndef USMC_SMCR_CONN_H
 #define USMC_SMCR_CONN_H
@@ -71,26 +72,28 @@ struct smcr_peer_rmb {
 };
 
 struct smcr_conn {
-	/* set at creation, constant after */
+	/* ---- the object (smcr_conn.c): set at creation, constant after */
 	struct lgr *lgr;
 	atomic_int refs;
 	uint32_t token; /* ours: the peer writes it into its CDCs */
 	struct bufpool_buf *rmb, *sndbuf;
 	uint32_t snd_len;
 
-	pthread_mutex_t lock; /* protects every field below (rx.rmb_len: set at creation) */
-	/* with lock: readers' and writers' conditions (a send completion
-	 * wakes only writers), and how many threads wait in the engine for each */
-	pthread_cond_t rcond, wcond;
-	int rwaiters, wwaiters;
+	pthread_mutex_t lock; /* guards every block below (rx.rmb_len: set at creation) */
+	bool in_hs; /* with lock: between smcr_conn_new() and establish/discard: a handshake hold */
+
 	/*
+	 * ---- the cursors, with lock: moved by a received CDC (smcr_cdc.c), by
+	 * reads (smcr_rx.c) and by sends (smcr_tx.c).
 	 * The cursors and flags a received CDC moves, as wire/cdc_rx.h applies
 	 * them: the RMB sizes (rx.peer_len 0 until smcr_conn_set_peer()), the
 	 * receive side's and the peer's consumer cursor as stream totals, the
 	 * peer's flags. The send side's tx_sent is here too.
 	 */
 	struct cdc_rx_state rx;
-	/* the peer's RMB (smcr_conn_set_peer) */
+
+	/* ---- CDC receive (smcr_cdc.c), with lock */
+	/* the peer's RMB (smcr_conn_set_peer): where smcr_tx.c writes */
 	uint32_t peer_token;
 	uint64_t peer_rmb_addr;
 	uint32_t peer_rkey;
@@ -98,35 +101,27 @@ struct smcr_conn {
 	bool rx_seq_seen;
 	bool early_valid; /* a CDC came before the CLC told us the peer's RMB */
 	struct cdc_msg early;
-	/* send side */
+
+	/* ---- transmit (smcr_tx.c), with lock */
 	uint64_t tx_prep; /* copied into the send buffer; RDMA-written: rx.tx_sent */
 	uint64_t tx_fin;  /* CDC completed (sc_snd_free(): or consumed by the peer) */
 	uint16_t tx_seq;
 	bool tx_pending;      /* something to send once send queue space frees */
 	bool sent_since_read; /* sent since the last read took data: a read awaits a reply */
+
+	/* ---- the ends of the stream, with lock: set by the user's calls
+	 * (smcr_close.c) and by errors (smcr_ready.c sc_fail_locked()); the
+	 * *_sent flags once smcr_tx.c told the peer */
 	bool shut_wr, shut_wr_sent, shut_rd, closed, closed_sent, aborting, abort_sent;
+	int err;	    /* sticky negative errno (LGR down, protocol error) */
+	bool err_after_eof; /* err came after the peer's clean close: reads see EOF */
+
+	/* ---- close (smcr_close.c), with lock */
 	bool orphan;		 /* smcr_close() done: freed when the peer closes */
 	long orphan_deadline_ms; /* ... or aborted then (USMC_OPT_CLOSE_WAIT_MS) */
 	long orphan_ms;		 /* smcr_close() then */
 	bool orphan_probed;	 /* its link group tested (SMCR_ORPHAN_PROBE_MS) */
-	/* a held EOF (rx.eof_held): asking the peer for what it still holds */
-	bool eof_ask;	/* the next CDC asks: CONS_CURS_UPD_REQ */
-	bool eof_asked; /* asked with rx.rx_prod at eof_ask_prod */
-	uint64_t eof_ask_prod;
-	uint32_t eof_barrier;  /* the smcr_llc_barrier() behind the question, 0 none */
-	long eof_asked_ms;     /* the held EOF's question went then (SMCR_EOF_HOLD_MS), 0 none */
-	long eof_first_ask_ms; /* the held EOF's first question went then (SMCR_EOF_SETTLE_MS) */
-	bool eof_empty;	       /* the barrier came back with nothing since the last question */
-	int err;	       /* sticky negative errno (LGR down, protocol error) */
-	bool err_after_eof;    /* err came after the peer's clean close: reads see EOF */
-	/* readiness: the user polls ev[0] (see docs/smcr.md); created by the
-	 * first smcr_conn_fd(), -1 until then: nobody pays for it unasked */
-	int ev[2];
-	bool rd_sig, wr_blocked_sig;
-	bool rdhup_sig;	      /* ev[1]'s write side is shut down: EPOLLRDHUP on ev[0] */
-	bool hup_sig;	      /* its read side too: EPOLLHUP on ev[0] */
-	bool ev_fill_small;   /* ev[0]'s SO_SNDBUF is down to the minimum: a fill is short */
-	bool in_hs;	      /* between smcr_conn_new() and establish/discard: a handshake hold */
+	/* the TCP socket (smcr_close.c), with lock */
 	int tcp_fd;	      /* watched for the peer's death; -1 once closed */
 	bool keeps_tcp;	      /* closed with data unsent: tcp_fd is ours to close
 				 once the close CDC is out (sc_tcp_release_locked()) */
@@ -134,6 +129,29 @@ struct smcr_conn {
 	long tcp_watch_ms;    /* ... from then on (SMCR_TCP_WATCH_DELAY_MS) */
 	long tcp_eof_ms;      /* the TCP socket hung up then (0: not) */
 	uint32_t hup_barrier; /* the smcr_llc_barrier() behind the hang-up, 0 none */
+
+	/* ---- a held EOF (rx.eof_held; smcr_rx.c), with lock: asking the peer
+	 * for what it still holds */
+	bool eof_ask;	/* the next CDC asks: CONS_CURS_UPD_REQ */
+	bool eof_asked; /* asked with rx.rx_prod at eof_ask_prod */
+	uint64_t eof_ask_prod;
+	uint32_t eof_barrier;  /* the smcr_llc_barrier() behind the question, 0 none */
+	long eof_asked_ms;     /* the held EOF's question went then (SMCR_EOF_HOLD_MS), 0 none */
+	long eof_first_ask_ms; /* the held EOF's first question went then (SMCR_EOF_SETTLE_MS) */
+	bool eof_empty;	       /* the barrier came back with nothing since the last question */
+
+	/* ---- readiness (smcr_ready.c), with lock */
+	/* readers' and writers' conditions (a send completion wakes only
+	 * writers), and how many threads wait in the engine for each */
+	pthread_cond_t rcond, wcond;
+	int rwaiters, wwaiters;
+	/* the user polls ev[0] (see docs/smcr.md); created by the first
+	 * smcr_conn_fd(), -1 until then: nobody pays for it unasked */
+	int ev[2];
+	bool rd_sig, wr_blocked_sig;
+	bool rdhup_sig;	    /* ev[1]'s write side is shut down: EPOLLRDHUP on ev[0] */
+	bool hup_sig;	    /* its read side too: EPOLLHUP on ev[0] */
+	bool ev_fill_small; /* ev[0]'s SO_SNDBUF is down to the minimum: a fill is short */
 };
 
 /*
