@@ -12,6 +12,7 @@
 #include "cdc.h"
 #include "cdc_rx.h"
 #include "log.h"
+#include "smcr_conn.h"
 #include "smcr_conn_int.h"
 
 /* Apply a CDC to sc; requires sc->lock. Returns false for a protocol

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "smcr_conn.h"
 #include "smcr_conn_int.h"
 
 /* ---- our close ------------------------------------------------------- */

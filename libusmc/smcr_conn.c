@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bufpool.h"
+#include "smcr_conn.h"
 #include "smcr_conn_int.h"
 
 /* ---- life cycle ------------------------------------------------------ */

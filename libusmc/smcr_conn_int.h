@@ -21,7 +21,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "smcr_conn.h"
+/* Declared, not included (smcr_conn.h, lgr.h): smcr_conn.c, which every
+ * file here calls, includes this header too, and calls none of theirs. */
+struct lgr;
+struct smcr_conn;
+struct smcr_tx_pend;
 
 /* ---- the object (smcr_conn.c) ---------------------------------------- */
 
@@ -37,38 +41,6 @@ void sc_tcp_release_locked(struct smcr_conn *sc);
  * discarded one may leave a flow of the peer's running: @churn. */
 void sc_hs_done(struct smcr_conn *sc, bool churn);
 
-/* ---- the send side, as the waits see it (smcr_tx.c) ------------------ */
-
-/*
- * Where the send buffer is free again up to: what has completed, or what
- * the peer has consumed, whichever is further. Linux frees only at the
- * completion (net/smc/smc_cdc.c smc_cdc_tx_handler()), but the consumer
- * cursor proves more: the peer read those bytes, so the RDMA WRITE that
- * carried them was executed before the CDC that announced them (one QP,
- * in order), and nothing reads that part of the buffer again. Only a
- * retransmission could, and a responder drops a duplicate WRITE (IBTA
- * C9-105). On rxe the completion comes up to a millisecond after the
- * credit in a stream: freed at the credit, the writer fills the buffer
- * while the window is open instead of after (docs/smcr.md "The stream's
- * cycle"). rx.peer_cons <= rx.tx_sent <= tx_prep (wire/cdc_rx.h), so the
- * free space never exceeds the buffer.
- */
-static inline uint64_t sc_snd_free(const struct smcr_conn *sc)
-{
-	return sc->rx.peer_cons > sc->tx_fin ? sc->rx.peer_cons : sc->tx_fin;
-}
-
-static inline uint64_t sc_snd_room(const struct smcr_conn *sc)
-{
-	return sc->snd_len - (sc->tx_prep - sc_snd_free(sc));
-}
-
-/* The close (or abort) CDC is on the wire, or never will be. */
-static inline bool sc_close_posted(const struct smcr_conn *sc)
-{
-	return sc->closed_sent || sc->abort_sent || sc->err || sc->rx.peer_abort || !sc->tx_pending;
-}
-
 /* ---- readiness and waits (smcr_ready.c) ------------------------------ */
 
 /* What a wait waits for (sc_wait_locked()), and whom a wake wakes
@@ -78,6 +50,12 @@ static inline bool sc_close_posted(const struct smcr_conn *sc)
 #define SC_LINGER 3 /* close: everything sent has completed */
 #define SC_POSTED 4 /* close: its CDC posted (a wait, woken as writers are) */
 
+/* The send side's state, as readiness reads it: where the send buffer is
+ * free again up to, the room it has; the close (or abort) CDC is on the
+ * wire, or never will be. */
+uint64_t sc_snd_free(const struct smcr_conn *sc);
+uint64_t sc_snd_room(const struct smcr_conn *sc);
+bool sc_close_posted(const struct smcr_conn *sc);
 /* Publish readiness on the user's descriptor; requires sc->lock, after
  * every state change. */
 void sc_update_ready_locked(struct smcr_conn *sc);

@@ -6,6 +6,7 @@
  * to an LLC barrier.
  */
 #include "clock.h"
+#include "smcr_conn.h"
 #include "smcr_conn_int.h"
 
 /* The progress thread's tick: each connection's deadlines and due work,

@@ -18,6 +18,7 @@
 
 #include "cdc_rx.h"
 #include "clock.h"
+#include "smcr_conn.h"
 #include "smcr_conn_int.h"
 
 #define EV_FILL_CHUNK 4096
@@ -44,10 +45,40 @@ static bool sc_hup(const struct smcr_conn *sc)
 	return sc_rdhup(sc) && (sc->shut_wr || sc->rx.peer_abort || sc->err);
 }
 
+/*
+ * Where the send buffer is free again up to: what has completed, or what
+ * the peer has consumed, whichever is further. Linux frees only at the
+ * completion (net/smc/smc_cdc.c smc_cdc_tx_handler()), but the consumer
+ * cursor proves more: the peer read those bytes, so the RDMA WRITE that
+ * carried them was executed before the CDC that announced them (one QP,
+ * in order), and nothing reads that part of the buffer again. Only a
+ * retransmission could, and a responder drops a duplicate WRITE (IBTA
+ * C9-105). On rxe the completion comes up to a millisecond after the
+ * credit in a stream: freed at the credit, the writer fills the buffer
+ * while the window is open instead of after (docs/smcr.md "The stream's
+ * cycle"). rx.peer_cons <= rx.tx_sent <= tx_prep (wire/cdc_rx.h), so the
+ * free space never exceeds the buffer.
+ */
+uint64_t sc_snd_free(const struct smcr_conn *sc)
+{
+	return sc->rx.peer_cons > sc->tx_fin ? sc->rx.peer_cons : sc->tx_fin;
+}
+
+uint64_t sc_snd_room(const struct smcr_conn *sc)
+{
+	return sc->snd_len - (sc->tx_prep - sc_snd_free(sc));
+}
+
 static bool sc_writable(const struct smcr_conn *sc)
 {
 	return sc_snd_room(sc) > 0 || sc->err || sc->rx.peer_abort || sc->rx.peer_closed ||
 	       sc->shut_wr || sc->closed;
+}
+
+/* The close (or abort) CDC is on the wire, or never will be. */
+bool sc_close_posted(const struct smcr_conn *sc)
+{
+	return sc->closed_sent || sc->abort_sent || sc->err || sc->rx.peer_abort || !sc->tx_pending;
 }
 
 /* ---- the user's descriptor ------------------------------------------- */

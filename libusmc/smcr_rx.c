@@ -12,6 +12,7 @@
 #include "cdc_rx.h"
 #include "clock.h"
 #include "log.h"
+#include "smcr_conn.h"
 #include "smcr_conn_int.h"
 #include "smcr_ring.h"
 

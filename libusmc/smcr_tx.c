@@ -11,6 +11,7 @@
 
 #include "cdc.h"
 #include "cdc_rx.h"
+#include "smcr_conn.h"
 #include "smcr_conn_int.h"
 #include "smcr_ring.h"
 
