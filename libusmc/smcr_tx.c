@@ -15,6 +15,8 @@
 #include "smcr_conn_int.h"
 #include "smcr_ring.h"
 
+/* ---- a CDC and the writes before it ---------------------------------- */
+
 static uint8_t sc_state_flags(const struct smcr_conn *sc, bool all_sent)
 {
 	uint8_t f = 0;
@@ -162,6 +164,8 @@ void sc_tx_push_locked(struct smcr_conn *sc)
 		;
 }
 
+/* ---- send completions, send queue space ------------------------------ */
+
 void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
 {
 	struct smcr_conn *sc = p->conn;
@@ -196,6 +200,8 @@ void sc_kick_pending(struct lgr *lgr)
 		smcr_conn_put(sc);
 	}
 }
+
+/* ---- the user's send ------------------------------------------------- */
 
 ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock)
 {
