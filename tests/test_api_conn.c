@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * API behaviour over loopback TCP (issue 17): send flags, TCP options on a
+ * API behaviour over loopback TCP: send flags, TCP options on a
  * connection, adopting a listening socket, fork, sized info and stats,
  * errors after a peer reset, environment diagnostics.
  */

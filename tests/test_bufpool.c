@@ -448,7 +448,7 @@ static void test_rekey(void **state)
 }
 
 /* A released RMB keeps its rkey and its "confirmed" mark for the next
- * holder (issue 15: no LLC flow to reuse it); release_dirty() zeroes what
+ * holder (no LLC flow to reuse it); release_dirty() zeroes what
  * the holder says it wrote. */
 static void test_keep_confirmed_and_dirty(void **state)
 {

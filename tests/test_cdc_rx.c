@@ -131,7 +131,7 @@ static struct cdc_msg cdc_fl(uint64_t prod, uint8_t prod_flags, uint8_t cs_flags
 }
 
 /*
- * A Linux peer killed in a lingering close (issue 18): the close comes with
+ * A Linux peer killed in a lingering close (seen by the fault campaign): the close comes with
  * our RMB full and write_blocked set, the rest after it with the close flag
  * still set. Before the hold, the second CDC was CDC_RX_PROD_AFTER_DONE and
  * the reader had EOF at 65,536 of 131,072 bytes.

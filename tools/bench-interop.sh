@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# usmc <-> Linux kernel SMC-R benchmark in the soft-RoCE guest (issues 8, 14),
+# usmc <-> Linux kernel SMC-R benchmark in the soft-RoCE guest (the interop and
+# run-to-completion goals, docs/bench/README.md),
 # all in one guest run over the same rxe pair (host A 10.0.0.1 -> host B 10.0.0.2):
 #   kernel <-> kernel   usmc_bench --api smc on both ends (plain AF_SMC sockets)
 #   usmc   <-> usmc     usmc_bench (libusmc) on both ends

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Two builds of libusmc side by side with the kernel's SMC-R, 64 B round
-# trips in one soft-RoCE guest run (issue 14: an engine change, before and
-# after). Host A 10.0.0.1 -> host B 10.0.0.2:
+# trips in one soft-RoCE guest run (an engine change, before and after). Host A 10.0.0.1 -> host B 10.0.0.2:
 #   kk    kernel <-> kernel   usmc_bench --api smc on both ends
 #   a     usmc <-> usmc       build A's usmc_bench on both ends
 #   b     usmc <-> usmc       build B's usmc_bench on both ends

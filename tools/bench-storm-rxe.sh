@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Storm of short-lived connections over soft-RoCE (issues 7, 15), all in one
+# Storm of short-lived connections over soft-RoCE (the short-connection goal,
+# docs/bench/README.md), all in one
 # guest run: usmc_storm server on host B, its clients on host A, 64-byte
 # request and response per connection, at each STORM_CLIENTS count, side by
 # side:

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The socket API under libusmc-preload.so, over loopback without an RDMA
- * device (issue 16, docs/preload.md). This program knows nothing of
+ * device (docs/preload.md). This program knows nothing of
  * libusmc: it uses plain sockets and runs under usmc_run (CMake runs it
  * so, once as it is and once with USMC_PRELOAD_TEST_GATE=1, which puts
  * non-blocking connects through the gate and helper thread that a device

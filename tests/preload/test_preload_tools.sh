@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Unmodified Debian binaries under usmc_run over loopback, without an RDMA
-# device (issue 16, docs/preload.md): every connection falls back to TCP
+# device (docs/preload.md): every connection falls back to TCP
 # (NOSMCRDEV) and the programs must not notice, while the -vv log shows
 # that libusmc had each connection.
 #   python3 -m http.server + curl: a 4 MiB file, SHA-256 checked (curl also

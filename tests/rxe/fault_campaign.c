@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The fault campaign (issue 18): faults on the wire and in the peers,
+ * The fault campaign: faults on the wire and in the peers,
  * between the soft-RoCE guest's two hosts (tests/rxe/vm-run.sh --setup two
  * --smc, root), for usmc <-> usmc and usmc <-> the kernel's SMC-R in each
  * role. Every byte is checked at its offset (tests/common/pattern.h, through

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A hostile SMC-Rv2 peer for the rxe tests (issue 13): it speaks the real
+ * A hostile SMC-Rv2 peer for the rxe tests: it speaks the real
  * wire, not libusmc's internals. CLC over its own TCP socket, LLC and CDC
  * as SENDs on its own RC QP (raw verbs, as test_rxe_write.c), data as RDMA
  * WRITEs into the server's RMB. Messages are built with libusmc's codecs

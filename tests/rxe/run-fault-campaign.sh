@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault campaign of issue 18 (docs/faults.md) in one command: netem on
+# The fault campaign (docs/faults.md) in one command: netem on
 # the veth pair, the link down and up, peers SIGKILLed at each step, long
 # runs with kills; usmc <-> usmc and usmc <-> the kernel's SMC-R in each
 # role. Runs tests/fault_campaign of a build tree in the soft-RoCE guest,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Asynchronous client handshakes (USMC_CONNECT_ASYNC, issue 15) in the
+ * Asynchronous client handshakes (USMC_CONNECT_ASYNC) in the
  * soft-RoCE guest, one ctest per scenario:
  *
  *   many     USMC_TEST_ASYNC_N (64) connects opened at once from ONE

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * A hostile peer on the real wire (issue 13): a usmc server listens on host
+ * A hostile peer on the real wire: a usmc server listens on host
  * B; the hostile peer (hostile_peer.c: its own TCP socket for CLC, its own
  * RC QP for LLC and CDC, RDMA WRITEs into the server's RMB) connects from
  * host A with a real SMC-Rv2 first contact and then lies. A well-behaved

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * usmc <-> the Linux kernel's SMC-R (issue 8), in the rxe guest with --smc
+ * usmc <-> the Linux kernel's SMC-R, in the rxe guest with --smc
  * --setup two, as root: kernel-compat mode on, one UEID on both ends. Every
  * connection that should be SMC-R is checked on both ends (kernel: smc_diag
  * via smc_kctl; usmc: usmc_conn_info) and a TCP fallback FAILS. Data is
@@ -18,7 +18,7 @@
  *   k2u_sequential         300 connections one after another: 1 link group
  *   u2k_sequential         on each end (kernel: smc_kctl lgr; usmc: stats);
  *                          RMBs reused with their rkeys kept: usmc starts
- *                          no LLC flow in the second half (issue 15)
+ *                          no LLC flow in the second half
  *   k2u_concurrent         50 connections open at once, all in 1 link
  *   u2k_concurrent         group on each end, data on all at the same time;
  *                          twice, the second round on the pooled RMBs
@@ -832,7 +832,7 @@ static void test_killed_usmc_peer(void **state)
 	assert_int_equal(k, 0);
 }
 
-/* ---- the RDMA path cut during a first contact (issue 13 item 1) */
+/* ---- the RDMA path cut during a first contact: one DECLINE crosses */
 
 static int rdmacut_setup(void **state)
 {

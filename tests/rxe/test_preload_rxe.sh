@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rxe test (two hosts, issue 16): unmodified Debian binaries under usmc_run
+# rxe test (two hosts): unmodified Debian binaries under usmc_run
 # on both ends, SMC-R checked on both ends by the preload's per-connection
 # lines (usmc_conn_info() of each connection, -vv) and its exit counters.
 #   nginx on B (master + 2 workers, epoll, sendfile on): curl from A

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Run to completion under stress (issue 14; libusmc/smcr_eng.c): many
+ * Run to completion under stress (libusmc/smcr_eng.c): many
  * connections on ONE link group per side, each direction of each
  * connection written by one thread and read by another, with random chunk
  * sizes and random sleeps, so the engine's token moves between readers,

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * An event loop's round trips cost one wake-up per message, not two
- * (issue 14: "send completions wake nobody unless a writer waits for room
- * or linger runs"). The client drives a 64-byte ping-pong from epoll on
+ * An event loop's round trips cost one wake-up per message, not two:
+ * send completions wake nobody unless a writer waits for room or linger
+ * runs. The client drives a 64-byte ping-pong from epoll on
  * its readiness descriptor, so its link group's progress thread runs the
  * completions; the server is blocking. Every byte is checked. The client's
  * engine counters must show at most WAKE_MAX wake-ups per round trip: the

@@ -26,7 +26,7 @@
  *              sees an error within the TCP hang-up grace time
  *   peerexit   the client closes, then its context ends (DELETE_LINK): the
  *              server still reads all data, then EOF
- *   api        issue 17 in SMC-R mode: MSG_MORE / MSG_NOSIGNAL sends, TCP
+ *   api        the socket-like API in SMC-R mode: MSG_MORE / MSG_NOSIGNAL sends, TCP
  *              options on the CLC socket, SO_RCVBUF/SO_SNDBUF/SO_ERROR
  *              answers, a peer reset seen first by a send: ECONNRESET once,
  *              then EPIPE
@@ -192,7 +192,7 @@ static void run_reuse(void)
 	pthread_join(th, NULL);
 	expect_lgrs(1);
 	/*
-	 * Issue 15: a reused RMB keeps its rkey with the peer, so the steady
+	 * A reused RMB keeps its rkey with the peer, so the steady
 	 * state has no LLC flow per connection. CONFIRM_RKEY (a request and
 	 * its answer) only for the few RMBs the pools grew while a previous
 	 * connection still held one (its peer's close not in yet: on a loaded
@@ -405,7 +405,7 @@ static void run_abort(void)
 	CHECK(!usmc_close(s), "server close");
 }
 
-/* ---- issue 17's API in SMC-R mode ---- */
+/* ---- the socket-like API in SMC-R mode ---- */
 
 static void flow_info(const struct usmc_conn *c, struct usmc_conn_info *info)
 {
@@ -540,7 +540,7 @@ static void run_peerexit(void)
 	CHECK(!usmc_close(s), "server close");
 }
 
-/* ---- the RDMA path cut during a first contact (issue 13 item 1) ---- */
+/* ---- the RDMA path cut during a first contact ---- */
 
 static void roce_restore(void)
 {
@@ -590,7 +590,7 @@ static void run_rdmacut(void)
 	roce_restore();
 }
 
-/* ---- one link group dies, its peer's does not (issue 18) ---- */
+/* ---- one link group dies, its peer's does not ---- */
 
 /* usmc_recv() on @c: an error expected; returns the seconds it took from @t0. */
 static double recv_error(struct usmc_conn *c, const char *who, double t0)
@@ -609,7 +609,7 @@ static double recv_error(struct usmc_conn *c, const char *who, double t0)
  * own link group lives on; it only reads. It must learn from the client's
  * TCP socket (a FIN when the link group died, as Linux's tcp_abort() in
  * smc_close_active_abort()) within the hang-up grace time, not from its own
- * TEST_LINK 30 s later (the fault campaign's linkdown_u2u, issue 18).
+ * TEST_LINK 30 s later (the fault campaign's linkdown_u2u).
  */
 static void run_lgrdown(void)
 {
@@ -636,7 +636,7 @@ static void run_lgrdown(void)
 	roce_restore();
 }
 
-/* ---- closed by us, never by the peer (issue 13 item 3) ---- */
+/* ---- closed by us, never by the peer: reclaimed all the same ---- */
 
 static long rss_kib(void)
 {
@@ -741,7 +741,7 @@ static void run_orphans(void)
  * USMC_TEST_CLOSE_PUT_DELAY_MS: smcr_close() sleeps this long between
  * removing the connection from its link group and dropping its reference,
  * so that the dead peer's link group is found dead and reaped meanwhile
- * (issue 13 item 2: the link group must outlive its connections).
+ * (the link group must outlive its connections).
  */
 void smcr_test_hook_close_put(void)
 {
