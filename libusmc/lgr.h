@@ -130,12 +130,12 @@ struct lgr {
 	atomic_bool stop;
 	int stop_fd;	    /* eventfd: ask the progress thread to stop or to look at the token */
 	int ep;		    /* epoll: completion channel, stop_fd, TCP sockets */
-	atomic_int orphans; /* closed by their user, waiting for the peer (smcr_conn.c) */
+	atomic_int orphans; /* closed by their user, waiting for the peer (smcr_close.c) */
 	atomic_bool tcp_eof_seen;
-	atomic_int tcp_unwatched; /* established, TCP socket not yet watched (smcr_conn.c) */
-	atomic_int eof_holds;	  /* connections whose held EOF has its bound armed (smcr_conn.c) */
+	atomic_int tcp_unwatched; /* established, TCP socket not yet watched (smcr_close.c) */
+	atomic_int eof_holds;	  /* connections whose held EOF has its bound armed (smcr_rx.c) */
 	/* the last barrier behind TCP hang-ups and when it was sent: the
-	 * progress thread's only (smcr_conn.c sc_tick()) */
+	 * progress thread's only (smcr_conn_lgr.c sc_tick()) */
 	uint32_t hup_barrier;
 	long hup_barrier_ms;
 };

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * A writer short of room waits for the peer's credit first, and for its
- * own send completions only when no credit comes (smcr_conn.c
+ * own send completions only when no credit comes (smcr_ready.c
  * sc_wait_credit_locked()). Two parts, one connection, every byte checked:
  *
  * 1. A reader that reads nothing: the server sleeps PAUSE_MS before its
