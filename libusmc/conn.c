@@ -14,10 +14,10 @@
 #include "clock.h"
 #include "conn.h"
 #include "ctx.h"
+#include "error.h"
 #include "kcompat.h"
 #include "smcr_clc.h"
 #include "smcr_conn.h"
-#include "wire_err.h"
 
 /* Client link groups to one server held during a handshake (its caps
  * allow USMC_OPT_MAX_LGRS_PER_PEER, default 8). */
@@ -141,9 +141,7 @@ int conn_apply_handshake(struct usmc_conn *c, int rc, const struct smcr_hs *hs)
 		conn_set_mode(c, USMC_MODE_TCP, hs->reason, hs->peer_declined);
 		return 0;
 	}
-	/* usmc.h promises errnos and USMC_E* codes: a codec's WIRE_E_* is a
-	 * malformed message from the peer */
-	return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
+	return usmc_err_of_wire(rc);
 }
 
 /* ---- connect --------------------------------------------------------- */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <string.h>
 
-#include <usmc/usmc.h>
+#include "error.h"
 
 const char *usmc_strerror(int err)
 {

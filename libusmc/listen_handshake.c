@@ -7,9 +7,9 @@
 #include "clock.h"
 #include "conn.h"
 #include "ctx.h"
+#include "error.h"
 #include "listen_handshake.h"
 #include "smcr_clc.h"
-#include "wire_err.h"
 
 /*
  * The @len bytes of the CLC message read into @buf (or the error reading
@@ -124,7 +124,7 @@ int listen_handshake(struct usmc_conn *c)
 	c->clc_waiting = 0;
 	rc = proposal_of(buf, len, &hdr, &prop);
 	if (rc)
-		return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
+		return usmc_err_of_wire(rc);
 	if (c->opts.v[USMC_OPT_SMC] && prop.version >= CLC_V2)
 		return serve_smcr(c, &prop);
 	/* SMC-R v1 (RoCE v1 GIDs) is not offered: decline in the proposal's

@@ -16,12 +16,12 @@
 #include "bufpool.h"
 #include "clc_io.h"
 #include "clock.h"
+#include "error.h"
 #include "lgr.h"
 #include "log.h"
 #include "reason.h"
 #include "smcr_clc.h"
 #include "smcr_conn.h"
-#include "wire_err.h"
 
 #define SMCR_RELEASE	  CLC_RELEASE_1
 #define SMCR_MIN_CONNS	  16 /* v2.1: fewer is MAXCONNERR */
@@ -92,12 +92,6 @@ static int find_dev(const struct smcr_hs *hs, struct smcr_dev *dev)
 static bool gid_is_addr(const uint8_t gid[SMCR_GID_LEN], struct in_addr addr)
 {
 	return smcr_gid_is_v4mapped(gid) && !memcmp(gid + 12, &addr.s_addr, 4);
-}
-
-/* A codec's WIRE_E_* is the peer's fault: the API says USMC_EPROTO_CLC. */
-static int hs_error(int rc)
-{
-	return wire_is_err(rc) ? USMC_EPROTO_CLC : rc;
 }
 
 static struct lgr_config lgr_config_of(const struct usmc_opts *o)
@@ -555,9 +549,9 @@ int smcr_clc_propose(struct smcr_hs *hs, struct smcr_client *cl)
 	build_proposal(hs->sctx, &cl->dev, &p);
 	len = clc_proposal_encode(&p, buf, sizeof(buf));
 	if (len < 0)
-		return hs_error(len);
+		return usmc_err_of_wire(len);
 	/* THE RULE: the proposal goes right after the connect, never later */
-	return hs_error(clc_io_send(hs->fd, buf, (size_t)len));
+	return usmc_err_of_wire(clc_io_send(hs->fd, buf, (size_t)len));
 }
 
 /* The server's answer to the PROPOSAL, read without waiting: one recv()
@@ -592,7 +586,7 @@ int smcr_clc_answer(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
 		rc = client_after_accept(hs, cl, wait);
 	if (rc == SMCR_HS_AWAIT_LGR)
 		return rc;
-	return hs_error(hs_declined_or(hs, rc));
+	return usmc_err_of_wire(hs_declined_or(hs, rc));
 }
 
 int smcr_clc_connect(struct smcr_hs *hs)
@@ -837,7 +831,7 @@ int smcr_clc_serve_accept(struct smcr_hs *hs, struct smcr_serve *st)
 	if (!reason && find_dev(hs, &st->dev))
 		reason = SMC_CLC_DECL_NOSMCRDEV;
 	if (reason)
-		return hs_error(decline_fallback(hs, reason, false));
+		return usmc_err_of_wire(decline_fallback(hs, reason, false));
 	rc = serve_claim(hs, st);
 	if (rc == SMCR_HS_AWAIT_CLAIM)
 		return rc; /* nothing held yet */
@@ -847,7 +841,7 @@ int smcr_clc_serve_accept(struct smcr_hs *hs, struct smcr_serve *st)
 	st->accepted = rc == SMCR_HS_AWAIT_CONFIRM;
 	if (!st->accepted)
 		smcr_clc_serve_abort(st);
-	return hs_error(rc);
+	return usmc_err_of_wire(rc);
 }
 
 int smcr_clc_serve_confirm(struct smcr_hs *hs, struct smcr_serve *st)
@@ -856,7 +850,7 @@ int smcr_clc_serve_confirm(struct smcr_hs *hs, struct smcr_serve *st)
 					      : reuse_confirm(hs, st);
 
 	smcr_clc_serve_abort(st); /* what the connection did not take */
-	return hs_error(rc);
+	return usmc_err_of_wire(rc);
 }
 
 void smcr_clc_serve_abort(struct smcr_serve *st)
