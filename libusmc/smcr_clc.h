@@ -4,7 +4,9 @@
  * (net/smc/af_smc.c smc_connect_rdma() and smc_listen_work()): PROPOSAL,
  * ACCEPT, CONFIRM, then LLC CONFIRM_LINK on a new link group or
  * CONFIRM_RKEY on a reused one. It answers through struct smcr_hs; the
- * caller (the API object) records the mode.
+ * caller (the API object) records the mode. The client is
+ * smcr_clc_client.c, the server smcr_clc_server.c, what both use
+ * smcr_clc.c.
  */
 #ifndef USMC_SMCR_CLC_H
 #define USMC_SMCR_CLC_H
@@ -72,7 +74,7 @@ struct serve_neg {
  * A server handshake from the PROPOSAL to the client's CONFIRM. Between
  * its two steps it holds a connection (and, on a first contact, a link
  * group that is not yet published and the claim on its peer) while the
- * listener waits for the CONFIRM without a worker (issue 13 item 7).
+ * listener waits for the CONFIRM without a worker.
  */
 struct smcr_serve {
 	struct clc_proposal prop; /* in: the client's, decoded */
@@ -143,5 +145,90 @@ bool smcr_serve_first_contact(const struct smcr_serve *st);
 /* smcr_clc_serve_abort() - release @st without a word to the peer (the
  * connection is being dropped). Safe on a released @st. */
 void smcr_clc_serve_abort(struct smcr_serve *st);
+
+/* ---- between the CLC files (smcr_clc.c and its two roles) --------------- */
+
+#define SMCR_RELEASE	  CLC_RELEASE_1
+#define SMCR_MIN_CONNS	  16 /* v2.1: fewer is MAXCONNERR */
+#define SMCR_MAX_LINKS	  1  /* one link per LGR: no ADD_LINK */
+#define SMCR_FEATURE_MASK 0x0001
+
+/* What the next CLC message turned out to be (values apart from enum
+ * smcr_hs_result, so that neither is taken for the other). */
+enum clc_rx {
+	CLC_RX_MSG = 0,		    /* the expected ACCEPT or CONFIRM, decoded */
+	CLC_RX_DECLINED = 100,	    /* a DECLINE: hs says why, TCP from here */
+	CLC_RX_DECLINED_SYNC = 101, /* a DECLINE with the out-of-sync bit: the
+				       peer lost our link group */
+};
+
+/* The smaller of our MTU and the peer's (0: the peer named none). */
+static inline enum ibv_mtu mtu_min(enum ibv_mtu a, uint8_t b)
+{
+	return b && (enum ibv_mtu)b < a ? (enum ibv_mtu)b : a;
+}
+
+/* The peer's IPv4 address, as the connection kept it or as the socket says. */
+int smcr_hs_peer_ipv4(const struct smcr_hs *hs, struct in_addr *addr);
+
+/* The SMC-R device of the socket's local address; -ENODEV if none. */
+int smcr_hs_find_dev(const struct smcr_hs *hs, struct smcr_dev *dev);
+
+/* The peer's RoCE GID is its TCP address, mapped (SMC-Rv2 direct). */
+bool smcr_clc_gid_is_addr(const uint8_t gid[SMCR_GID_LEN], struct in_addr addr);
+
+/* The link group settings the options ask for. */
+struct lgr_config smcr_clc_lgr_config(const struct usmc_opts *o);
+
+/* A connection on @lgr with the options' buffer sizes (warns when out of them). */
+int smcr_hs_conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc);
+
+/* The first-contact extension of an ACCEPT or CONFIRM. */
+void smcr_clc_fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links);
+
+/* Our half of an ACCEPT or CONFIRM (@type): link, RMB, token. */
+void smcr_clc_fill_ac(struct clc_accept_confirm *m, uint8_t type, struct lgr *lgr,
+		      struct smcr_conn *sc, bool fc);
+
+/* Encode and send an ACCEPT or CONFIRM. */
+int smcr_clc_send_ac(int fd, const struct clc_accept_confirm *m);
+
+/* The peer's RMB as its ACCEPT or CONFIRM describes it. */
+void smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m);
+
+/* CONFIRM_RKEY for @sc's RMB on a reused link group, unless already confirmed. */
+int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc);
+
+/*
+ * smcr_hs_classify() - the CLC message in @buf (@len bytes, or the error of
+ * reading it): the @want type decoded into @ac (CLC_RX_MSG), a DECLINE
+ * (recorded in @hs: CLC_RX_DECLINED*), or a negative error.
+ * smcr_hs_recv() - the same for the next message, read waiting up to
+ * @timeout_ms (it takes hs->waiting bytes at once if the caller saw them).
+ */
+int smcr_hs_classify(struct smcr_hs *hs, const uint8_t *buf, int len, const struct clc_hdr *hdr,
+		     uint8_t want, struct clc_accept_confirm *ac);
+int smcr_hs_recv(struct smcr_hs *hs, uint8_t *buf, size_t cap, uint8_t want,
+		 struct clc_accept_confirm *ac, int timeout_ms);
+
+/* @ms from now, or the handshake's deadline if that comes first. */
+long smcr_hs_deadline(const struct smcr_hs *hs, long ms);
+
+/* How long the next CLC message may take (USMC_OPT_CLC_TIMEOUT_MS, within
+ * the deadline). */
+int smcr_hs_wait_ms(const struct smcr_hs *hs);
+
+/* Send a DECLINE of @reason: SMCR_HS_TCP, or the error sending it. */
+int smcr_hs_decline(struct smcr_hs *hs, uint32_t reason, bool out_of_sync);
+
+/* After a failed first-contact LLC step: the peer's DECLINE if it comes
+ * soon, else ours with @reason. */
+int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason);
+
+/* After a step: a DECLINE received (CLC_RX_DECLINED*) is SMCR_HS_TCP. */
+int smcr_hs_declined_or(struct smcr_hs *hs, int rc);
+
+/* @sc is established on the handshake's socket: SMCR_HS_SMCR. */
+int smcr_hs_established(struct smcr_hs *hs, struct smcr_conn *sc);
 
 #endif
