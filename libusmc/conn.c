@@ -2,8 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,22 +9,16 @@
 #include <unistd.h>
 
 #include "abi.h"
-#include "clock.h"
 #include "conn.h"
+#include "connect_handshake.h"
 #include "ctx.h"
 #include "error.h"
 #include "kcompat.h"
 #include "smcr_clc.h"
 #include "smcr_conn.h"
 
-/* Client link groups to one server held during a handshake (its caps
- * allow USMC_OPT_MAX_LGRS_PER_PEER, default 8). */
-#define LGR_HOLD_MAX 16
-
 /* Largest iovec count accepted by the vector calls (as the kernel's). */
 #define CONN_IOV_MAX 1024
-
-static void chs_free(struct usmc_conn *c);
 
 struct usmc_conn *conn_alloc(struct usmc_ctx *ctx, int fd, const struct usmc_opts *opts,
 			     bool is_server)
@@ -80,25 +72,13 @@ int conn_make_blocking(struct usmc_conn *c)
 	return fcntl(c->fd, F_SETFL, 0) ? -errno : 0;
 }
 
-/*
- * The client socket before the CLC, whose I/O blocks (with its own
- * deadlines). A non-blocking user's calls pass MSG_DONTWAIT, so its socket
- * is made blocking only when a CLC comes next: one that falls back to TCP
- * before any CLC (a kernel-compat server that did not echo the option, as
- * in a storm) keeps O_NONBLOCK and saves the fcntl(). A blocking user's
- * socket was made blocking when the TCP connect ended.
- */
-static int connect_clc_blocking(struct usmc_conn *c)
-{
-	return c->nonblock ? conn_make_blocking(c) : 0;
-}
-
 int conn_dismantle(struct usmc_conn *c)
 {
 	int fd = c->fd;
 
 	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
-	chs_free(c);			/* an asynchronous connect that did not end */
+	connect_hs_free(c->chs);	/* an asynchronous connect that did not end */
+	c->chs = NULL;
 	kcompat_client_forget(c->ctx->kc, &c->kc_ticket);
 	if (c->serve)
 		smcr_clc_serve_abort(c->serve); /* listener closed while it waited */
@@ -157,132 +137,34 @@ static int check_sockaddr(const struct sockaddr *addr, socklen_t len)
 	return -EAFNOSUPPORT;
 }
 
-/*
- * Our link groups to the server answer its LLC at once while a client
- * handshake runs (lgr_hold_peer(): the server may run a CONFIRM_RKEY flow
- * on one before it answers). The peer's address goes to @ss, and
- * hs->peer points at it, so the handshake need not ask again. Returns how
- * many link groups @held holds (lgr_unhold_peer() them).
- */
-static int connect_hold(struct usmc_conn *c, struct smcr_hs *hs, struct sockaddr_storage *ss,
-			struct lgr **held)
+/* The client handshake's inputs from @c (connect_handshake.h). */
+static void conn_client_hs_init(struct usmc_conn *c, struct conn_client_hs *h)
 {
-	socklen_t len = sizeof(*ss);
-	struct in_addr peer = {0};
-
-	/* the address connect() was given is the peer's (usmc_conn_connect()
-	 * kept it): no getpeername() */
-	if (c->peer_len)
-		memcpy(ss, &c->peer, c->peer_len);
-	else if (getpeername(c->fd, (struct sockaddr *)ss, &len))
-		return 0;
-	hs->peer = ss;
-	smcr_addr_ipv4(ss, &peer);
-	return peer.s_addr ? lgr_hold_peer(&c->ctx->rdma, peer, held, LGR_HOLD_MAX) : 0;
-}
-
-/* The client handshake, waiting, with our link groups held meanwhile. */
-static int connect_held(struct usmc_conn *c, struct smcr_hs *hs)
-{
-	struct sockaddr_storage ss;
-	struct lgr *held[LGR_HOLD_MAX];
-	int n = connect_hold(c, hs, &ss, held), rc;
-
-	rc = smcr_clc_connect(hs);
-	hs->peer = NULL; /* @ss ends here; @hs lives on */
-	lgr_unhold_peer(held, n);
-	return rc;
-}
-
-/*
- * What decides the mode of an established client connection before any
- * CLC: 0 when it is decided (TCP: SMC-R disabled, or a kernel-compat
- * server whose SYN-ACK had no SMC option), 1 when the CLC comes next.
- * Without an SMC-R device (or with SMC-R disabled) no CLC byte is ever
- * sent, so the server sees a plain TCP client.
- */
-static int connect_precheck(struct usmc_conn *c)
-{
-	if (!c->opts.v[USMC_OPT_SMC]) {
-		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
-		return 0;
-	}
-	/* kernel-compat: no SMC option on the SYN-ACK, no CLC (kcompat.h) */
-	c->kc_peer = kcompat_client_peer(c->ctx->kc, c->fd, &c->kc_ticket);
-	if (c->kc_peer == KC_PEER_NOSMC) {
-		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
-		return 0;
-	}
-	return 1;
-}
-
-/* No SMC-R device for the local address: TCP. A kernel-compat server that
- * expects CLC gets a DECLINE. */
-static int connect_nodev(struct usmc_conn *c)
-{
-	int rc = kcompat_client_decline(c->kc_peer, c->fd, USMC_REASON_NOSMCRDEV);
-
-	if (rc)
-		return rc;
-	conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_NOSMCRDEV, false);
-	return 0;
+	*h = (struct conn_client_hs){.kc = c->ctx->kc,
+				     .kc_ticket = &c->kc_ticket,
+				     .addr = &c->peer,
+				     .addr_len = c->peer_len,
+				     .nonblock = c->nonblock};
+	conn_hs_init(c, &h->hs);
 }
 
 /* Decide the mode of an established client connection, waiting. */
 static int connect_decide_mode(struct usmc_conn *c)
 {
-	struct smcr_hs hs;
-	int rc = connect_precheck(c);
+	struct conn_client_hs h;
 
-	if (rc <= 0)
-		return rc;
-	rc = connect_clc_blocking(c);
-	if (rc)
-		return rc;
-	conn_hs_init(c, &hs);
-	rc = connect_held(c, &hs);
-	if (rc != SMCR_HS_NODEV)
-		return conn_apply_handshake(c, rc, &hs);
-	return connect_nodev(c);
+	conn_client_hs_init(c, &h);
+	return conn_apply_handshake(c, connect_hs_decide(&h), &h.hs);
 }
 
 /* ---- the asynchronous client handshake (USMC_CONNECT_ASYNC) ---------- */
-
-/* How often a handshake asks again for a link group that a first contact
- * of ours (on another thread) is still setting up. */
-#define CHS_LGR_RETRY_MS 2
-
-/*
- * An asynchronous client handshake between two usmc_connect_finish()
- * calls: the same steps as connect_decide_mode() (smcr_clc_propose(),
- * then smcr_clc_answer() without waiting), with what they need kept here.
- */
-struct conn_client_hs {
-	enum { CHS_TCP, CHS_ANSWER } state; /* TCP connect; PROPOSAL sent */
-	long deadline_ms;		    /* CHS_ANSWER: the answer is due then */
-	struct smcr_hs hs;
-	struct smcr_client cl;
-	struct sockaddr_storage peer; /* hs.peer */
-	struct lgr *held[LGR_HOLD_MAX];
-	int nheld;
-};
-
-static void chs_free(struct usmc_conn *c)
-{
-	struct conn_client_hs *h = c->chs;
-
-	if (!h)
-		return;
-	lgr_unhold_peer(h->held, h->nheld);
-	free(h);
-	c->chs = NULL;
-}
 
 /* The handshake ended: 0 (the mode is set) or an error, which every later
  * call returns too. */
 static int chs_end(struct usmc_conn *c, int rc)
 {
-	chs_free(c);
+	connect_hs_free(c->chs);
+	c->chs = NULL;
 	if (rc) {
 		c->connect_err = rc;
 		return rc;
@@ -291,81 +173,12 @@ static int chs_end(struct usmc_conn *c, int rc)
 	return 0;
 }
 
-/*
- * The TCP connect: 0 when it is done, -EINPROGRESS, or its error. One
- * getsockopt(TCP_INFO), where poll() and SO_ERROR took two, and the order
- * kernel-compat mode needs. The kernel's tcp_finish_connect()
- * (net/ipv4/tcp_input.c) sets ESTABLISHED and then runs the sock_ops
- * program's ACTIVE_ESTABLISHED callback, which records whether the SYN-ACK
- * carried the SMC option, both under the socket's lock. tcp_poll() takes no
- * lock and reports POLLOUT in between, so a poll() then the map lookup could
- * read "no option" for a SYN-ACK that had it, and skip the CLC a kernel
- * server waits for. tcp_get_info() (net/ipv4/tcp.c) reads the state and then
- * takes the lock: a connected state it returns comes with the record done.
- */
-static int tcp_connect_done(struct usmc_conn *c)
+/* A step of the handshake returned @rc: not over yet, or its end. */
+static int chs_step_done(struct usmc_conn *c, int rc)
 {
-	uint8_t state; /* struct tcp_info's first byte: tcpi_state */
-	socklen_t len = sizeof(state);
-	int err = 0;
-
-	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &state, &len))
-		return -errno;
-	if (state == TCP_SYN_SENT)
+	if (rc == SMCR_HS_AWAIT_ANSWER)
 		return -EINPROGRESS;
-	if (state != TCP_CLOSE)
-		return 0; /* connected, perhaps closed by the peer since */
-	len = sizeof(err);
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
-		return -errno;
-	return err ? -err : -ENOTCONN;
-}
-
-_Static_assert(offsetof(struct tcp_info, tcpi_state) == 0, "tcpi_state leads struct tcp_info");
-
-/* TCP is connected: the checks, then the PROPOSAL (never waits). */
-static int chs_propose(struct usmc_conn *c, struct conn_client_hs *h)
-{
-	int rc = connect_precheck(c);
-
-	if (rc <= 0)
-		return chs_end(c, rc);
-	rc = connect_clc_blocking(c);
-	if (rc)
-		return chs_end(c, rc);
-	conn_hs_init(c, &h->hs);
-	h->nheld = connect_hold(c, &h->hs, &h->peer, h->held);
-	rc = smcr_clc_propose(&h->hs, &h->cl);
-	if (rc == SMCR_HS_NODEV)
-		return chs_end(c, connect_nodev(c));
-	if (rc)
-		return chs_end(c, conn_apply_handshake(c, rc, &h->hs));
-	h->deadline_ms = clock_now_ms() + c->opts.v[USMC_OPT_CLC_TIMEOUT_MS];
-	h->state = CHS_ANSWER;
-	return -EINPROGRESS; /* the answer cannot be there yet */
-}
-
-/* The server's answer, and what follows it, without waiting for it. */
-static int chs_answer(struct usmc_conn *c, struct conn_client_hs *h)
-{
-	int rc;
-
-	/* no link group to that server at the PROPOSAL: one may have been set
-	 * up since (many connects at once), on which the server runs its
-	 * CONFIRM_RKEY before it answers us; hold it as connect_hold() would */
-	if (!h->nheld && !h->cl.accepted && h->cl.server.s_addr)
-		h->nheld = lgr_hold_peer(&c->ctx->rdma, h->cl.server, h->held, LGR_HOLD_MAX);
-	rc = smcr_clc_answer(&h->hs, &h->cl, false);
-
-	if (rc == SMCR_HS_AWAIT_LGR)
-		return -EINPROGRESS;
-	if (rc == SMCR_HS_AWAIT_ANSWER) {
-		if (clock_now_ms() < h->deadline_ms)
-			return -EINPROGRESS;
-		rc = -ETIMEDOUT; /* as the waiting handshake's CLC wait */
-	}
-	h->hs.peer = NULL;
-	return chs_end(c, conn_apply_handshake(c, rc, &h->hs));
+	return chs_end(c, conn_apply_handshake(c, rc, &c->chs->hs));
 }
 
 static int connect_finish_async(struct usmc_conn *c)
@@ -376,36 +189,25 @@ static int connect_finish_async(struct usmc_conn *c)
 	if (c->connect_err)
 		return c->connect_err;
 	if (h->state == CHS_ANSWER)
-		return chs_answer(c, h);
-	rc = tcp_connect_done(c);
+		return chs_step_done(c, connect_hs_answer(h));
+	rc = connect_hs_tcp_done(c->fd);
 	if (rc == -EINPROGRESS)
 		return rc;
-	return rc ? chs_end(c, rc) : chs_propose(c, h);
+	if (rc)
+		return chs_end(c, rc);
+	conn_client_hs_init(c, h); /* TCP is connected: the PROPOSAL next */
+	return chs_step_done(c, connect_hs_propose(h));
 }
 
 int usmc_connect_events(struct usmc_conn *c, int *timeout_ms)
 {
-	const struct conn_client_hs *h;
-	long left;
 	int t = 0, ev = 0;
 
 	if (!c || c->is_server || c->fd < 0)
 		return -EINVAL;
-	h = c->chs;
-	if (c->mode != USMC_MODE_CONNECTING || c->connect_err) {
-		/* nothing to wait for: usmc_connect_finish() says how it ended */
-	} else if (!h || h->state == CHS_TCP) {
-		ev = POLLOUT; /* the TCP connect; its own timeout */
-		t = -1;
-	} else if (h->cl.accepted) {
-		/* a first contact of ours sets up the link group: ask again soon */
-		left = h->cl.reuse_deadline_ms - clock_now_ms();
-		t = left < CHS_LGR_RETRY_MS ? (left > 0 ? (int)left : 0) : CHS_LGR_RETRY_MS;
-	} else {
-		ev = POLLIN;
-		left = h->deadline_ms - clock_now_ms();
-		t = left > 0 ? (int)left : 0;
-	}
+	/* else nothing to wait for: usmc_connect_finish() says how it ended */
+	if (c->mode == USMC_MODE_CONNECTING && !c->connect_err)
+		ev = connect_hs_events(c->chs, &t);
 	if (timeout_ms)
 		*timeout_ms = t;
 	return ev;
@@ -428,18 +230,6 @@ int usmc_conn_create(struct usmc_ctx *ctx, struct usmc_conn **out)
 	return 0;
 }
 
-static int wait_connected(int fd)
-{
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
-
-		if (poll(&p, 1, -1) >= 0)
-			return 0;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
 /* Connect c->fd, a non-blocking TCP socket the connection owns. */
 static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr, socklen_t addrlen,
 			       unsigned int flags)
@@ -449,7 +239,7 @@ static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr,
 	atomic_store(&c->st_fd, c->fd);
 	c->nonblock = flags & USMC_NONBLOCK;
 	if (c->nonblock && (flags & USMC_CONNECT_ASYNC)) {
-		c->chs = calloc(1, sizeof(*c->chs));
+		c->chs = connect_hs_new();
 		if (!c->chs)
 			return -ENOMEM;
 	}
@@ -462,7 +252,7 @@ static int conn_connect_socket(struct usmc_conn *c, const struct sockaddr *addr,
 		return -errno;
 	if (c->nonblock)
 		return 0;
-	rc = wait_connected(c->fd);
+	rc = connect_hs_wait_tcp(c->fd);
 	return rc ? rc : usmc_connect_finish(c);
 }
 
@@ -558,7 +348,7 @@ int usmc_connect_finish(struct usmc_conn *c)
 		return 0;
 	if (c->chs || c->connect_err)
 		return connect_finish_async(c);
-	rc = tcp_connect_done(c);
+	rc = connect_hs_tcp_done(c->fd);
 	if (rc)
 		return rc;
 	if (!c->nonblock && (rc = conn_make_blocking(c))) /* its TCP calls block */

@@ -46,7 +46,8 @@ struct usmc_conn {
 	uint64_t t_accept_ns; /* listener: when the accept thread took it (CLOCK_MONOTONIC) */
 	struct usmc_opts opts;
 	struct smcr_serve *serve; /* listener: a handshake between ACCEPT and CONFIRM */
-	/* client, USMC_CONNECT_ASYNC: the handshake until it ends (conn.c) */
+	/* client, USMC_CONNECT_ASYNC: the handshake until it ends
+	 * (connect_handshake.h) */
 	struct conn_client_hs *chs;
 	int connect_err; /* client, USMC_CONNECT_ASYNC: how it failed, for every later call */
 	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
