@@ -376,6 +376,16 @@ static int conn_ready(struct usmc_conn *c)
 	return rc == -EINPROGRESS ? -EAGAIN : rc;
 }
 
+/* What every vector call checks first: its arguments (@flags within
+ * @allowed), then that the connection is ready for data. */
+static int conn_io_start(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags,
+			 int allowed)
+{
+	if (!c || iovcnt < 0 || iovcnt > CONN_IOV_MAX || (iovcnt && !iov) || (flags & ~allowed))
+		return -EINVAL;
+	return conn_ready(c);
+}
+
 static int io_flags(const struct usmc_conn *c, int flags)
 {
 	return MSG_NOSIGNAL | (c->nonblock ? MSG_DONTWAIT : 0) | flags;
@@ -457,13 +467,9 @@ static ssize_t smcr_send_error(struct usmc_conn *c, ssize_t n)
 
 ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
+	int rc = conn_io_start(c, iov, iovcnt, flags, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE);
 	ssize_t n;
-	int rc;
 
-	if (!c || iovcnt < 0 || iovcnt > CONN_IOV_MAX || (iovcnt && !iov) ||
-	    (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE)))
-		return -EINVAL;
-	rc = conn_ready(c);
 	if (rc)
 		return rc;
 	/* MSG_NOSIGNAL: every send is MSG_NOSIGNAL (io_flags()). MSG_MORE goes
@@ -480,13 +486,9 @@ ssize_t usmc_sendv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int
 
 ssize_t usmc_recvv(struct usmc_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
+	int rc = conn_io_start(c, iov, iovcnt, flags, MSG_DONTWAIT | MSG_WAITALL | MSG_PEEK);
 	ssize_t n;
-	int rc;
 
-	if (!c || iovcnt < 0 || iovcnt > CONN_IOV_MAX || (iovcnt && !iov) ||
-	    (flags & ~(MSG_DONTWAIT | MSG_WAITALL | MSG_PEEK)))
-		return -EINVAL;
-	rc = conn_ready(c);
 	if (rc)
 		return rc;
 	if (c->smcr)
