@@ -14,7 +14,7 @@
 
 #include "conn.h"
 #include "handshake_pool.h"
-#include "listen.h"
+#include "listen_policy.h"
 #include "opts.h"
 
 static void test_backlog_room(void **state)

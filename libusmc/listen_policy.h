@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The listener's decisions as pure functions, no I/O and no listener
+ * (unit-tested in tests/test_listen_policy.c): backlog room, congestion,
+ * admission by cost in a storm, the handshake-time histogram.
+ * docs/listener.md says why each rule is what it is.
+ */
+#ifndef USMC_LISTEN_POLICY_H
+#define USMC_LISTEN_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Refused SMC clients in a storm (listen_storm_demand()). */
+#define LISTEN_DEMAND_WINDOW_MS 250
+
+struct listen_demand {
+	int64_t since_ns; /* the window's start */
+	uint64_t n;	  /* SMC clients refused in it */
+};
+
+/* How many more connections the accept thread may take now: the backlog
+ * cap counts every connection being probed, in the handshake, or queued
+ * for usmc_accept(). */
+unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued,
+				 unsigned int backlog);
+
+/* Is the handshake pool congested? @depth handshakes wait for a worker;
+ * @threshold is the effective USMC_OPT_HS_CONGESTION (opts_hs_congestion). */
+bool listen_hs_congested(unsigned int depth, long threshold);
+
+/* Should an SMC client be declined at once instead of queued? */
+bool listen_decline_at_once(bool auto_fallback, unsigned int depth, long threshold);
+
+/*
+ * Admission by cost. A storm is a queue that reached its
+ * threshold within the last hold (listen_storm_renew()). Outside a storm
+ * every SMC client is admitted (a load the workers keep up with gets SMC-R
+ * for every connection); in a storm one is admitted only when no handshake
+ * waits and the budget allows: at most one per LISTEN_BUDGET_DIV handshake
+ * times, i.e. SMC-R handshakes take at most 1/LISTEN_BUDGET_DIV of one
+ * worker while it lasts, so the storm runs at about TCP's rate.
+ */
+#define LISTEN_STORM_HOLD_MS	 1000 /* a first storm's hold */
+#define LISTEN_STORM_HOLD_MAX_MS 8000 /* a storm that keeps coming back */
+#define LISTEN_BUDGET_DIV	 10
+#define LISTEN_HS_COST_DEFAULT	 (10 * 1000 * 1000L) /* ns, before one is measured */
+
+enum listen_admit {
+	LISTEN_ADMIT,	      /* to the handshake pool */
+	LISTEN_DECLINE_QUEUE, /* the queue is at its threshold */
+	LISTEN_DECLINE_BUDGET /* a storm, and its budget is spent */
+};
+
+struct listen_admit_state {
+	int64_t storm_until_ns; /* in, out */
+	int64_t storm_hold_ns;	/* in, out: 0 before the first storm */
+	int64_t next_admit_ns;	/* in, out: moved on when a storm admits */
+};
+
+/*
+ * Demand in a storm. The queue cannot tell whether a storm goes on: the
+ * storm's SMC clients are refused before it. So the accept thread counts
+ * them, and a storm whose refused SMC clients, over a window of
+ * LISTEN_DEMAND_WINDOW_MS, would have kept all @workers busy at @hs_cost_ns
+ * each is extended by one hold. A load the workers could serve ends its
+ * storm within a hold and gets SMC-R again. Pure; returns true to extend.
+ */
+bool listen_storm_demand(int64_t now_ns, int64_t hs_cost_ns, long workers, struct listen_demand *d);
+
+/*
+ * An arrival at a congested queue at @now_ns: the storm starts or goes on
+ * for one hold (pure). A storm that starts again within one hold of the
+ * last one's end holds twice as long, up to LISTEN_STORM_HOLD_MAX_MS; one
+ * after a longer calm holds LISTEN_STORM_HOLD_MS again. Why: in a storm
+ * the listener falls back at SYN time, so its queue stays short and
+ * nothing says the load goes on. A load that congests the queue again as
+ * soon as the hold ends makes the storm flap, and each flap answers a
+ * burst of SMC SYNs with the option (kernel-compat): each one then costs a
+ * CLC DECLINE or an SMC-R handshake, several times a TCP connection.
+ */
+void listen_storm_renew(int64_t now_ns, struct listen_admit_state *st);
+
+/* The decision at @now_ns for a queue of @depth waiting handshakes (pure). */
+enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,
+				    int64_t now_ns, int64_t hs_cost_ns,
+				    struct listen_admit_state *st);
+
+/* Histogram bucket of a handshake that took @us microseconds. */
+unsigned int listen_hist_bucket(uint64_t us);
+
+#endif
