@@ -3,34 +3,49 @@
  * The accept4 backend (accept_backend.h): the listen socket sits in the
  * accept thread's epoll set (level-triggered) while the listener has room,
  * and each of its events takes a burst of non-blocking accept4() calls,
- * checked one by one against the backlog cap. Used where io_uring cannot
- * run (before Linux 6.1, kernel.io_uring_disabled, seccomp, valgrind) or
- * is switched off (USMC_OPT_ACCEPT_URING=0), and by the io_uring backend
- * for the last connections up to the cap.
+ * bounded by the backlog cap. Used where io_uring cannot run (before Linux
+ * 6.1, kernel.io_uring_disabled, seccomp, valgrind) or is switched off
+ * (USMC_OPT_ACCEPT_URING=0), and by the io_uring backend for the last
+ * connections up to the cap.
  */
 #include <errno.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "accept_backend.h"
-#include "listen.h"
+#include "listen_core.h"
+
+/* Whether the listen socket is polled for EPOLLIN in the epoll set. */
+static void poll_lfd(struct usmc_listener *l, bool in)
+{
+	struct epoll_event ev = {.events = in ? EPOLLIN : 0, .data.ptr = ACCEPT_TAG_LFD(l)};
+
+	if (l->lfd_in != in && !epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev)) {
+		l->lfd_in = in;
+		l->lfd_unread = in;
+	}
+}
 
 void accept_epoll_take(struct usmc_listener *l, unsigned int room)
 {
-	accept_poll_lfd(l, room > 0);
+	poll_lfd(l, room > 0);
 }
 
-void accept_epoll_burst(struct usmc_listener *l)
+unsigned int accept_epoll_burst(struct usmc_listener *l, int *fds, unsigned int max)
 {
-	while (accept_room(l) > 0) {
+	unsigned int n = 0;
+
+	while (n < max) {
 		int fd = accept4(l->lfd, NULL, NULL, ACCEPT_FLAGS);
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			return; /* EAGAIN, or EMFILE & co: retried on the next event */
+			break; /* EAGAIN, or EMFILE & co: retried on the next event */
 		}
-		accept_one(l, fd);
+		fds[n++] = fd;
 	}
+	return n;
 }
 
 static bool epoll_setup(struct usmc_listener *l)
@@ -38,9 +53,16 @@ static bool epoll_setup(struct usmc_listener *l)
 	return true; /* the epoll set is the accept thread's, always there */
 }
 
-static void epoll_serve_held(struct usmc_listener *l)
+static int epoll_wait_ms(struct usmc_listener *l, int timeout_ms)
 {
-	/* accept4() stops at the cap: nothing is ever held back */
+	return timeout_ms; /* the thread sleeps in its epoll set */
+}
+
+static int epoll_next(struct usmc_listener *l, unsigned int room)
+{
+	/* accept4() stops at the cap: nothing is ever held back, and the
+	 * bursts go to the accept thread as they are taken */
+	return -1;
 }
 
 static void epoll_teardown(struct usmc_listener *l)
@@ -51,8 +73,8 @@ static void epoll_teardown(struct usmc_listener *l)
 const struct accept_backend_ops accept_epoll_ops = {
 	.name = "accept4",
 	.setup = epoll_setup,
-	.serve_held = epoll_serve_held,
 	.take = accept_epoll_take,
-	.wait = accept_dispatch_epoll,
+	.wait = epoll_wait_ms,
+	.next = epoll_next,
 	.teardown = epoll_teardown,
 };

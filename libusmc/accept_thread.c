@@ -6,9 +6,9 @@
  * every connection being probed and, when connections are taken with
  * accept4(), the listen socket (level-triggered). How it takes connections
  * and where it sleeps is its accept backend's business (accept_backend.h:
- * io_uring multishot accept, or accept4); this file holds what both share:
- * the loop, what happens to each accepted socket, and flow control at the
- * backlog cap.
+ * io_uring multishot accept, or accept4); the backend hands back what it
+ * took. This file holds what both share: the loop, what happens to each
+ * accepted socket, and flow control at the backlog cap.
  *
  * The thread never waits on a handshake: SMC clients go to the handshake
  * pool (handshake_pool.c), plain clients straight to the accept queue.
@@ -22,25 +22,17 @@
 #include <unistd.h>
 
 #include "accept_backend.h"
+#include "accept_thread.h"
 #include "clock.h"
 #include "conn.h"
 #include "ctx.h"
-#include "listen.h"
+#include "listen_core.h"
 #include "probe.h"
 #include "thread_name.h"
 
 #define ACCEPT_EVENTS 64
-
-/* epoll data for the non-connection descriptors */
-static char lfd_tag, wake_tag;
-
-/* Room for connections in the listener proper (the stash of io_uring mode
- * is not in it: docs/listener.md, "Backlog"). */
-unsigned int accept_room(struct usmc_listener *l)
-{
-	return listen_backlog_room(atomic_load(&l->in_handshake), atomic_load(&l->queued),
-				   (unsigned int)l->backlog);
-}
+/* accept4() calls between two looks at the listener's room */
+#define ACCEPT_BURST 64
 
 /* Accept thread only writes it, so a plain compare-and-store suffices. */
 static void note_backlog_high(struct usmc_listener *l)
@@ -74,22 +66,8 @@ static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
 	return false;
 }
 
-/* Kernel-compat: what the handshake said. Every accepted socket goes
- * through it once, whatever becomes of it, so that the listener's count of
- * the sockets it took stays the program's (kcompat_server_peer()). */
-static enum kc_peer accepted_peer(struct usmc_listener *l, int fd)
-{
-	return kcompat_server_peer(l->ctx->kc, &l->kc, fd);
-}
-
-void accept_refuse(struct usmc_listener *l, int fd)
-{
-	(void)accepted_peer(l, fd);
-	close(fd);
-	atomic_fetch_add(&l->hs_failed, 1);
-}
-
-void accept_one(struct usmc_listener *l, int fd)
+/* Probe, classify or queue a socket just taken from the kernel. */
+static void accept_one(struct usmc_listener *l, int fd)
 {
 	struct usmc_opts o;
 	struct usmc_conn *c;
@@ -98,10 +76,10 @@ void accept_one(struct usmc_listener *l, int fd)
 	atomic_fetch_add(&l->accepted, 1);
 	c = conn_alloc(l->ctx, fd, &o, true);
 	if (!c) {
-		accept_refuse(l, fd);
+		listener_refuse(l, fd);
 		return;
 	}
-	c->kc_peer = accepted_peer(l, fd);
+	c->kc_peer = listener_accepted_peer(l, fd);
 	c->t_accept_ns = clock_now_ns();
 	if (!o.v[USMC_OPT_SMC]) {
 		listener_finish_tcp(l, c, USMC_REASON_DISABLED);
@@ -135,7 +113,24 @@ static void wake_event(struct usmc_listener *l)
 	}
 }
 
-void accept_dispatch_epoll(struct usmc_listener *l, int timeout_ms)
+/* The listen socket is readable: take what the kernel queued, up to the
+ * room there is. */
+static void accept_burst(struct usmc_listener *l)
+{
+	int fds[ACCEPT_BURST];
+	unsigned int room, want, n;
+
+	do {
+		room = listener_room(l);
+		want = room < ACCEPT_BURST ? room : ACCEPT_BURST;
+		n = want ? accept_epoll_burst(l, fds, want) : 0;
+		for (unsigned int i = 0; i < n; i++)
+			accept_one(l, fds[i]);
+	} while (want && n == want);
+}
+
+/* Wait up to @timeout_ms on the epoll set and handle its events. */
+static void dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 {
 	struct epoll_event evs[ACCEPT_EVENTS];
 	int n;
@@ -143,23 +138,22 @@ void accept_dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 	l->lfd_unread = false;
 	n = epoll_wait(l->epfd, evs, ACCEPT_EVENTS, timeout_ms);
 	for (int i = 0; i < n; i++) {
-		if (evs[i].data.ptr == &lfd_tag)
-			accept_epoll_burst(l);
-		else if (evs[i].data.ptr == &wake_tag)
+		if (evs[i].data.ptr == ACCEPT_TAG_LFD(l))
+			accept_burst(l);
+		else if (evs[i].data.ptr == ACCEPT_TAG_WAKE(l))
 			wake_event(l);
 		else
 			probe_event(l, evs[i].data.ptr);
 	}
 }
 
-void accept_poll_lfd(struct usmc_listener *l, bool in)
+/* Serve the sockets the backend took, while the listener has room. */
+static void serve_taken(struct usmc_listener *l)
 {
-	struct epoll_event ev = {.events = in ? EPOLLIN : 0, .data.ptr = &lfd_tag};
+	int fd;
 
-	if (l->lfd_in != in && !epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev)) {
-		l->lfd_in = in;
-		l->lfd_unread = in;
-	}
+	while ((fd = l->ab->next(l, listener_room(l))) >= 0)
+		accept_one(l, fd);
 }
 
 /*
@@ -169,16 +163,16 @@ void accept_poll_lfd(struct usmc_listener *l, bool in)
  * the threads that free room decrement a count before they look at
  * paused: one of the two always sees the other, so no wake-up is lost.
  */
-void accept_flow_control(struct usmc_listener *l)
+static void accept_flow_control(struct usmc_listener *l)
 {
 	unsigned int room;
 
-	l->ab->serve_held(l);
-	room = accept_room(l);
+	serve_taken(l);
+	room = listener_room(l);
 	if (!room) {
 		bool was = atomic_exchange(&l->paused, true);
 
-		room = accept_room(l);
+		room = listener_room(l);
 		if (!room) {
 			if (!was) {
 				atomic_fetch_add(&l->backlog_full, 1);
@@ -233,14 +227,39 @@ static void accept_thread_start(struct usmc_listener *l)
 	pthread_mutex_unlock(&l->start_lock);
 }
 
+/* Sleep where the backend says, then serve what came: the sockets it took,
+ * then the epoll set's events. */
+static void accept_round(struct usmc_listener *l)
+{
+	int epoll_ms = l->ab->wait(l, probe_next_timeout(l));
+
+	serve_taken(l);
+	if (epoll_ms != ACCEPT_EPOLL_SKIP)
+		dispatch_epoll(l, epoll_ms);
+}
+
+/* Watch the handshakes that workers parked since the last round. */
+static void watch_parked(struct usmc_listener *l)
+{
+	struct usmc_conn *c = listener_take_parked(l);
+
+	while (c) {
+		struct usmc_conn *next = c->next;
+
+		c->next = NULL;
+		probe_park(l, c);
+		c = next;
+	}
+}
+
 void *accept_thread_main(void *arg)
 {
 	struct usmc_listener *l = arg;
 
 	accept_thread_start(l);
 	while (!atomic_load(&l->stopping)) {
-		l->ab->wait(l, probe_next_timeout(l));
-		listener_take_parked(l);
+		accept_round(l);
+		watch_parked(l);
 		probes_expire(l);
 		accept_flow_control(l);
 	}
@@ -250,7 +269,7 @@ void *accept_thread_main(void *arg)
 
 int accept_thread_fds(struct usmc_listener *l)
 {
-	struct epoll_event ev = {.events = 0, .data.ptr = &lfd_tag};
+	struct epoll_event ev = {.events = 0, .data.ptr = ACCEPT_TAG_LFD(l)};
 
 	l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -260,17 +279,8 @@ int accept_thread_fds(struct usmc_listener *l)
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev))
 		return -errno;
 	ev.events = EPOLLIN;
-	ev.data.ptr = &wake_tag;
+	ev.data.ptr = ACCEPT_TAG_WAKE(l);
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev))
 		return -errno;
 	return 0;
-}
-
-void accept_thread_wake(struct usmc_listener *l)
-{
-	uint64_t one = 1;
-
-	if (write(l->wakefd, &one, sizeof(one)) < 0) {
-		/* the counter is saturated: the thread is awake anyway */
-	}
 }

@@ -26,7 +26,7 @@
 
 #include "accept_backend.h"
 #include "clock.h"
-#include "listen.h"
+#include "listen_core.h"
 
 #define ACCEPT_RING_ENTRIES 64 /* SQ size; the CQ gets twice as many */
 #define RING_UD_ACCEPT	    1  /* user_data of the multishot accept */
@@ -44,13 +44,18 @@ struct accept_ring {
 	bool armed;	 /* a multishot accept is outstanding */
 	bool cancelling; /* and its cancellation was submitted */
 	bool polling;	 /* its multishot poll on the epoll set is armed */
+	bool served;	 /* next() just handed out a socket the ring took */
 	struct io_uring ring;
-	/* sockets the ring accepted while the listener was at its cap: a
-	 * multishot accept drains the kernel's whole accept queue at once,
-	 * and completions in flight when the cancel goes out still come.
-	 * Served first, in order, when there is room. */
+	/*
+	 * The sockets the ring accepted, in order, from stash[head] on: first
+	 * @nheld held back at the cap, then those the last wait() reaped, not
+	 * served yet. A multishot accept drains the kernel's whole accept
+	 * queue at once, and completions in flight when the cancel goes out
+	 * still come: what the listener has no room for stays here, and is
+	 * served first, in order, when there is room.
+	 */
 	int *stash;
-	unsigned int nstash, stash_cap;
+	unsigned int head, nstash, stash_cap, nheld;
 };
 
 static struct accept_ring *ring_of(struct usmc_listener *l)
@@ -107,38 +112,49 @@ static int ring_poll_epoll(struct usmc_listener *l)
 	return rc;
 }
 
-/* A socket the ring accepted while the listener is at its cap (or behind
- * older stashed ones): keep it for later, in order. */
+/* A socket the ring accepted, behind the others. */
 static void stash_push(struct usmc_listener *l, int fd)
 {
 	struct accept_ring *ar = ring_of(l);
 
+	if (ar->head && ar->nstash == ar->stash_cap) { /* room at the front */
+		ar->nstash -= ar->head;
+		memmove(ar->stash, ar->stash + ar->head, ar->nstash * sizeof(*ar->stash));
+		ar->head = 0;
+	}
 	if (ar->nstash == ar->stash_cap) {
 		unsigned int cap = ar->stash_cap ? 2 * ar->stash_cap : STASH_INITIAL;
-		int *s = realloc(ar->stash, cap * sizeof(*s));
+		int *st = realloc(ar->stash, cap * sizeof(*st));
 
-		if (!s) {
-			accept_refuse(l, fd); /* out of memory: the client sees a reset */
+		if (!st) {
+			listener_refuse(l, fd); /* out of memory: the client sees a reset */
 			return;
 		}
-		ar->stash = s;
+		ar->stash = st;
 		ar->stash_cap = cap;
 	}
 	ar->stash[ar->nstash++] = fd;
-	if (ar->nstash > atomic_load(&l->stash_high))
-		atomic_store(&l->stash_high, ar->nstash);
 }
 
-static void ring_serve_held(struct usmc_listener *l)
+/* The oldest socket of the stash, taken off it. */
+static int stash_pop(struct accept_ring *ar)
+{
+	int fd = ar->stash[ar->head++];
+
+	if (ar->head == ar->nstash)
+		ar->head = ar->nstash = 0;
+	return fd;
+}
+
+/* The listener is at its cap, or sockets are held already (they go
+ * first): hold back all that the last wait() reaped. */
+static void stash_hold_all(struct usmc_listener *l)
 {
 	struct accept_ring *ar = ring_of(l);
 
-	while (ar->nstash && accept_room(l)) {
-		int fd = ar->stash[0];
-
-		memmove(ar->stash, ar->stash + 1, --ar->nstash * sizeof(*ar->stash));
-		accept_one(l, fd);
-	}
+	ar->nheld = ar->nstash - ar->head;
+	if (ar->nheld > atomic_load(&l->stash_high))
+		atomic_store(&l->stash_high, ar->nheld);
 }
 
 /*
@@ -164,16 +180,32 @@ static void ring_take(struct usmc_listener *l, unsigned int room)
 	accept_epoll_take(l, room); /* accept4 up to the cap */
 }
 
-/* One socket from the ring. */
-static void ring_took(struct usmc_listener *l, int fd)
+/*
+ * next() (accept_backend.h): the sockets held back go first; one the last
+ * wait() reaped is served at once only while nothing is held and there is
+ * room, else it is held behind the others.
+ */
+static int ring_next(struct usmc_listener *l, unsigned int room)
 {
-	if (ring_of(l)->nstash || !accept_room(l)) {
-		stash_push(l, fd);
-		return;
+	struct accept_ring *ar = ring_of(l);
+	bool fresh = ar->nstash - ar->head > ar->nheld;
+
+	/* the socket handed out last went in: cancel the multishot accept
+	 * now if the room ran low, not after the whole batch */
+	if (ar->served && room <= ring_min_room(l))
+		ring_take(l, room);
+	ar->served = false;
+	if (fresh && (ar->nheld || !room)) {
+		stash_hold_all(l);
+		return -1;
 	}
-	accept_one(l, fd);
-	if (accept_room(l) <= ring_min_room(l))
-		accept_flow_control(l); /* cancel now, not after the whole batch */
+	if (!room || ar->nstash == ar->head)
+		return -1;
+	if (fresh)
+		ar->served = true;
+	else
+		ar->nheld--;
+	return stash_pop(ar);
 }
 
 /* The kernel cannot do multishot accept: use accept4 from now on. */
@@ -189,9 +221,9 @@ static void ring_accepted(struct usmc_listener *l, const struct io_uring_cqe *cq
 	struct accept_ring *ar = ring_of(l);
 
 	if (!(cqe->flags & IORING_CQE_F_MORE))
-		ar->armed = ar->cancelling = false; /* accept_flow_control() re-arms */
+		ar->armed = ar->cancelling = false; /* re-armed by the next take() */
 	if (cqe->res >= 0)
-		ring_took(l, cqe->res);
+		stash_push(l, cqe->res);
 	else if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP)
 		ring_give_up(l);
 }
@@ -220,10 +252,10 @@ static bool ring_reap_all(struct usmc_listener *l)
 
 /*
  * Sleep in the ring until a completion or @timeout_ms (the next probe
- * deadline), then handle every completion, and the epoll set if its poll
- * fired.
+ * deadline), then reap every completion (the sockets go to next()), and
+ * say whether the epoll set is to be read: its poll fired.
  */
-static void ring_wait(struct usmc_listener *l, int timeout_ms)
+static int ring_wait(struct usmc_listener *l, int timeout_ms)
 {
 	struct accept_ring *ar = ring_of(l);
 	struct __kernel_timespec ts;
@@ -237,10 +269,8 @@ static void ring_wait(struct usmc_listener *l, int timeout_ms)
 	 * ring's poll would sleep through connections queued before: read the
 	 * set once instead of sleeping.
 	 */
-	if (l->lfd_unread) {
-		accept_dispatch_epoll(l, 0);
-		return;
-	}
+	if (l->lfd_unread)
+		return 0;
 	/* without its poll the epoll set is looked at on every round */
 	if (ring_poll_epoll(l))
 		timeout_ms = timeout_ms < 0 || timeout_ms > RING_STOP_WAIT_MS ? RING_STOP_WAIT_MS
@@ -248,9 +278,8 @@ static void ring_wait(struct usmc_listener *l, int timeout_ms)
 	ts.tv_sec = timeout_ms / 1000;
 	ts.tv_nsec = (long long)(timeout_ms % 1000) * (long long)CLOCK_NSEC_PER_MSEC;
 	if (io_uring_wait_cqe_timeout(&ar->ring, &cqe, timeout_ms < 0 ? NULL : &ts) && ar->polling)
-		return; /* timed out (probes_expire() follows) or interrupted */
-	if (ring_reap_all(l) || !ar->polling)
-		accept_dispatch_epoll(l, 0);
+		return ACCEPT_EPOLL_SKIP; /* timed out (probes_expire() follows) or interrupted */
+	return ring_reap_all(l) || !ar->polling ? 0 : ACCEPT_EPOLL_SKIP;
 }
 
 /*
@@ -323,7 +352,7 @@ static void ring_teardown(struct usmc_listener *l)
 	}
 	while (!io_uring_peek_cqe(&ar->ring, &cqe))
 		ring_reap(ar, cqe);
-	for (unsigned int i = 0; i < ar->nstash; i++)
+	for (unsigned int i = ar->head; i < ar->nstash; i++)
 		close(ar->stash[i]);
 	free(ar->stash);
 	io_uring_queue_exit(&ar->ring);
@@ -334,8 +363,8 @@ static void ring_teardown(struct usmc_listener *l)
 const struct accept_backend_ops accept_uring_ops = {
 	.name = "io_uring",
 	.setup = ring_setup,
-	.serve_held = ring_serve_held,
 	.take = ring_take,
 	.wait = ring_wait,
+	.next = ring_next,
 	.teardown = ring_teardown,
 };

@@ -7,7 +7,7 @@
 #include "abi.h"
 #include "conn.h"
 #include "ctx.h"
-#include "listen.h"
+#include "listen_core.h"
 #include "stat.h"
 #include "kcompat.h"
 #include "log.h"

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The listener object and its API (docs/listener.md): usmc_listen() opens
- * the kernel listen socket and starts the handshake pool and the accept
- * thread (accept_thread.c); connections reach usmc_accept() through the
- * accept queue here, from the accept thread (plain TCP clients, at-once
- * DECLINEs) or from a handshake worker (handshake() below).
+ * The listener's API (docs/listener.md): usmc_listen() opens the kernel
+ * listen socket and starts the handshake pool and the accept thread
+ * (accept_thread.c); connections reach usmc_accept() through the accept
+ * queue (listen_core.c), from the accept thread (plain TCP clients,
+ * at-once DECLINEs) or from a handshake worker (listener_hs_worker()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,280 +18,13 @@
 #include <unistd.h>
 
 #include "abi.h"
-#include "clock.h"
+#include "accept_thread.h"
 #include "conn.h"
 #include "ctx.h"
-#include "listen.h"
-#include "listen_handshake.h"
+#include "listen_core.h"
 #include "probe.h"
 
 #define LISTEN_BACKLOG_MAX 65535
-
-/* ---- accounting ---------------------------------------------------------- */
-
-void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c)
-{
-	uint64_t us = (clock_now_ns() - c->t_accept_ns) / CLOCK_NSEC_PER_USEC;
-
-	atomic_fetch_add_explicit(&l->hs_hist[listen_hist_bucket(us)], 1, memory_order_relaxed);
-}
-
-/* ---- accept queue ------------------------------------------------------ */
-
-/*
- * The accept queue's fd (usmc_listener_fd()) is an eventfd that is
- * readable exactly while the queue holds a connection. It is written when
- * the queue becomes non-empty and drained when it becomes empty, both
- * under qlock, so it never disagrees with the queue once the lock is
- * released: two system calls per batch the application takes, not one
- * per connection. (The write under the lock is on the empty-queue edge,
- * when the application has nothing to pop, so it rarely holds anyone up.)
- */
-/* Requires @l->qlock. */
-static void queue_signal_locked(struct usmc_listener *l, bool ready)
-{
-	uint64_t v = 1;
-
-	if (l->qready == ready)
-		return;
-	l->qready = ready;
-	if (ready ? write(l->qfd, &v, sizeof(v)) < 0 : read(l->qfd, &v, sizeof(v)) < 0) {
-		/* cannot fail: the count is 0 or 1, and 1 before a read */
-	}
-}
-
-void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
-{
-	mode_counts_add(&l->modes, c->mode, c->reason);
-	pthread_mutex_lock(&l->qlock);
-	conn_fifo_push(&l->q, c);
-	/* counted before the handshake count drops, so the sum never dips
-	 * below the truth and the cap is never overshot */
-	atomic_fetch_add(&l->queued, 1);
-	queue_signal_locked(l, true);
-	pthread_mutex_unlock(&l->qlock);
-}
-
-/*
- * In this order, so that every count a caller can read agrees: the context
- * stops counting @c open before the listener stops counting it in
- * handshake (whoever reads in_handshake 0 may destroy the context), and
- * the peer sees EOF only after both.
- */
-void listener_drop(struct usmc_listener *l, struct usmc_conn *c, int err)
-{
-	int fd;
-
-	usmc_log(&l->ctx->log, USMC_LOG_INFO, "listener %s: handshake with %s failed: %s: closed",
-		 log_local(c->fd).s, conn_log_peer(c).s, usmc_strerror(err));
-	atomic_fetch_add(&l->hs_failed, 1);
-	atomic_fetch_add(&l->ctx->hs_errors, 1);
-	fd = conn_dismantle(c);
-	atomic_fetch_sub(&l->in_handshake, 1);
-	if (atomic_load(&l->paused))
-		accept_thread_wake(l);
-	if (fd >= 0)
-		close(fd);
-}
-
-static struct usmc_conn *queue_pop(struct usmc_listener *l)
-{
-	struct usmc_conn *c;
-
-	pthread_mutex_lock(&l->qlock);
-	c = conn_fifo_pop(&l->q);
-	if (c)
-		atomic_fetch_sub(&l->queued, 1);
-	queue_signal_locked(l, l->q.head != NULL);
-	pthread_mutex_unlock(&l->qlock);
-	return c;
-}
-
-void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason)
-{
-	conn_set_mode(c, USMC_MODE_TCP, reason, false);
-	listener_enqueue(l, c);
-}
-
-static struct listen_admit_state storm_load(struct usmc_listener *l)
-{
-	return (struct listen_admit_state){.storm_until_ns = atomic_load(&l->storm_until_ns),
-					   .storm_hold_ns = atomic_load(&l->storm_hold_ns),
-					   .next_admit_ns = atomic_load(&l->next_admit_ns)};
-}
-
-/* Racing stores (the accept thread, workers) both come from recent
- * arrivals: either is right. */
-static void storm_store(struct usmc_listener *l, const struct listen_admit_state *st)
-{
-	atomic_store(&l->storm_hold_ns, st->storm_hold_ns);
-	atomic_store(&l->storm_until_ns, st->storm_until_ns);
-}
-
-/* The decision for an SMC client arriving now; takes the storm's
- * admission token if it admits in a storm. */
-static enum listen_admit listener_admit(struct usmc_listener *l, const struct usmc_opts *o)
-{
-	int64_t now = (int64_t)clock_now_ns();
-	struct listen_admit_state st = storm_load(l);
-	int64_t next0 = st.next_admit_ns, storm0 = st.storm_until_ns;
-	enum listen_admit a =
-		listen_admit_smcr(o->v[USMC_OPT_AUTO_FALLBACK], hs_pool_depth(&l->hs),
-				  opts_hs_congestion(o), now, atomic_load(&l->hs_cost_ns), &st);
-
-	if (st.storm_until_ns > storm0)
-		storm_store(l, &st);
-	/* one thread wins a storm's token */
-	if (st.next_admit_ns != next0 &&
-	    !atomic_compare_exchange_strong(&l->next_admit_ns, &next0, st.next_admit_ns))
-		a = LISTEN_DECLINE_BUDGET;
-	return a;
-}
-
-/* Kernel-compat: the SYN-time flags after the queue changed; @arrival: a
- * new connection found it so (only an arrival at a congested queue starts
- * a storm, not the queue's own growth as a handshake is queued). */
-static void update_congestion(struct usmc_listener *l, const struct usmc_opts *o, bool arrival)
-{
-	bool congested;
-
-	if (!o->v[USMC_OPT_AUTO_FALLBACK])
-		return;
-	/* Unserialized, a thread that read the depth before another moved it
-	 * could write its flag after the other's: a pool drained to 0 would
-	 * stay "congested" at SYN time until the next connection came. */
-	pthread_mutex_lock(&l->syn_lock);
-	congested = listen_hs_congested(hs_pool_depth(&l->hs), opts_hs_congestion(o));
-	if (congested && arrival) {
-		struct listen_admit_state st = storm_load(l);
-
-		listen_storm_renew((int64_t)clock_now_ns(), &st);
-		storm_store(l, &st);
-	}
-	kcompat_listener_set_congested(l->ctx->kc, &l->kc, congested);
-	/* a storm: its SMC clients get TCP at SYN time, as cheap as plain
-	 * ones; the program ends it at storm_until_ns by itself, so nothing
-	 * stays refused after the storm (the listener's events, which rewrite
-	 * the flag, stop with it) */
-	kcompat_listener_set_storm(l->ctx->kc, &l->kc, atomic_load(&l->storm_until_ns));
-	pthread_mutex_unlock(&l->syn_lock);
-}
-
-void listener_update_congestion(struct usmc_listener *l, const struct usmc_opts *o)
-{
-	update_congestion(l, o, true); /* the accept thread, for a new connection */
-}
-
-void listener_storm_demand(struct usmc_listener *l, const struct usmc_opts *o)
-{
-	int64_t now = (int64_t)clock_now_ns();
-	struct listen_admit_state st;
-
-	if (!listen_storm_demand(now, atomic_load(&l->hs_cost_ns), o->v[USMC_OPT_HS_THREADS],
-				 &l->demand))
-		return;
-	st = storm_load(l);
-	if (now >= st.storm_until_ns)
-		return; /* over: the queue says whether another starts */
-	listen_storm_renew(now, &st);
-	storm_store(l, &st);
-	kcompat_listener_set_storm(l->ctx->kc, &l->kc, st.storm_until_ns);
-}
-
-bool listener_decline_smcr(struct usmc_listener *l, const struct usmc_opts *o)
-{
-	enum listen_admit a = listener_admit(l, o);
-
-	if (a == LISTEN_DECLINE_BUDGET) {
-		atomic_fetch_add(&l->budget_fallbacks, 1);
-		listener_storm_demand(l, o);
-	}
-	return a != LISTEN_ADMIT;
-}
-
-void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c)
-{
-	struct usmc_opts o = c->opts; /* @c belongs to the pool once queued */
-
-	hs_pool_submit(&l->hs, c);	 /* stays counted in in_handshake */
-	update_congestion(l, &o, false); /* kernel-compat: the queue grew */
-}
-
-/* ---- handshake worker -------------------------------------------------- */
-
-/* Tests only: a worker calls it before each handshake step, if a test
- * defines it (tests hold workers there to congest the pool:
- * tests/common/hold_workers.h). Declared here, not in listen.h, so that a
- * test that defines it and includes listen.h sees no weak declaration. */
-extern void listen_test_hook_worker(void) __attribute__((weak));
-
-static void handshake(void *arg, struct usmc_conn *c)
-{
-	struct usmc_listener *l = arg;
-	int64_t t0 = (int64_t)clock_now_ns(), dt, cost;
-	int rc;
-
-	update_congestion(l, &c->opts, false); /* kernel-compat: the queue shrank */
-	if (listen_test_hook_worker)
-		listen_test_hook_worker();
-	rc = listen_handshake(c); /* the socket is blocking (ACCEPT_FLAGS) */
-	/* the admission budget's measure: a moving average (1/8) of the
-	 * handshake time, parked steps left out (their time is the client's);
-	 * racing workers may lose an update */
-	dt = (int64_t)clock_now_ns() - t0;
-	cost = atomic_load(&l->hs_cost_ns);
-	if (rc != LISTEN_HS_PARKED)
-		atomic_store(&l->hs_cost_ns, cost ? cost + (dt - cost) / 8 : dt);
-
-	if (rc == LISTEN_HS_PARKED) {
-		listener_park(l, c);
-		return;
-	}
-	if (rc) {
-		listener_drop(l, c, rc);
-		return;
-	}
-	listener_record_hs_time(l, c);
-	listener_enqueue(l, c);
-	atomic_fetch_sub(&l->in_handshake, 1);
-	if (atomic_load(&l->paused))
-		accept_thread_wake(l);
-}
-
-void listener_park(struct usmc_listener *l, struct usmc_conn *c)
-{
-	pthread_mutex_lock(&l->park_lock);
-	conn_fifo_push(&l->parked, c);
-	pthread_mutex_unlock(&l->park_lock);
-	accept_thread_wake(l);
-}
-
-/* Every parked connection, taken off the list. */
-static struct usmc_conn *take_parked(struct usmc_listener *l)
-{
-	struct usmc_conn *c;
-
-	pthread_mutex_lock(&l->park_lock);
-	c = l->parked.head;
-	l->parked = (struct conn_fifo){0};
-	pthread_mutex_unlock(&l->park_lock);
-	return c;
-}
-
-void listener_take_parked(struct usmc_listener *l)
-{
-	struct usmc_conn *c = take_parked(l);
-
-	while (c) {
-		struct usmc_conn *next = c->next;
-
-		c->next = NULL;
-		probe_park(l, c);
-		c = next;
-	}
-}
-
-/* ---- API ---------------------------------------------------------------- */
 
 static int open_tcp_listener(struct usmc_listener *l, const struct sockaddr *addr,
 			     socklen_t addrlen, int backlog, unsigned int flags, int defer_s)
@@ -381,7 +114,7 @@ static int listener_start(struct usmc_listener *l, struct usmc_listener **out)
 	rc = listener_setup_fds(l);
 	if (rc)
 		return rc;
-	rc = hs_pool_start(&l->hs, (int)l->opts.v[USMC_OPT_HS_THREADS], handshake, l);
+	rc = hs_pool_start(&l->hs, (int)l->opts.v[USMC_OPT_HS_THREADS], listener_hs_worker, l);
 	if (rc)
 		return rc;
 	rc = -pthread_create(&l->accept_thread, NULL, accept_thread_main, l);
@@ -552,7 +285,7 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 		return USMC_EFORKED;
 	/* queued is a hint read without the lock: the loop's last call, the
 	 * one that finds nothing, costs no system call */
-	while (!atomic_load(&l->queued) || !(c = queue_pop(l))) {
+	while (!atomic_load(&l->queued) || !(c = listener_queue_pop(l))) {
 		if (l->flags & USMC_LISTEN_NONBLOCK)
 			return -EAGAIN;
 		rc = wait_queue(l);
@@ -560,18 +293,11 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 			return rc;
 	}
 	if (atomic_load(&l->paused))
-		accept_thread_wake(l);
+		listener_wake(l);
 	c->nonblock = flags & USMC_NONBLOCK;
 	atomic_fetch_add(&l->ctx->accepts, 1);
 	*out = c;
 	return 0;
-}
-
-void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out)
-{
-	pthread_mutex_lock(&l->opts_lock);
-	*out = l->opts;
-	pthread_mutex_unlock(&l->opts_lock);
 }
 
 int usmc_listener_setopt(struct usmc_listener *l, enum usmc_opt opt, long value)
@@ -682,12 +408,12 @@ int usmc_listener_close(struct usmc_listener *l)
 		return USMC_EFORKED;	    /* no thread to join here; the fds are CLOEXEC */
 	ctx_unregister_listener(l->ctx, l); /* first: the stat thread no longer reads it */
 	atomic_store(&l->stopping, true);
-	accept_thread_wake(l);
+	listener_wake(l);
 	pthread_join(l->accept_thread, NULL);
 	free_conn_list(hs_pool_stop(&l->hs));
-	free_conn_list(take_parked(l)); /* parked after the accept thread ended */
+	free_conn_list(listener_take_parked(l)); /* parked after the accept thread ended */
 	probes_free(l);
-	while ((c = queue_pop(l)))
+	while ((c = listener_queue_pop(l)))
 		conn_destroy(c);
 	atomic_fetch_sub(&l->ctx->open_listeners, 1);
 	listener_free(l);

@@ -17,7 +17,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "ctx.h"
-#include "listen.h"
+#include "listen_core.h"
 #include "listen_handshake.h"
 #include "probe.h"
 

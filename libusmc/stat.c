@@ -31,7 +31,7 @@
 #include "ctx.h"
 #include "kcompat.h"
 #include "lgr.h"
-#include "listen.h"
+#include "listen_core.h"
 #include "stat.h"
 
 /*

@@ -24,7 +24,7 @@
 #include "ctx.h"
 #include "kcompat.h"
 #include "linux_proposal.h"
-#include "listen.h"
+#include "listen_core.h"
 #include "mono_clock.h"
 
 #define LONG_PROBE_MS 5000 /* a probe would be unmistakable */

@@ -28,7 +28,7 @@
 
 #include "ctx.h"
 #include "kcompat.h"
-#include "listen.h"
+#include "listen_core.h"
 
 #include "kernel_peer.h"
 

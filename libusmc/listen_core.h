@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The listener: a dedicated accept thread, the probe that tells SMC
- * clients from plain TCP clients, the handshake pool, and the accept queue
- * that usmc_accept() takes from. See docs/listener.md.
+ * The listener (docs/listener.md): a dedicated accept thread
+ * (accept_thread.h), the probe that tells SMC clients from plain TCP
+ * clients (probe.h), the handshake pool, and the accept queue that
+ * usmc_accept() takes from. This header is the listener object and what its
+ * threads share (listen_core.c); the API is listen.c.
  */
-#ifndef USMC_LISTEN_H
-#define USMC_LISTEN_H
+#ifndef USMC_LISTEN_CORE_H
+#define USMC_LISTEN_CORE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -107,12 +109,13 @@ struct usmc_listener {
 	struct reg_node reg; /* guarded by ctx->reg_lock */
 };
 
-/* ---- between the listener's files --------------------------------------- */
-
-/* listen.c: the listener object, its accept queue and its counters */
+/* ---- between the listener's files (listen_core.c) ----------------------- */
 
 /* Hand a connection that reached its final mode to usmc_accept(). */
 void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c);
+
+/* The oldest connection of the accept queue, taken off it; NULL if empty. */
+struct usmc_conn *listener_queue_pop(struct usmc_listener *l);
 
 /* The connection is TCP with @reason: give it to the application. */
 void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason);
@@ -124,11 +127,16 @@ void listener_drop(struct usmc_listener *l, struct usmc_conn *c, int err);
 /* Queue @c (counted in in_handshake) for a handshake worker. */
 void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c);
 
+/* A handshake worker's step on @c (hs_fn, handshake_pool.h; @arg is the
+ * listener): it ends in the accept queue, dropped, or parked. */
+void listener_hs_worker(void *arg, struct usmc_conn *c);
+
 /* A worker parked @c (LISTEN_HS_PARKED): hand it to the accept thread. */
 void listener_park(struct usmc_listener *l, struct usmc_conn *c);
 
-/* Accept thread: watch the handshakes parked since the last call. */
-void listener_take_parked(struct usmc_listener *l);
+/* Every handshake parked since the last call, linked by ->next, taken off
+ * the list (the accept thread watches them; listener close frees them). */
+struct usmc_conn *listener_take_parked(struct usmc_listener *l);
 
 /* Count @c's CLC handshake time, from the accept, in the histogram. */
 void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c);
@@ -151,35 +159,22 @@ void listener_storm_demand(struct usmc_listener *l, const struct usmc_opts *o);
 /* A consistent copy of the listener's options. */
 void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out);
 
-/* accept_thread.c: the accept thread */
+/* Room for connections in the listener proper (the stash of io_uring mode
+ * is not in it: docs/listener.md, "Backlog"). */
+unsigned int listener_room(struct usmc_listener *l);
 
-void *accept_thread_main(void *arg);
-
-/* Its wake eventfd and epoll set (with the listen socket, not polled yet). */
-int accept_thread_fds(struct usmc_listener *l);
-
-/* Wake it: stop, or room freed while it was paused at the cap. */
-void accept_thread_wake(struct usmc_listener *l);
-
-/* Accept thread only, for the accept backends: */
-
-/* Probe, classify or queue a socket just taken from the kernel. */
-void accept_one(struct usmc_listener *l, int fd);
+/* Kernel-compat: what the TCP handshake of accepted socket @fd said. Every
+ * accepted socket goes through it once, whatever becomes of it, so that the
+ * listener's count of the sockets it took stays the program's
+ * (kcompat_server_peer()). */
+enum kc_peer listener_accepted_peer(struct usmc_listener *l, int fd);
 
 /* A socket taken from the kernel that nobody will get (out of memory):
  * closed, counted as a failed handshake. */
-void accept_refuse(struct usmc_listener *l, int fd);
+void listener_refuse(struct usmc_listener *l, int fd);
 
-/* How many more connections the listener may take now. */
-unsigned int accept_room(struct usmc_listener *l);
-
-/* Pause at the backlog cap or resume: tells the backend how much to take. */
-void accept_flow_control(struct usmc_listener *l);
-
-/* Wait up to @timeout_ms on the epoll set and handle its events. */
-void accept_dispatch_epoll(struct usmc_listener *l, int timeout_ms);
-
-/* Whether the listen socket is polled for EPOLLIN in the epoll set. */
-void accept_poll_lfd(struct usmc_listener *l, bool in);
+/* Wake the accept thread: stop, or room freed while it was paused at the
+ * cap, or a parked handshake to watch. */
+void listener_wake(struct usmc_listener *l);
 
 #endif
