@@ -149,9 +149,7 @@ int usmc_ctx_setopt(struct usmc_ctx *ctx, enum usmc_opt opt, long value)
 
 	if (!ctx)
 		return -EINVAL;
-	pthread_mutex_lock(&ctx->lock);
-	rc = opts_set(&ctx->opts, opt, value);
-	pthread_mutex_unlock(&ctx->lock);
+	rc = opts_set_locked(&ctx->opts, &ctx->lock, opt, value);
 	if (!rc && opt == USMC_OPT_STAT)
 		ctx_stat_apply(ctx, value != 0);
 	return rc;
@@ -175,19 +173,14 @@ static void ctx_stat_apply(struct usmc_ctx *ctx, bool on)
 
 int usmc_ctx_getopt(const struct usmc_ctx *ctx, enum usmc_opt opt, long *value)
 {
-	struct usmc_opts o;
-
 	if (!ctx)
 		return -EINVAL;
-	ctx_copy_opts((struct usmc_ctx *)ctx, &o);
-	return opts_get(&o, opt, value);
+	return opts_get_locked(&ctx->opts, &((struct usmc_ctx *)ctx)->lock, opt, value);
 }
 
 void ctx_copy_opts(struct usmc_ctx *ctx, struct usmc_opts *out)
 {
-	pthread_mutex_lock(&ctx->lock);
-	*out = ctx->opts;
-	pthread_mutex_unlock(&ctx->lock);
+	opts_copy_locked(&ctx->opts, &ctx->lock, out);
 }
 
 int usmc_ctx_kernel_compat(const struct usmc_ctx *ctx)

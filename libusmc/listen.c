@@ -302,24 +302,16 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 
 int usmc_listener_setopt(struct usmc_listener *l, enum usmc_opt opt, long value)
 {
-	int rc;
-
 	if (!l)
 		return -EINVAL;
-	pthread_mutex_lock(&l->opts_lock);
-	rc = opts_set(&l->opts, opt, value);
-	pthread_mutex_unlock(&l->opts_lock);
-	return rc;
+	return opts_set_locked(&l->opts, &l->opts_lock, opt, value);
 }
 
 int usmc_listener_getopt(const struct usmc_listener *l, enum usmc_opt opt, long *value)
 {
-	struct usmc_opts o;
-
 	if (!l)
 		return -EINVAL;
-	listener_copy_opts((struct usmc_listener *)l, &o);
-	return opts_get(&o, opt, value);
+	return opts_get_locked(&l->opts, &((struct usmc_listener *)l)->opts_lock, opt, value);
 }
 
 /*

@@ -263,9 +263,7 @@ struct usmc_conn *listener_take_parked(struct usmc_listener *l)
 
 void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out)
 {
-	pthread_mutex_lock(&l->opts_lock);
-	*out = l->opts;
-	pthread_mutex_unlock(&l->opts_lock);
+	opts_copy_locked(&l->opts, &l->opts_lock, out);
 }
 
 /* ---- what the accept thread needs of the listener ----------------------- */

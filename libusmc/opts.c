@@ -88,6 +88,34 @@ int opts_get(const struct usmc_opts *o, enum usmc_opt opt, long *value)
 	return 0;
 }
 
+int opts_set_locked(struct usmc_opts *o, pthread_mutex_t *lock, enum usmc_opt opt, long value)
+{
+	int rc;
+
+	pthread_mutex_lock(lock);
+	rc = opts_set(o, opt, value);
+	pthread_mutex_unlock(lock);
+	return rc;
+}
+
+int opts_get_locked(const struct usmc_opts *o, pthread_mutex_t *lock, enum usmc_opt opt,
+		    long *value)
+{
+	int rc;
+
+	pthread_mutex_lock(lock);
+	rc = opts_get(o, opt, value);
+	pthread_mutex_unlock(lock);
+	return rc;
+}
+
+void opts_copy_locked(const struct usmc_opts *o, pthread_mutex_t *lock, struct usmc_opts *out)
+{
+	pthread_mutex_lock(lock);
+	*out = *o;
+	pthread_mutex_unlock(lock);
+}
+
 /* Option @i from the environment into *@v (the default if unset); -EINVAL
  * and a message in @msg if the variable is set to a bad value. */
 static int opt_from_env(int i, long *v, char *msg, size_t len)

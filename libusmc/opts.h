@@ -10,6 +10,7 @@
 #ifndef USMC_OPTS_H
 #define USMC_OPTS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -47,6 +48,15 @@ void env_msg(char *msg, size_t len, const char *fmt, ...) __attribute__((format(
 
 int opts_set(struct usmc_opts *o, enum usmc_opt opt, long value);
 int opts_get(const struct usmc_opts *o, enum usmc_opt opt, long *value);
+
+/*
+ * Options any thread may set and read (a context's, a listener's): each
+ * call holds @lock, which guards @o, for its one step.
+ */
+int opts_set_locked(struct usmc_opts *o, pthread_mutex_t *lock, enum usmc_opt opt, long value);
+int opts_get_locked(const struct usmc_opts *o, pthread_mutex_t *lock, enum usmc_opt opt,
+		    long *value);
+void opts_copy_locked(const struct usmc_opts *o, pthread_mutex_t *lock, struct usmc_opts *out);
 
 /* The effective handshake congestion threshold (0 means 2 x threads). */
 long opts_hs_congestion(const struct usmc_opts *o);
