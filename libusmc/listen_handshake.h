@@ -15,7 +15,7 @@ struct usmc_conn;
 
 /* How long a worker waits for the client's CONFIRM before it parks the
  * handshake: an honest client answers within a round trip or two, a slow
- * one must not hold the worker (issue 13 item 7). */
+ * one must not hold the worker. */
 #define LISTEN_HS_PARK_MS 20
 
 /* listen_handshake(): @c waits for the client's next CLC message without

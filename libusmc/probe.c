@@ -337,9 +337,9 @@ static void proposal_ready(struct usmc_listener *l, struct usmc_conn *c, struct 
 
 /*
  * @c showed a PROPOSAL header (in @fb): an SMC client. Its whole PROPOSAL
- * is waited for here, by the accept thread, never by a waiting worker
- * (issue 13 item 7): now, or when the rest arrives (at most until the
- * handshake's deadline).
+ * is waited for here, by the accept thread, never by a waiting worker (a
+ * slow client must not hold one): now, or when the rest arrives (at most
+ * until the handshake's deadline).
  */
 static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct probing *p,
 		       const struct first_bytes *fb)
