@@ -2,7 +2,7 @@
 /*
  * Tests that need a congested handshake pool on a host without RDMA: the
  * listener's workers call listen_test_hook_worker() (weak in libusmc, see
- * listen.c) before each handshake step; this one blocks them while the
+ * listen_core.c) before each handshake step; this one blocks them while the
  * test holds them. A slow client cannot pin a worker any more (the accept
  * thread waits for its CLC bytes), so a slow worker is what congests.
  * Link with usmc_static; include in one file of the program.
