@@ -253,30 +253,33 @@ int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)
 
 /* ---- registry (usmc-stat) ---------------------------------------------- */
 
-void ctx_register_conn(struct usmc_ctx *ctx, struct usmc_conn *c)
+/* Link (@obj non-NULL) or unlink @n in @head, under the registry's lock. */
+static void reg_update(struct usmc_ctx *ctx, struct reg_node **head, struct reg_node *n, void *obj)
 {
 	pthread_mutex_lock(&ctx->reg_lock);
-	reg_link(&ctx->conns, &c->reg, c);
+	if (obj)
+		reg_link(head, n, obj);
+	else
+		reg_unlink(head, n);
 	pthread_mutex_unlock(&ctx->reg_lock);
+}
+
+void ctx_register_conn(struct usmc_ctx *ctx, struct usmc_conn *c)
+{
+	reg_update(ctx, &ctx->conns, &c->reg, c);
 }
 
 void ctx_unregister_conn(struct usmc_ctx *ctx, struct usmc_conn *c)
 {
-	pthread_mutex_lock(&ctx->reg_lock);
-	reg_unlink(&ctx->conns, &c->reg);
-	pthread_mutex_unlock(&ctx->reg_lock);
+	reg_update(ctx, &ctx->conns, &c->reg, NULL);
 }
 
 void ctx_register_listener(struct usmc_ctx *ctx, struct usmc_listener *l)
 {
-	pthread_mutex_lock(&ctx->reg_lock);
-	reg_link(&ctx->listeners, &l->reg, l);
-	pthread_mutex_unlock(&ctx->reg_lock);
+	reg_update(ctx, &ctx->listeners, &l->reg, l);
 }
 
 void ctx_unregister_listener(struct usmc_ctx *ctx, struct usmc_listener *l)
 {
-	pthread_mutex_lock(&ctx->reg_lock);
-	reg_unlink(&ctx->listeners, &l->reg);
-	pthread_mutex_unlock(&ctx->reg_lock);
+	reg_update(ctx, &ctx->listeners, &l->reg, NULL);
 }
