@@ -33,7 +33,9 @@ struct accept_backend_ops;
  * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock here and
  * hs.lock in the pool; none is ever held while another lock is taken, or
  * while calling out of the listener (conn_destroy(), the SMC-R handshake,
- * kcompat): each is a leaf. Fields marked
+ * kcompat): each is a leaf. The one exception is syn_lock, taken before
+ * hs.lock (the SYN-time congestion flag follows the queue's depth) and
+ * never held across a call out of the listener. Fields marked
  * "accept thread" are its alone once it runs; those marked "fixed" are set
  * by usmc_listen() before any thread starts and only read afterwards;
  * atomics need no lock.
