@@ -51,7 +51,7 @@ static void test_decline_at_once(void **state)
 	assert_true(listen_decline_at_once(true, 4, 4));
 }
 
-/* Admission by cost (issue 15): a paced load is always admitted; in a
+/* Admission by cost: a paced load is always admitted; in a
  * storm one SMC client per LISTEN_BUDGET_DIV handshake times, and only
  * when no handshake waits. */
 static void test_admit_by_cost(void **state)

@@ -7,7 +7,7 @@
  *    reason, and every connection completes;
  *  - a client that trickles its PROPOSAL holds no worker: another SMC
  *    client is served at once by the only worker, and the trickler is
- *    dropped at USMC_OPT_HS_TIMEOUT_MS (issue 13 item 7);
+ *    dropped at USMC_OPT_HS_TIMEOUT_MS;
  *  - with auto-fallback off the same client waits for the pool and still
  *    completes;
  *  - backlog overflow: every client connection is accepted by the
@@ -328,7 +328,7 @@ static void test_no_fallback_waits(void **state)
 }
 
 /*
- * Issue 13 item 7: clients that trickle their PROPOSAL a byte at a time
+ * Clients that trickle their PROPOSAL a byte at a time
  * hold no worker. With one worker and four tricklers, another SMC client
  * gets its answer at once; each trickler is dropped when its whole
  * handshake's time (USMC_OPT_HS_TIMEOUT_MS) is up, however it keeps
