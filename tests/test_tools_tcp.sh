@@ -16,7 +16,10 @@ trap cleanup EXIT
 start_server() {
 	local log=$1
 	shift
-	"$@" >"$log" &
+	# emptied here, not by the child's redirection: a log of an earlier run
+	# in this build tree must not be read before the child opens it
+	: >"$log"
+	"$@" >>"$log" &
 	pids+=($!)
 	for _ in $(seq 200); do
 		port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$log")
