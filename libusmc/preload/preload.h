@@ -21,11 +21,11 @@
  *
  * and the wrapped calls, each file a family:
  *
- * preload_open.c       socket, socketpair, eventfd, epoll_create, open,
- *                      pthread_create (what libusmc opens or starts)
+ * preload_open.c       socket, socketpair, pipe, eventfd, epoll_create,
+ *                      open, pthread_create (what libusmc opens or starts)
  * preload_connect.c    connect
  * preload_listen.c     listen, accept, accept4
- * preload_close.c      close, dup, dup2, dup3
+ * preload_close.c      close, close_range, closefrom, dup, dup2, dup3
  * preload_fcntl.c      fcntl, fcntl64, ioctl
  * preload_sockopt.c    setsockopt, getsockopt, getsockname, getpeername,
  *                      shutdown
@@ -154,7 +154,11 @@ ssize_t po_send(struct pobj *o, const struct iovec *iov, int iovcnt, int flags);
 
 #define ONE_IOV(buf, len) (&(struct iovec){.iov_base = (void *)(buf), .iov_len = (len)})
 
-/* the wrappers' helpers: preload_listen.c, preload_close.c */
+/* the wrappers' helpers: preload_open.c, preload_listen.c, preload_close.c */
+/* A descriptor a wrapped call just made: the application's has no stale
+ * entry left (tab_fresh()), libusmc's moves to the top of the range.
+ * Returns the descriptor. */
+int fd_opened(int fd);
 void listener_giveup(struct pobj *o, int fd, int reason); /* it stays a plain socket */
 int dup_managed(int oldfd, int newfd);
 

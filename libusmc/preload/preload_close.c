@@ -1,39 +1,86 @@
 // SPDX-License-Identifier: MIT
 /*
- * close(), dup(), dup2() and dup3() (docs/preload.md): the table follows
- * the application's descriptors; an object ends with its last one.
+ * close(), close_range(), closefrom(), dup(), dup2() and dup3()
+ * (docs/preload.md): the table follows the application's descriptors; an
+ * object ends with its last one.
  */
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preload.h"
 
+/* Close managed descriptor @fd: out of the table first, so that the
+ * number the kernel frees is never found in it. */
+static int close_managed(int fd)
+{
+	struct pobj *o = tab_remove(fd);
+	int rc = R.close(fd);
+
+	if (o)
+		obj_put(o);
+	return rc;
+}
+
 PRELOAD_EXPORT int close(int fd)
 {
-	struct pobj *o;
-	int rc;
-
 	P_INIT();
 	if (!tab_peek(fd)) /* a lock-free look: most descriptors are not ours */
 		return R.close(fd);
 	if (getpid() != my_pid) /* a vfork() child: the table is the parent's */
 		return R.close(fd);
-	o = tab_remove(fd);
-	rc = R.close(fd);
-	if (o)
-		obj_put(o);
-	return rc;
+	return close_managed(fd);
+}
+
+/* close() of each managed descriptor from @first to @last */
+static void close_managed_range(unsigned int first, unsigned int last)
+{
+	for (int fd = tab_next(first, last); fd >= 0; fd = tab_next((unsigned int)fd + 1, last))
+		close_managed(fd);
+}
+
+static int real_close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (R.close_range)
+		return R.close_range(first, last, flags);
+	return (int)syscall(SYS_close_range, first, last, flags);
+}
+
+/*
+ * The managed descriptors of the range are closed as close() closes them,
+ * then the kernel closes the rest. Straight to the kernel: a call that
+ * closes nothing (CLOSE_RANGE_CLOEXEC only marks; an invalid one fails)
+ * and a vfork() child's.
+ */
+PRELOAD_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	P_INIT();
+	if (first > last || (flags & ~CLOSE_RANGE_UNSHARE) || getpid() != my_pid)
+		return real_close_range(first, last, flags);
+	close_managed_range(first, last);
+	return real_close_range(first, last, flags);
+}
+
+PRELOAD_EXPORT void closefrom(int lowfd)
+{
+	P_INIT();
+	if (getpid() == my_pid)
+		close_managed_range(lowfd > 0 ? (unsigned int)lowfd : 0, ~0U);
+	if (R.closefrom)
+		R.closefrom(lowfd);
+	else
+		real_close_range(lowfd > 0 ? (unsigned int)lowfd : 0, ~0U, 0);
 }
 
 int dup_managed(int oldfd, int newfd)
 {
 	struct pobj *o = obj_get(oldfd);
 
-	if (o) {
-		if (tab_add(newfd, o))
-			count_unsupported("dup beyond the table");
-		obj_put(o);
-	}
+	if (!o)
+		return tab_fresh(newfd);
+	if (tab_add(newfd, o)) /* tab_add() takes a stale entry's place */
+		count_unsupported("dup beyond the table");
+	obj_put(o);
 	return newfd;
 }
 
@@ -43,7 +90,7 @@ PRELOAD_EXPORT int dup(int fd)
 
 	P_INIT();
 	r = R.dup(fd);
-	return r >= 0 && tab_peek(fd) ? dup_managed(fd, r) : r;
+	return r >= 0 && tab_peek(fd) ? dup_managed(fd, r) : tab_fresh(r);
 }
 
 static int do_dup3(int oldfd, int newfd, int flags, bool three)

@@ -50,7 +50,7 @@ static int do_fcntl(int fd, int cmd, void *arg, bool is64)
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
 		rc = f(fd, cmd, (int)(long)arg);
-		return rc >= 0 && tab_peek(fd) ? dup_managed(fd, rc) : rc;
+		return rc >= 0 && tab_peek(fd) ? dup_managed(fd, rc) : tab_fresh(rc);
 	case F_GETFL:
 	case F_SETFL:
 		o = tab_peek(fd) ? obj_get(fd) : NULL;

@@ -82,7 +82,7 @@ static int accepted_fd(struct usmc_conn *c, int flags, struct sockaddr *addr, so
 	/* TCP: a plain socket from now on */
 	fd_set_nonblock(fd, flags & SOCK_NONBLOCK);
 	IN_LIB(usmc_close(c));
-	return fd;
+	return tab_fresh(fd);
 }
 
 /*
@@ -122,7 +122,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *alen, int flags, 
 		if (o)
 			obj_put(o);
 		r = four ? R.accept4(fd, addr, alen, flags) : R.accept(fd, addr, alen);
-		return in_lib ? preload_relocate(r) : r; /* libusmc's accept thread */
+		return fd_opened(r); /* in_lib: libusmc's accept thread */
 	}
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
 		obj_put(o);
@@ -138,7 +138,8 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *alen, int flags, 
 	if (rc > 0) {
 		listener_giveup(o, fd, rc);
 		obj_put(o);
-		return four ? R.accept4(fd, addr, alen, flags) : R.accept(fd, addr, alen);
+		return fd_opened(four ? R.accept4(fd, addr, alen, flags)
+				      : R.accept(fd, addr, alen));
 	}
 	rc = accept_wait(o, l, lfd, wake, &c);
 	obj_put(o);

@@ -91,7 +91,8 @@ void obj_fork_prepare(void);
 void obj_fork_parent(void);
 void obj_fork_child(void);
 
-/* preload_tab.c: the table of the application's managed descriptors */
+/* preload_tab.c: the table of the application's managed descriptors.
+ * Lookups made inside libusmc (in_lib) find nothing. */
 struct pobj *obj_get(int fd); /* a reference, or NULL: not managed */
 struct pobj *tab_peek(int fd);
 int tab_add(int fd, struct pobj *o); /* takes a new reference for @fd */
@@ -101,6 +102,14 @@ int tab_add_listen(int fd, int backlog);
  * deleted; returns the object it referred to (its reference, to be put
  * by the caller after the real close), or NULL. */
 struct pobj *tab_remove(int fd);
+/* The kernel has just handed out @fd (a wrapped call that makes a
+ * descriptor): an entry the table still has for it is stale, its
+ * descriptor closed where the preload did not see it (a raw system call,
+ * libc's own close in fclose()), and goes as close() would have taken
+ * it. Returns @fd. */
+int tab_fresh(int fd);
+/* The lowest managed descriptor from @first to @last, or -1. */
+int tab_next(unsigned int first, unsigned int last);
 /* Forget every descriptor of @o (it became a plain socket). */
 void tab_release_all(struct pobj *o);
 void tab_lock_acquire(void);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The calls that open descriptors or start threads (docs/preload.md):
- * made from libusmc (in_lib), their descriptors go to the top of the
- * range (preload_fds.c) and their threads inherit in_lib.
+ * The calls that open descriptors or start threads (docs/preload.md): a
+ * new descriptor has no entry in the table (a stale one goes); made from
+ * libusmc (in_lib), their descriptors go to the top of the range
+ * (preload_fds.c) and their threads inherit in_lib.
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -46,45 +47,65 @@ PRELOAD_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, voi
 
 /* ---- the calls that open descriptors ------------------------------------------------ */
 
-#define RELOCATED(call)                                      \
-	do {                                                 \
-		int fd_;                                     \
-		P_INIT();                                    \
-		fd_ = (call);                                \
-		return in_lib ? preload_relocate(fd_) : fd_; \
-	} while (0)
-
-PRELOAD_EXPORT int socket(int domain, int type, int proto)
+int fd_opened(int fd)
 {
-	RELOCATED(R.socket(domain, type, proto));
+	/* libusmc's: out of the application's way; their calls never look
+	 * at the table, nor may they change it (they may run under tab_lock) */
+	return in_lib ? preload_relocate(fd) : tab_fresh(fd);
 }
 
-PRELOAD_EXPORT int socketpair(int domain, int type, int proto, int sv[2])
+/* fd_opened() of both descriptors of a pair the call @rc made */
+static int pair_opened(int rc, int fds[2])
 {
-	int rc;
-
-	P_INIT();
-	rc = R.socketpair(domain, type, proto, sv);
-	if (!rc && in_lib) {
-		sv[0] = preload_relocate(sv[0]);
-		sv[1] = preload_relocate(sv[1]);
+	if (!rc) {
+		fds[0] = fd_opened(fds[0]);
+		fds[1] = fd_opened(fds[1]);
 	}
 	return rc;
 }
 
+#define OPENED(call)                    \
+	do {                            \
+		P_INIT();               \
+		return fd_opened(call); \
+	} while (0)
+
+PRELOAD_EXPORT int socket(int domain, int type, int proto)
+{
+	OPENED(R.socket(domain, type, proto));
+}
+
+PRELOAD_EXPORT int socketpair(int domain, int type, int proto, int sv[2])
+{
+	P_INIT();
+	return pair_opened(R.socketpair(domain, type, proto, sv), sv);
+}
+
+PRELOAD_EXPORT int pipe(int fds[2])
+{
+	P_INIT();
+	return pair_opened(R.pipe(fds), fds);
+}
+
+PRELOAD_EXPORT int pipe2(int fds[2], int flags)
+{
+	P_INIT();
+	return pair_opened(R.pipe2(fds, flags), fds);
+}
+
 PRELOAD_EXPORT int eventfd(unsigned int initval, int flags)
 {
-	RELOCATED(R.eventfd(initval, flags));
+	OPENED(R.eventfd(initval, flags));
 }
 
 PRELOAD_EXPORT int epoll_create(int size)
 {
-	RELOCATED(R.epoll_create(size));
+	OPENED(R.epoll_create(size));
 }
 
 PRELOAD_EXPORT int epoll_create1(int flags)
 {
-	RELOCATED(R.epoll_create1(flags));
+	OPENED(R.epoll_create1(flags));
 }
 
 /* open()'s third argument is there only with O_CREAT or O_TMPFILE. */
@@ -106,7 +127,7 @@ PRELOAD_EXPORT int open(const char *path, int flags, ...)
 	mode_t mode;
 
 	OPEN_MODE(flags, mode);
-	RELOCATED(R.open(path, flags, mode));
+	OPENED(R.open(path, flags, mode));
 }
 
 PRELOAD_EXPORT int open64(const char *path, int flags, ...)
@@ -114,7 +135,7 @@ PRELOAD_EXPORT int open64(const char *path, int flags, ...)
 	mode_t mode;
 
 	OPEN_MODE(flags, mode);
-	RELOCATED(R.open64(path, flags, mode));
+	OPENED(R.open64(path, flags, mode));
 }
 
 PRELOAD_EXPORT int openat(int dirfd, const char *path, int flags, ...)
@@ -122,7 +143,7 @@ PRELOAD_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 	mode_t mode;
 
 	OPEN_MODE(flags, mode);
-	RELOCATED(R.openat(dirfd, path, flags, mode));
+	OPENED(R.openat(dirfd, path, flags, mode));
 }
 
 PRELOAD_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
@@ -130,5 +151,5 @@ PRELOAD_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 	mode_t mode;
 
 	OPEN_MODE(flags, mode);
-	RELOCATED(R.openat64(dirfd, path, flags, mode));
+	OPENED(R.openat64(dirfd, path, flags, mode));
 }

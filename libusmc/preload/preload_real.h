@@ -25,6 +25,8 @@ struct real_calls {
 	int (*accept)(int, struct sockaddr *, socklen_t *);
 	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
 	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
 	int (*shutdown)(int, int);
 	int (*dup)(int);
 	int (*dup2)(int, int);
@@ -66,6 +68,8 @@ struct real_calls {
 	/* preload_open.c: descriptors libusmc opens, threads it starts */
 	int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 	int (*socketpair)(int, int, int, int[2]);
+	int (*pipe)(int[2]);
+	int (*pipe2)(int[2], int);
 	int (*eventfd)(unsigned int, int);
 	int (*epoll_create)(int);
 	int (*epoll_create1)(int);

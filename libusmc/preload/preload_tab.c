@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "preload.h"
 
@@ -53,7 +54,7 @@ struct pobj *obj_get(int fd)
 		return NULL;
 	for (;;) {
 		o = atomic_load_explicit(slot, memory_order_acquire);
-		if (!o)
+		if (!o || in_lib) /* in_lib: see tab_peek() */
 			return NULL;
 		r = atomic_load(&o->refs);
 		while (r > 0 && !atomic_compare_exchange_weak(&o->refs, &r, r + 1))
@@ -70,8 +71,13 @@ struct pobj *obj_get(int fd)
 struct pobj *tab_peek(int fd)
 {
 	_Atomic(struct pobj *) *slot = slot_of(fd, false);
+	struct pobj *o = slot ? atomic_load(slot) : NULL;
 
-	return slot ? atomic_load(slot) : NULL;
+	/* libusmc's own calls never find an object: their descriptors are
+	 * libusmc's, and a number the application closed behind the preload
+	 * (tab_fresh()) may be one of them now. in_lib is read only for a
+	 * number in the table: most calls pay nothing for it. */
+	return o && !in_lib ? o : NULL;
 }
 
 static int fdv_add(struct pobj *o, int fd)
@@ -151,6 +157,44 @@ struct pobj *tab_remove(int fd)
 	if (o)
 		regs_delete_fd(o, fd);
 	return o;
+}
+
+int tab_fresh(int fd)
+{
+	struct pobj *o;
+
+	/* a vfork() child: the table is the parent's, whose descriptors
+	 * this child may have closed and opened again in its own table */
+	if (fd < 0 || !tab_peek(fd) || getpid() != my_pid)
+		return fd;
+	o = tab_remove(fd);
+	if (o) {
+		preload_log(2, "fd %d was closed behind the preload; it is another file now", fd);
+		obj_put(o);
+	}
+	return fd;
+}
+
+int tab_next(unsigned int first, unsigned int last)
+{
+	const unsigned int top = TAB_PAGES * TAB_PAGE - 1;
+
+	if (in_lib) /* as tab_peek() */
+		return -1;
+	if (last > top)
+		last = top;
+	for (unsigned int fd = first; fd <= last;) {
+		_Atomic(struct pobj *) *page =
+			atomic_load_explicit(&tab[fd >> TAB_PAGE_SHIFT], memory_order_acquire);
+
+		if (!page)
+			fd = (fd | (TAB_PAGE - 1)) + 1; /* the next page */
+		else if (atomic_load(&page[fd & (TAB_PAGE - 1)]))
+			return (int)fd;
+		else
+			fd++;
+	}
+	return -1;
 }
 
 void tab_release_all(struct pobj *o)

@@ -563,13 +563,205 @@ static void test_eof_errors(void **state)
 	signal(SIGPIPE, SIG_DFL);
 }
 
+/* ---- descriptors closed where the preload does not see it --------------- */
+
+/* A loopback listener the preload never sees (system calls) with a full
+ * accept queue (backlog 1, two connections in it): the kernel drops the
+ * SYNs of the next clients, whose connects stay in progress. */
+static int full_listener(struct sockaddr_in *a, int queued[2])
+{
+	socklen_t len = sizeof(*a);
+	int fd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	*a = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(syscall(SYS_bind, fd, a, sizeof(*a)), 0);
+	assert_int_equal(syscall(SYS_listen, fd, 1), 0);
+	assert_int_equal(syscall(SYS_getsockname, fd, a, &len), 0);
+	for (int i = 0; i < 2; i++) {
+		queued[i] = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(syscall(SYS_connect, queued[i], a, sizeof(*a)), 0);
+	}
+	return fd;
+}
+
+/* A descriptor of the preload's table: a connect that stays in progress. */
+static int pending_connect(const struct sockaddr_in *full)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (const struct sockaddr *)full, sizeof(*full)), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	return fd;
+}
+
+#define MAX_FILL 256
+
+/* Fill the holes below @hi but @lo (system calls): @lo and @hi are the
+ * two lowest free descriptors then (@lo = @hi: the lowest); the fillers
+ * in @fill, their number returned. */
+static int holes_filled(int lo, int hi, int *fill)
+{
+	int n = 0, t;
+
+	while ((t = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC)) != hi) {
+		assert_true(t >= 0 && t < hi && n < MAX_FILL);
+		if (t != lo)
+			fill[n++] = t;
+	}
+	syscall(SYS_close, hi);
+	if (lo != hi)
+		syscall(SYS_close, lo);
+	return n;
+}
+
+static void fill_close(const int *fill, int n)
+{
+	while (n--)
+		syscall(SYS_close, fill[n]);
+}
+
+/* close_range(), then open(): the bytes go to the file */
+static void closed_then_open(const struct sockaddr_in *full)
+{
+	int fill[MAX_FILL], n, c = pending_connect(full), fd;
+	char path[64], buf[8];
+
+	snprintf(path, sizeof(path), "/tmp/test_preload.%d", (int)getpid());
+	assert_int_equal(close_range((unsigned int)c, (unsigned int)c, 0), 0);
+	n = holes_filled(c, c, fill);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_int_equal(fd, c);
+	assert_int_equal(write(fd, "file", 4), 4);
+	assert_int_equal(pread(fd, buf, sizeof(buf), 0), 4);
+	assert_memory_equal(buf, "file", 4);
+	close(fd);
+	unlink(path);
+	fill_close(fill, n);
+}
+
+/* a raw close() of two, then pipe(): the bytes go through the pipe */
+static void closed_then_pipe(const struct sockaddr_in *full)
+{
+	int fill[MAX_FILL], n, c = pending_connect(full), c2 = pending_connect(full), p[2];
+	char buf[8];
+
+	syscall(SYS_close, c);
+	syscall(SYS_close, c2);
+	n = holes_filled(c, c2, fill);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(p[0], c);
+	assert_int_equal(p[1], c2);
+	assert_int_equal(write(p[1], "pipe", 4), 4);
+	assert_int_equal(read(p[0], buf, sizeof(buf)), 4);
+	assert_memory_equal(buf, "pipe", 4);
+	close(p[0]);
+	close(p[1]);
+	fill_close(fill, n);
+}
+
+/* close_range(), then accept() of a client the preload's listener runs
+ * over TCP: the bytes go to the client */
+static void closed_then_accept(const struct sockaddr_in *full)
+{
+	int fill[MAX_FILL], n, l, k, c, s;
+	struct sockaddr_in a;
+	char buf[4];
+
+	l = lo_listener(&a, 16);
+	k = lo_connect(&a);
+	assert_int_equal(poll(&(struct pollfd){.fd = l, .events = POLLIN}, 1, 5000), 1);
+	c = pending_connect(full);
+	assert_int_equal(close_range((unsigned int)c, (unsigned int)c, 0), 0);
+	n = holes_filled(c, c, fill);
+	s = accept(l, NULL, NULL);
+	assert_int_equal(s, c);
+	assert_int_equal(write(s, "tcp!", 4), 4);
+	read_exact(k, buf, 4);
+	assert_memory_equal(buf, "tcp!", 4);
+	close(s);
+	close(k);
+	close(l);
+	fill_close(fill, n);
+}
+
+/* In a child, as closefrom() takes libusmc's descriptors too: closefrom(@c),
+ * then accept() of @plain, a listener the preload does not manage. */
+static void closefrom_child(int c, int plain)
+{
+	int fill[MAX_FILL], s;
+
+	closefrom(c);
+	holes_filled(c, c, fill);
+	s = accept(plain, NULL, NULL);
+	if (s != c)
+		_exit(2);
+	_exit(write(s, "from", 4) == 4 ? 0 : 3);
+}
+
+/* closefrom(), then accept() (in a child): the bytes go to the client */
+static void closefrom_then_accept(const struct sockaddr_in *full)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int l = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0), k, c, hi, st;
+	char buf[4];
+	pid_t pid;
+
+	assert_int_equal(syscall(SYS_bind, l, &a, sizeof(a)), 0);
+	assert_int_equal(syscall(SYS_listen, l, 4), 0);
+	assert_int_equal(syscall(SYS_getsockname, l, &a, &(socklen_t){sizeof(a)}), 0);
+	k = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(syscall(SYS_connect, k, &a, sizeof(a)), 0);
+	c = pending_connect(full);
+	hi = fcntl(c, F_DUPFD, (l > k ? l : k) + 1); /* above what the child keeps */
+	assert_true(hi > 0);
+	close(c);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		closefrom_child(hi, l);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	read_exact(k, buf, 4);
+	assert_memory_equal(buf, "from", 4);
+	close(hi);
+	syscall(SYS_close, k);
+	syscall(SYS_close, l);
+}
+
+/*
+ * A managed descriptor closed where the preload does not see it (a raw
+ * close, and close_range() and closefrom() before they were wrapped) and
+ * handed out again by open(), pipe() or accept(): the bytes written to it
+ * go to the new file, not to the old connection (here a connect in
+ * progress, over SMC-R a peer).
+ */
+static void test_closed_behind(void **state)
+{
+	struct sockaddr_in full;
+	int q[2], fl;
+
+	(void)state;
+	alarm(60);
+	fl = full_listener(&full, q);
+	closed_then_open(&full);
+	closed_then_pipe(&full);
+	closed_then_accept(&full);
+	closefrom_then_accept(&full);
+	syscall(SYS_close, q[0]);
+	syscall(SYS_close, q[1]);
+	syscall(SYS_close, fl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fd_numbers), cmocka_unit_test(test_proposal_declined),
 		cmocka_unit_test(test_dup),	   cmocka_unit_test(test_prefork),
 		cmocka_unit_test(test_poll_mixed), cmocka_unit_test(test_nonblock_connect),
-		cmocka_unit_test(test_eof_errors),
+		cmocka_unit_test(test_eof_errors), cmocka_unit_test(test_closed_behind),
 	};
 
 	if (!getenv("LD_PRELOAD")) {
