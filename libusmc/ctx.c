@@ -7,6 +7,7 @@
 #include "abi.h"
 #include "conn.h"
 #include "ctx.h"
+#include "env.h"
 #include "listen_core.h"
 #include "stat.h"
 #include "kcompat.h"
@@ -92,7 +93,7 @@ int usmc_env_check(char *msg, size_t len)
 	if (rc)
 		return rc;
 	/* as smcr_ctx_init(), kcompat_open() and usmc_logger_init() read them:
-	 * a privileged process ignores the last two (opts.h) */
+	 * a privileged process ignores the last two (env.h) */
 	s = getenv("USMC_UEID");
 	if (s && *s && smcr_ueid_pad(s, ueid)) {
 		env_msg(msg, len,

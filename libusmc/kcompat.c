@@ -15,6 +15,7 @@
 #include "clc_io.h"
 #include "kcompat.h"
 #include "log.h"
+#include "env.h"
 #include "opts.h"
 #include "treiber.h"
 
@@ -50,7 +51,7 @@ int kcompat_mode_parse(const char *s, enum kc_mode *out)
 }
 
 /*
- * The mode asked for. In a privileged process (opts.h) the caller would
+ * The mode asked for. In a privileged process (env.h) the caller would
  * have the library load a BPF program and attach it to a cgroup, with the
  * program's privileges: kernel-compat is off there, whatever the
  * environment, and its variables are not read.

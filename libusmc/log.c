@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "env.h"
 #include "opts.h"
 #include "reason.h"
 
@@ -89,7 +90,7 @@ int usmc_logger_init(struct usmc_logger *lg)
 	const char *file;
 	int level;
 	/* it names a file, and lines may tell the process's peers: not from
-	 * the caller of a privileged process (opts.h) */
+	 * the caller of a privileged process (env.h) */
 	int rc = log_env_parse(env_secure_get("USMC_LOG"), &level, &file);
 
 	memset(lg, 0, sizeof(*lg));

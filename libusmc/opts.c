@@ -3,11 +3,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/auxv.h>
 
+#include "env.h"
 #include "opts.h"
 
-/* Whether a privileged process reads the option's variable (opts.h). */
+/* Whether a privileged process reads the option's variable (env.h). */
 enum opt_env {
 	/* bounded tuning of the process's own connections: read everywhere */
 	OPT_ENV_TUNES,
@@ -159,16 +159,6 @@ int opts_env_check(char *msg, size_t len)
 			return rc;
 	}
 	return 0;
-}
-
-bool env_privileged(void)
-{
-	return getauxval(AT_SECURE) != 0;
-}
-
-const char *env_secure_get(const char *name)
-{
-	return env_privileged() ? NULL : getenv(name);
 }
 
 void env_msg(char *msg, size_t len, const char *fmt, ...)

@@ -31,7 +31,7 @@ int smcr_ueid_pad(const char *in, uint8_t out[SMCR_UEID_LEN])
 
 int smcr_ctx_init(struct smcr_ctx *s)
 {
-	/* read in a privileged process too (opts.h): a validated name that only
+	/* read in a privileged process too (env.h): a validated name that only
 	 * decides which peers this process's connections may use SMC-Rv2
 	 * with, as usmc_ctx_set_ueid() lets any program decide */
 	const char *env = getenv("USMC_UEID");
