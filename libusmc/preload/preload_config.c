@@ -2,13 +2,15 @@
 /*
  * The preload's configuration, read from the environment once at start
  * (docs/preload.md): USMC_SMC, USMC_RUN_VERBOSE, USMC_RUN_LOG,
- * USMC_RUN_SMC_PEERS and the tests' USMC_PRELOAD_TEST_GATE.
+ * USMC_RUN_SMC_PEERS and the tests' USMC_PRELOAD_TEST_GATE, by the rule of
+ * libusmc's own variables (libusmc/env.c, compiled into the preload too).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../env.h"
 #include "preload.h"
 
 bool preload_disabled;
@@ -137,27 +139,38 @@ bool preload_force_gate(void)
 	return force_gate;
 }
 
-static int env_int(const char *name, int def)
+static int env_int(const char *s, int def)
 {
-	const char *s = getenv(name);
-
 	return s && *s ? atoi(s) : def;
 }
 
+/* USMC_RUN_LOG's file: created rw-r--r-- at most, never through a
+ * symlink, and never the process's controlling terminal (as USMC_LOG's,
+ * libusmc/log.c) */
+#define RUN_LOG_MODE  0644
+#define RUN_LOG_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
+
+/*
+ * What names a file, sends the process's diagnostics somewhere or changes
+ * how its connects run is not taken from the caller of a privileged
+ * process (libusmc/env.h): USMC_RUN_VERBOSE, USMC_RUN_LOG and
+ * USMC_PRELOAD_TEST_GATE. USMC_SMC and USMC_RUN_SMC_PEERS only decide
+ * whether this process's own connections try SMC-R.
+ */
 void preload_config_read(void)
 {
 	const char *s;
 
-	preload_log_level(env_int("USMC_RUN_VERBOSE", 0));
-	force_gate = env_int("USMC_PRELOAD_TEST_GATE", 0) != 0;
+	preload_log_level(env_int(env_secure_get("USMC_RUN_VERBOSE"), 0));
+	force_gate = env_int(env_secure_get("USMC_PRELOAD_TEST_GATE"), 0) != 0;
 	s = getenv("USMC_SMC");
 	preload_disabled = s && !strcmp(s, "0");
 	s = getenv("USMC_RUN_SMC_PEERS");
 	if (s && *s)
 		parse_peers(s);
-	s = getenv("USMC_RUN_LOG");
+	s = env_secure_get("USMC_RUN_LOG");
 	if (s && *s) {
-		int fd = R.open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		int fd = R.open(s, RUN_LOG_FLAGS, RUN_LOG_MODE);
 
 		if (fd >= 0)
 			preload_log_to(fd);
