@@ -35,6 +35,11 @@ static const volatile uint8_t *fork_mark_map(void)
 
 int usmc_ctx_create(struct usmc_ctx **out)
 {
+	return usmc_ctx_create_env(out, NULL);
+}
+
+int usmc_ctx_create_env(struct usmc_ctx **out, const char *const *env)
+{
 	struct usmc_ctx *ctx;
 	int rc;
 
@@ -43,20 +48,20 @@ int usmc_ctx_create(struct usmc_ctx **out)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	rc = opts_init_from_env(&ctx->opts);
+	rc = opts_init_from_env(&ctx->opts, env);
 	if (rc)
 		goto err;
-	rc = usmc_logger_init(&ctx->log); /* USMC_LOG */
+	rc = usmc_logger_init(&ctx->log, env); /* USMC_LOG */
 	if (rc)
 		goto err;
-	rc = smcr_ctx_init(&ctx->rdma);
+	rc = smcr_ctx_init(&ctx->rdma, env);
 	if (rc)
 		goto err_log;
 	ctx->rdma.log = &ctx->log;
 	rc = smcr_dev_discover(&ctx->devs, &ctx->ndevs);
 	if (rc)
 		goto err_log;
-	rc = kcompat_open(&ctx->kc, &ctx->log); /* kernel-compat mode: kcompat.c */
+	rc = kcompat_open(&ctx->kc, &ctx->log, env); /* kernel-compat mode: kcompat.c */
 	if (rc) {
 		free(ctx->devs);
 		goto err_log;
@@ -80,6 +85,11 @@ err:
 
 int usmc_env_check(char *msg, size_t len)
 {
+	return usmc_env_check_env(NULL, msg, len);
+}
+
+int usmc_env_check_env(const char *const *env, char *msg, size_t len)
+{
 	uint8_t ueid[SMCR_UEID_LEN];
 	enum kc_mode mode;
 	const char *s, *file;
@@ -89,24 +99,24 @@ int usmc_env_check(char *msg, size_t len)
 	if (len && !msg)
 		return -EINVAL;
 	env_msg(msg, len, "%s", "");
-	rc = opts_env_check(msg, len);
+	rc = opts_env_check(env, msg, len);
 	if (rc)
 		return rc;
 	/* as smcr_ctx_init(), kcompat_open() and usmc_logger_init() read them:
 	 * a privileged process ignores the last two (env.h) */
-	s = getenv("USMC_UEID");
+	s = env_get(env, "USMC_UEID");
 	if (s && *s && smcr_ueid_pad(s, ueid)) {
 		env_msg(msg, len,
 			"USMC_UEID=%s: not a UEID (1-32 of A-Z 0-9 . -, the first alphanumeric)",
 			s);
 		return -EINVAL;
 	}
-	s = env_secure_get("USMC_KERNEL_COMPAT");
+	s = env_secure_get(env, "USMC_KERNEL_COMPAT");
 	if (kcompat_mode_parse(s, &mode)) {
 		env_msg(msg, len, "USMC_KERNEL_COMPAT=%s: not auto, 0 or 1", s);
 		return -EINVAL;
 	}
-	s = env_secure_get("USMC_LOG");
+	s = env_secure_get(env, "USMC_LOG");
 	if (log_env_parse(s, &level, &file)) {
 		env_msg(msg, len, "USMC_LOG=%s: not level[,file] (off, err, warn, info, debug)", s);
 		return -EINVAL;

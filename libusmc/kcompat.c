@@ -56,13 +56,13 @@ int kcompat_mode_parse(const char *s, enum kc_mode *out)
  * program's privileges: kernel-compat is off there, whatever the
  * environment, and its variables are not read.
  */
-static int kcompat_env_mode(enum kc_mode *mode)
+static int kcompat_env_mode(const char *const *env, enum kc_mode *mode)
 {
 	if (env_privileged()) {
 		*mode = KC_MODE_OFF;
 		return 0;
 	}
-	return kcompat_mode_parse(env_secure_get(KC_ENV), mode);
+	return kcompat_mode_parse(env_secure_get(env, KC_ENV), mode);
 }
 
 int kc_listen_key_make(uint64_t netns_cookie, const struct sockaddr *addr, struct kc_listen_key *k)
@@ -243,16 +243,16 @@ static void log_attached(struct usmc_logger *log, const char *path)
 			"and below)");
 }
 
-static int attach(struct kcompat *kc, struct usmc_logger *log)
+/* Attach to @cgroup (USMC_KERNEL_COMPAT_CGROUP), or NULL: the process's own. */
+static int attach(struct kcompat *kc, struct usmc_logger *log, const char *cgroup)
 {
-	const char *env = env_secure_get(KC_ENV_CGROUP);
 	struct bpf_program *prog;
 	char path[PATH_MAX];
 	int cg, rc;
 
-	if (env && snprintf(path, sizeof(path), "%s", env) >= (int)sizeof(path))
+	if (cgroup && snprintf(path, sizeof(path), "%s", cgroup) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	if (!env && (rc = own_cgroup(path, sizeof(path))))
+	if (!cgroup && (rc = own_cgroup(path, sizeof(path))))
 		return rc;
 	prog = bpf_object__find_program_by_name(kc->obj, KC_PROG_NAME);
 	if (!prog)
@@ -308,7 +308,7 @@ static void map_client_slots(struct kcompat *kc)
 		treiber_push(&kc->free_slots, i);
 }
 
-static int load(struct kcompat *kc, struct usmc_logger *log)
+static int load(struct kcompat *kc, struct usmc_logger *log, const char *cgroup)
 {
 	int rc;
 
@@ -326,7 +326,7 @@ static int load(struct kcompat *kc, struct usmc_logger *log)
 	kc->estab = map_array(kc, "usmc_estab", sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS,
 			      &kc->estab_len);
 	map_client_slots(kc);
-	return attach(kc, log);
+	return attach(kc, log, cgroup);
 }
 
 void kcompat_close(struct kcompat *kc)
@@ -342,12 +342,13 @@ void kcompat_close(struct kcompat *kc)
 	free(kc);
 }
 
-int kcompat_open(struct kcompat **out, struct usmc_logger *log)
+int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *const *env)
 {
+	bool quiet = !env_secure_get(env, KC_ENV_VERBOSE);
 	struct kcompat *kc;
 	enum kc_mode mode;
 	libbpf_print_fn_t old = NULL;
-	int rc = kcompat_env_mode(&mode);
+	int rc = kcompat_env_mode(env, &mode);
 
 	*out = NULL;
 	if (rc || mode == KC_MODE_OFF)
@@ -357,10 +358,10 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log)
 		return mode == KC_MODE_ON ? -ENOMEM : 0;
 	/* libbpf prints its failures to stderr; in auto mode a failure is an
 	 * answer, not an error. (The print hook is process-wide.) */
-	if (!env_secure_get(KC_ENV_VERBOSE))
+	if (quiet)
 		old = libbpf_set_print(quiet_print);
-	rc = load(kc, log);
-	if (!env_secure_get(KC_ENV_VERBOSE))
+	rc = load(kc, log, env_secure_get(env, KC_ENV_CGROUP));
+	if (quiet)
 		libbpf_set_print(old);
 	if (rc) {
 		usmc_log(log, USMC_LOG_DEBUG, "kernel-compat: not attached: %s", log_errname(rc));
@@ -594,10 +595,10 @@ const char *kcompat_cgroup(const struct kcompat *kc)
 	return NULL;
 }
 
-int kcompat_open(struct kcompat **out, struct usmc_logger *log)
+int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *const *env)
 {
 	enum kc_mode mode;
-	int rc = kcompat_env_mode(&mode);
+	int rc = kcompat_env_mode(env, &mode);
 
 	*out = NULL;
 	if (rc)

@@ -45,14 +45,15 @@ enum kc_peer {
 int kcompat_mode_parse(const char *s, enum kc_mode *out);
 
 /*
- * kcompat_open() - load and attach the program as USMC_KERNEL_COMPAT says.
+ * kcompat_open() - load and attach the program as USMC_KERNEL_COMPAT in
+ * @env says (env.h; NULL: the process's environment).
  * Returns 0 with *@out NULL when kernel-compat mode is off (disabled, or
  * auto and it did not load), 0 with *@out set when on, or a negative errno
  * when it is required and failed (or the environment value is bad).
  * Logs the attach, with the cgroup, to @log at INFO (a failure in auto
  * mode at DEBUG).
  */
-int kcompat_open(struct kcompat **out, struct usmc_logger *log);
+int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *const *env);
 
 /* The cgroup v2 directory the program is attached to (its reach: every TCP
  * socket of every process in it), or NULL when kernel-compat is off. */

@@ -85,13 +85,13 @@ static void buckets_reset(struct usmc_logger *lg)
 		lg->buckets[i] = (struct log_bucket){.tokens = LOG_RATE_BURST};
 }
 
-int usmc_logger_init(struct usmc_logger *lg)
+int usmc_logger_init(struct usmc_logger *lg, const char *const *env)
 {
 	const char *file;
 	int level;
 	/* it names a file, and lines may tell the process's peers: not from
 	 * the caller of a privileged process (env.h) */
-	int rc = log_env_parse(env_secure_get("USMC_LOG"), &level, &file);
+	int rc = log_env_parse(env_secure_get(env, "USMC_LOG"), &level, &file);
 
 	memset(lg, 0, sizeof(*lg));
 	atomic_init(&lg->max, USMC_LOG_OFF_);

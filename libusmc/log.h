@@ -48,8 +48,9 @@ struct usmc_logger {
  * or a pointer into @s), or -EINVAL. NULL or "" is off. */
 int log_env_parse(const char *s, int *level, const char **file);
 
-/* From USMC_LOG: 0, -EINVAL (bad value) or the file's open error. */
-int usmc_logger_init(struct usmc_logger *lg);
+/* From USMC_LOG in @env (env.h; NULL: the process's environment): 0,
+ * -EINVAL (bad value) or the file's open error. */
+int usmc_logger_init(struct usmc_logger *lg, const char *const *env);
 void usmc_logger_fini(struct usmc_logger *lg);
 /* The application's sink: @fn NULL turns logging off. */
 int usmc_logger_set(struct usmc_logger *lg, enum usmc_log_level max, usmc_log_fn fn, void *arg);

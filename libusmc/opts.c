@@ -116,12 +116,13 @@ void opts_copy_locked(const struct usmc_opts *o, pthread_mutex_t *lock, struct u
 	pthread_mutex_unlock(lock);
 }
 
-/* Option @i from the environment into *@v (the default if unset); -EINVAL
+/* Option @i from @env (env.h) into *@v (the default if unset); -EINVAL
  * and a message in @msg if the variable is set to a bad value. */
-static int opt_from_env(int i, long *v, char *msg, size_t len)
+static int opt_from_env(const char *const *env, int i, long *v, char *msg, size_t len)
 {
 	const struct opt_desc *d = &opt_table[i];
-	const char *s = d->trust == OPT_ENV_PINS ? env_secure_get(d->env) : getenv(d->env);
+	const char *s =
+		d->trust == OPT_ENV_PINS ? env_secure_get(env, d->env) : env_get(env, d->env);
 
 	*v = d->def;
 	if (!s)
@@ -137,10 +138,10 @@ static int opt_from_env(int i, long *v, char *msg, size_t len)
 	return 0;
 }
 
-int opts_init_from_env(struct usmc_opts *o)
+int opts_init_from_env(struct usmc_opts *o, const char *const *env)
 {
 	for (int i = 0; i < USMC_OPT_COUNT_; i++) {
-		int rc = opt_from_env(i, &o->v[i], NULL, 0);
+		int rc = opt_from_env(env, i, &o->v[i], NULL, 0);
 
 		if (rc)
 			return rc;
@@ -148,12 +149,12 @@ int opts_init_from_env(struct usmc_opts *o)
 	return 0;
 }
 
-int opts_env_check(char *msg, size_t len)
+int opts_env_check(const char *const *env, char *msg, size_t len)
 {
 	long v;
 
 	for (int i = 0; i < USMC_OPT_COUNT_; i++) {
-		int rc = opt_from_env(i, &v, msg, len);
+		int rc = opt_from_env(env, i, &v, msg, len);
 
 		if (rc)
 			return rc;

@@ -17,14 +17,15 @@ struct usmc_opts {
 	long v[USMC_OPT_COUNT_];
 };
 
-/* Fill @o with the built-in defaults, then apply the environment.
- * Returns 0, or -EINVAL: a variable was set to a value that is not an
- * integer in the option's range (opts_env_check() names it). */
-int opts_init_from_env(struct usmc_opts *o);
+/* Fill @o with the built-in defaults, then apply the variables of @env
+ * (env.h; NULL: the process's environment). Returns 0, or -EINVAL: a
+ * variable was set to a value that is not an integer in the option's
+ * range (opts_env_check() names it). */
+int opts_init_from_env(struct usmc_opts *o, const char *const *env);
 
 /* The options' variables only: 0, or -EINVAL and "VAR=value: why" in @msg
  * (usmc_env_check() in ctx.c adds the other variables). */
-int opts_env_check(char *msg, size_t len);
+int opts_env_check(const char *const *env, char *msg, size_t len);
 
 /* snprintf into @msg unless it is NULL or @len 0. */
 void env_msg(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

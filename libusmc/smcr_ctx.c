@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "env.h"
 #include "lgr.h"
 #include "smcr_ctx.h"
 
@@ -29,12 +30,12 @@ int smcr_ueid_pad(const char *in, uint8_t out[SMCR_UEID_LEN])
 	return 0;
 }
 
-int smcr_ctx_init(struct smcr_ctx *s)
+int smcr_ctx_init(struct smcr_ctx *s, const char *const *env)
 {
 	/* read in a privileged process too (env.h): a validated name that only
 	 * decides which peers this process's connections may use SMC-Rv2
 	 * with, as usmc_ctx_set_ueid() lets any program decide */
-	const char *env = getenv("USMC_UEID");
+	const char *ueid = env_get(env, "USMC_UEID");
 	pthread_condattr_t ca;
 
 	memset(s, 0, sizeof(*s));
@@ -56,7 +57,7 @@ int smcr_ctx_init(struct smcr_ctx *s)
 		return -EIO;
 	if (getrandom(&s->token_seq, sizeof(s->token_seq), 0) != sizeof(s->token_seq))
 		return -EIO;
-	return smcr_ueid_pad(env && *env ? env : SMCR_DEFAULT_UEID, s->ueid);
+	return smcr_ueid_pad(ueid && *ueid ? ueid : SMCR_DEFAULT_UEID, s->ueid);
 }
 
 void smcr_ctx_fini(struct smcr_ctx *s)

@@ -65,8 +65,9 @@ struct smcr_ctx {
 	int dev_n;
 };
 
-/* Fills the system id and the UEID (USMC_UEID, else SMCR_DEFAULT_UEID). */
-int smcr_ctx_init(struct smcr_ctx *s);
+/* Fills the system id and the UEID (USMC_UEID in @env, env.h, else
+ * SMCR_DEFAULT_UEID). */
+int smcr_ctx_init(struct smcr_ctx *s, const char *const *env);
 /* Frees every link group, then the context's own state. */
 void smcr_ctx_fini(struct smcr_ctx *s);
 

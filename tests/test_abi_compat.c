@@ -3,7 +3,8 @@
  * The shared library keeps the 0.1 ABI: binaries built against 0.1 call
  * usmc_conn_info@USMC_0.1, usmc_ctx_stats@USMC_0.1 and
  * usmc_listener_stats@USMC_0.1, which take no size and fill exactly the
- * 0.1 layout; the *_sized functions are USMC_0.2. Loads libusmc.so (the
+ * 0.1 layout; the *_sized functions are USMC_0.2, usmc_ctx_create_env()
+ * and usmc_env_check_env() USMC_0.3. Loads libusmc.so (the
  * path is the argument) and calls the old versions as an old binary would.
  */
 #include <dlfcn.h> /* dlvsym: _GNU_SOURCE comes from the build */
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
 	sym(h, "usmc_conn_info_sized", "USMC_0.2");
 	sym(h, "usmc_ctx_stats_sized", "USMC_0.2");
 	sym(h, "usmc_listener_stats_sized", "USMC_0.2");
+	sym(h, "usmc_ctx_create_env", "USMC_0.3");
+	sym(h, "usmc_env_check_env", "USMC_0.3");
 	/* no default (unversioned-link) definition of the old names remains */
 	CHECK(!dlvsym(h, "usmc_ctx_stats", "USMC_0.2"), "usmc_ctx_stats@USMC_0.2 exists");
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -301,6 +302,61 @@ static void test_env_check(void **state)
 	assert_int_equal(usmc_env_check(msg, sizeof(msg)), 0);
 }
 
+/* usmc_ctx_create_env(): the variables of a list, not of the environment */
+static void test_ctx_create_env(void **state)
+{
+	char log[64], logvar[80], msg[128];
+	const char *list[] = {"USMC_PROBE_MSX=5", "USMC_PROBE_MS", "USMC_PROBE_MS=1234",
+			      "USMC_PROBE_MS=99", logvar,	   NULL};
+	const char *bad_ueid[] = {"USMC_UEID=bad ueid", NULL},
+		   *bad_kc[] = {"USMC_KERNEL_COMPAT=maybe", NULL};
+	const char *none[] = {NULL};
+	struct usmc_ctx *ctx;
+	long v;
+
+	snprintf(log, sizeof(log), "/tmp/test_api_env.%d", (int)getpid());
+	snprintf(logvar, sizeof(logvar), "USMC_LOG=err,%s", log);
+	unlink(log);
+	setenv("USMC_PROBE_MS", "777", 1);
+	setenv("USMC_HS_THREADS", "5", 1);
+	/* the list's first USMC_PROBE_MS=, as getenv() finds; nothing from the
+	 * process's environment (USMC_HS_THREADS keeps its default) */
+	assert_int_equal(usmc_ctx_create_env(&ctx, list), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_PROBE_MS, &v), 0);
+	assert_int_equal(v, 1234);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_HS_THREADS, &v), 0);
+	assert_int_equal(v, 2);
+	assert_int_equal(access(log, F_OK), 0); /* USMC_LOG's file, from the list */
+	usmc_ctx_destroy(ctx);
+	unlink(log);
+	assert_int_equal(usmc_ctx_create_env(&ctx, none), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_PROBE_MS, &v), 0);
+	assert_int_equal(v, 100);
+	usmc_ctx_destroy(ctx);
+	/* NULL: the process's environment */
+	assert_int_equal(usmc_ctx_create_env(&ctx, NULL), 0);
+	assert_int_equal(usmc_ctx_getopt(ctx, USMC_OPT_PROBE_MS, &v), 0);
+	assert_int_equal(v, 777);
+	usmc_ctx_destroy(ctx);
+	unsetenv("USMC_HS_THREADS");
+	assert_int_equal(usmc_env_check_env(NULL, msg, sizeof(msg)), 0);
+	/* bad values in the list, named by usmc_env_check_env() */
+	setenv("USMC_PROBE_MS", "abc", 1);
+	assert_int_equal(usmc_env_check_env(list, msg, sizeof(msg)), 0);
+	assert_string_equal(msg, "");
+	assert_int_equal(usmc_env_check_env(NULL, msg, sizeof(msg)), -EINVAL);
+	unsetenv("USMC_PROBE_MS");
+	assert_int_equal(usmc_ctx_create_env(&ctx, bad_ueid), -EINVAL);
+	assert_int_equal(usmc_env_check_env(bad_ueid, msg, sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "USMC_UEID=bad ueid: not a UEID (1-32 of A-Z 0-9 . -, the first "
+				 "alphanumeric)");
+	assert_int_equal(usmc_ctx_create_env(&ctx, bad_kc), -EINVAL);
+	assert_int_equal(usmc_env_check_env(bad_kc, msg, sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "USMC_KERNEL_COMPAT=maybe: not auto, 0 or 1");
+	assert_int_equal(usmc_env_check_env(bad_kc, NULL, 8), -EINVAL);
+	assert_int_equal(usmc_ctx_create_env(NULL, none), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +366,7 @@ int main(void)
 		cmocka_unit_test(test_ctx_options),
 		cmocka_unit_test(test_env_defaults),
 		cmocka_unit_test(test_env_check),
+		cmocka_unit_test(test_ctx_create_env),
 		cmocka_unit_test(test_devices_none),
 		cmocka_unit_test(test_listen_bad_args),
 		cmocka_unit_test(test_accept_nonblock_empty),

@@ -156,7 +156,7 @@ static void test_threshold_default(void **state)
 {
 	struct usmc_opts o;
 
-	assert_int_equal(opts_init_from_env(&o), 0);
+	assert_int_equal(opts_init_from_env(&o, NULL), 0);
 	assert_int_equal(opts_set(&o, USMC_OPT_HS_THREADS, 3), 0);
 	assert_int_equal(opts_set(&o, USMC_OPT_HS_CONGESTION, 0), 0);
 	assert_int_equal(opts_hs_congestion(&o), 6); /* 0 = 2 x threads */

@@ -336,7 +336,7 @@ static void test_rate_limit(void **state)
 
 	(void)state;
 	unsetenv("USMC_LOG");
-	assert_int_equal(usmc_logger_init(&lg), 0);
+	assert_int_equal(usmc_logger_init(&lg, NULL), 0);
 	capture_reset();
 	assert_int_equal(usmc_logger_set(&lg, USMC_LOG_WARN, capture_fn, &cap), 0);
 	/* a level that is off evaluates nothing */

@@ -9,7 +9,8 @@
 # The same program without the set-user-ID bit must honour them all (so
 # the test can fail): the log file is created, rw-r--r-- despite umask 0,
 # and USMC_KERNEL_COMPAT=1 with that cgroup fails. And a USMC_LOG file
-# that is a symlink is refused, its target not created.
+# that is a symlink is refused, its target not created. Each run checks a
+# context from usmc_ctx_create_env() with the environment as its list too.
 #
 # Needs root (to make a set-user-ID root copy and to run it as nobody)
 # and a temporary directory on a mount without nosuid; skips (77) if not.
@@ -77,6 +78,8 @@ else
 	grep -q ' kernel_compat=0 ' "$tmp/out" || fail "kernel-compat attached"
 	grep -q ' rmb_size=65536 ' "$tmp/out" || fail "USMC_RMB_SIZE was honoured"
 	grep -q ' probe_ms=250$' "$tmp/out" || fail "USMC_PROBE_MS (harmless) was not read"
+	grep -qx 'environ: kernel_compat=0 rmb_size=65536 probe_ms=250' "$tmp/out" ||
+		fail "usmc_ctx_create_env() did not read its list as usmc_ctx_create() reads"
 fi
 
 echo "--- the same program without the set-user-ID bit, run by nobody, umask 0"
@@ -89,6 +92,8 @@ else
 	[ "$mode" = 644 ] || fail "USMC_LOG's file created with mode $mode under umask 0, not 644"
 fi
 grep -q ' rmb_size=536870912 ' "$tmp/out" || fail "USMC_RMB_SIZE not read unprivileged"
+grep -q '^environ: .* rmb_size=536870912 ' "$tmp/out" ||
+	fail "usmc_ctx_create_env(): USMC_RMB_SIZE not read unprivileged"
 as_nobody USMC_KERNEL_COMPAT=1 USMC_KERNEL_COMPAT_CGROUP="$tmp/no-such-cgroup" "$tmp/plain"
 [ "$rc" != 0 ] || fail "USMC_KERNEL_COMPAT=1 not honoured unprivileged (expected a failure)"
 

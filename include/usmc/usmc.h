@@ -258,6 +258,17 @@ int usmc_conn_getopt(const struct usmc_conn *c, enum usmc_opt opt, long *value);
 int usmc_ctx_create(struct usmc_ctx **ctx);
 
 /**
+ * usmc_ctx_create_env() - usmc_ctx_create(), with every USMC_* variable
+ * read from @env instead of the process's environment: an array of
+ * "NAME=VALUE" strings ending with NULL, as environ(7) (NULL: the
+ * process's environment). The rule of a privileged process holds as for
+ * the environment (usmc(7), SECURITY). @env is read during the call only.
+ * For a caller that keeps the settings of its start, e.g. a preload
+ * library in a program that clears its environment afterwards.
+ */
+int usmc_ctx_create_env(struct usmc_ctx **ctx, const char *const *env);
+
+/**
  * usmc_env_check() - check the USMC_* environment variables as
  * usmc_ctx_create() reads them, to say which one made it fail with -EINVAL.
  * Returns 0 if every variable set has a valid value (@msg then ""), else
@@ -266,6 +277,10 @@ int usmc_ctx_create(struct usmc_ctx **ctx);
  * terminated when @len > 0; @msg may be NULL when @len is 0). Keeps no state.
  */
 int usmc_env_check(char *msg, size_t len);
+
+/** usmc_env_check_env() - usmc_env_check() of the variables in @env, as
+ * usmc_ctx_create_env() reads them (@env NULL: the process's environment). */
+int usmc_env_check_env(const char *const *env, char *msg, size_t len);
 
 /** usmc_ctx_destroy() - free a context; its listeners and connections must
  * be closed first (returns -EBUSY otherwise, and frees nothing). */

@@ -161,14 +161,14 @@ void preload_config_read(void)
 {
 	const char *s;
 
-	preload_log_level(env_int(env_secure_get("USMC_RUN_VERBOSE"), 0));
-	force_gate = env_int(env_secure_get("USMC_PRELOAD_TEST_GATE"), 0) != 0;
+	preload_log_level(env_int(env_secure_get(NULL, "USMC_RUN_VERBOSE"), 0));
+	force_gate = env_int(env_secure_get(NULL, "USMC_PRELOAD_TEST_GATE"), 0) != 0;
 	s = getenv("USMC_SMC");
 	preload_disabled = s && !strcmp(s, "0");
 	s = getenv("USMC_RUN_SMC_PEERS");
 	if (s && *s)
 		parse_peers(s);
-	s = env_secure_get("USMC_RUN_LOG");
+	s = env_secure_get(NULL, "USMC_RUN_LOG");
 	if (s && *s) {
 		int fd = R.open(s, RUN_LOG_FLAGS, RUN_LOG_MODE);
 
