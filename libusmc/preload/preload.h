@@ -96,6 +96,8 @@ void preload_log_to(int fd);
 /* preload_config.c */
 extern bool preload_disabled; /* USMC_SMC=0 */
 void preload_config_read(void);
+/* The USMC_* variables of the start, for usmc_ctx_create_env() */
+const char *const *preload_settings(void);
 bool preload_force_gate(void);
 /* USMC_RUN_SMC_PEERS allows SMC-R towards @sa (always true when unset) */
 bool preload_peer_allowed(const struct sockaddr *sa);

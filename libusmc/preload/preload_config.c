@@ -1,20 +1,29 @@
 // SPDX-License-Identifier: MIT
 /*
- * The preload's configuration, read from the environment once at start
- * (docs/preload.md): USMC_SMC, USMC_RUN_VERBOSE, USMC_RUN_LOG,
- * USMC_RUN_SMC_PEERS and the tests' USMC_PRELOAD_TEST_GATE, by the rule of
- * libusmc's own variables (libusmc/env.c, compiled into the preload too).
+ * The preload's configuration (docs/preload.md): the USMC_* variables as
+ * they were when the preload loaded, kept for the process and its
+ * children of fork(), whatever the program does to its environment
+ * afterwards (nginx's workers keep only the variables an env directive
+ * names; daemons clear theirs). libusmc's context is made from them
+ * (usmc_ctx_create_env()), and the preload's own settings read: USMC_SMC,
+ * USMC_RUN_VERBOSE, USMC_RUN_LOG, USMC_RUN_SMC_PEERS and the tests'
+ * USMC_PRELOAD_TEST_GATE, by the rule of libusmc's variables
+ * (libusmc/env.c, compiled into the preload too).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../env.h"
 #include "preload.h"
 
 bool preload_disabled;
 static bool force_gate;
+/* "NAME=VALUE" strings ending with NULL (libusmc/env.h), written once at
+ * start; NULL without memory: the environment, read when used */
+static const char *const *settings;
 
 /* USMC_RUN_SMC_PEERS: where clients may propose SMC-R (unset: anywhere) */
 struct peer_rule {
@@ -139,6 +148,30 @@ bool preload_force_gate(void)
 	return force_gate;
 }
 
+#define SETTINGS_PREFIX "USMC_"
+
+/* A copy of the USMC_* variables of the environment, or NULL. */
+static const char *const *settings_take(void)
+{
+	size_t n = 0, k = 0;
+	char **v;
+
+	for (char **e = environ; e && *e; e++)
+		n += !strncmp(*e, SETTINGS_PREFIX, strlen(SETTINGS_PREFIX));
+	v = calloc(n + 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	for (char **e = environ; e && *e && k < n; e++)
+		if (!strncmp(*e, SETTINGS_PREFIX, strlen(SETTINGS_PREFIX)) && (v[k] = strdup(*e)))
+			k++;
+	return (const char *const *)v;
+}
+
+const char *const *preload_settings(void)
+{
+	return settings;
+}
+
 static int env_int(const char *s, int def)
 {
 	return s && *s ? atoi(s) : def;
@@ -161,14 +194,15 @@ void preload_config_read(void)
 {
 	const char *s;
 
-	preload_log_level(env_int(env_secure_get(NULL, "USMC_RUN_VERBOSE"), 0));
-	force_gate = env_int(env_secure_get(NULL, "USMC_PRELOAD_TEST_GATE"), 0) != 0;
-	s = getenv("USMC_SMC");
+	settings = settings_take();
+	preload_log_level(env_int(env_secure_get(settings, "USMC_RUN_VERBOSE"), 0));
+	force_gate = env_int(env_secure_get(settings, "USMC_PRELOAD_TEST_GATE"), 0) != 0;
+	s = env_get(settings, "USMC_SMC");
 	preload_disabled = s && !strcmp(s, "0");
-	s = getenv("USMC_RUN_SMC_PEERS");
+	s = env_get(settings, "USMC_RUN_SMC_PEERS");
 	if (s && *s)
 		parse_peers(s);
-	s = env_secure_get(NULL, "USMC_RUN_LOG");
+	s = env_secure_get(settings, "USMC_RUN_LOG");
 	if (s && *s) {
 		int fd = R.open(s, RUN_LOG_FLAGS, RUN_LOG_MODE);
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The libusmc context of this process (docs/preload.md): made on first
- * use; a child of fork() makes its own, as the parent's stays the
- * parent's (usmc.h).
+ * use, from the USMC_* variables of the start (preload_config.c); a child
+ * of fork() makes its own, as the parent's stays the parent's (usmc.h).
  */
 #include <stdio.h>
 
@@ -26,11 +26,11 @@ struct usmc_ctx *preload_ctx(void)
 		ctx = g_ctx;
 	} else if (g_ctx_failed_pid != my_pid) {
 		/* a child of fork(): the parent's context is the parent's */
-		rc = IN_LIB(usmc_ctx_create(&ctx));
+		rc = IN_LIB(usmc_ctx_create_env(&ctx, preload_settings()));
 		if (rc) {
 			ctx = NULL;
 			g_ctx_failed_pid = my_pid;
-			if (usmc_env_check(msg, sizeof(msg)))
+			if (usmc_env_check_env(preload_settings(), msg, sizeof(msg)))
 				snprintf(msg, sizeof(msg), "%s", usmc_strerror(rc));
 			preload_log(0, "no libusmc context (%s): every connection stays plain TCP",
 				    msg);
