@@ -99,8 +99,13 @@ void preload_config_read(void);
 /* The USMC_* variables of the start, for usmc_ctx_create_env() */
 const char *const *preload_settings(void);
 bool preload_force_gate(void);
-/* USMC_RUN_SMC_PEERS allows SMC-R towards @sa (always true when unset) */
-bool preload_peer_allowed(const struct sockaddr *sa);
+/*
+ * A client of @ctx may propose SMC-R to server @sa: one USMC_RUN_SMC_PEERS
+ * names; without the list, any in kernel-compatible mode, where libusmc
+ * proposes only to a server whose SYN-ACK said it speaks SMC; else none. A
+ * server that does not speak SMC would read the proposal as its request.
+ */
+bool preload_may_propose(struct usmc_ctx *ctx, const struct sockaddr *sa);
 
 /* preload_ctx.c */
 struct usmc_ctx *preload_ctx(void);

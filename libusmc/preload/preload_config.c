@@ -25,7 +25,7 @@ static bool force_gate;
  * start; NULL without memory: the environment, read when used */
 static const char *const *settings;
 
-/* USMC_RUN_SMC_PEERS: where clients may propose SMC-R (unset: anywhere) */
+/* USMC_RUN_SMC_PEERS: where clients may propose SMC-R (preload_may_propose()) */
 struct peer_rule {
 	int family;
 	uint8_t addr[16];
@@ -34,7 +34,7 @@ struct peer_rule {
 };
 #define MAX_PEER_RULES 32
 static struct peer_rule peer_rules[MAX_PEER_RULES];
-static int npeer_rules = -1; /* -1: no list, every peer */
+static int npeer_rules = -1; /* -1: no list */
 
 /* One rule: ADDR, ADDR/PREFIX, ADDR:PORT, ADDR/PREFIX:PORT, [V6]/P:PORT. */
 static int parse_peer(char *w, struct peer_rule *r)
@@ -109,13 +109,12 @@ static bool prefix_match(const uint8_t *a, const uint8_t *b, int bits)
 	return !rest || ((a[bytes] ^ b[bytes]) & (0xff << (8 - rest))) == 0;
 }
 
-bool preload_peer_allowed(const struct sockaddr *sa)
+/* USMC_RUN_SMC_PEERS names @sa */
+static bool peer_listed(const struct sockaddr *sa)
 {
 	const uint8_t *addr;
 	int family, port;
 
-	if (npeer_rules < 0)
-		return true;
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const void *)sa;
 
@@ -141,6 +140,13 @@ bool preload_peer_allowed(const struct sockaddr *sa)
 			return true;
 	}
 	return false;
+}
+
+bool preload_may_propose(struct usmc_ctx *ctx, const struct sockaddr *sa)
+{
+	if (npeer_rules >= 0)
+		return peer_listed(sa);
+	return usmc_ctx_kernel_compat(ctx) == 1;
 }
 
 bool preload_force_gate(void)

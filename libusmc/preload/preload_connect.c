@@ -42,7 +42,7 @@ static int connect_start(struct usmc_ctx *ctx, int d, const struct sockaddr *add
 		R.close(d);
 		return PR_CONNECT_ADOPT;
 	}
-	if (!preload_peer_allowed(addr)) {
+	if (!preload_may_propose(ctx, addr)) {
 		IN_LIB(usmc_conn_setopt(c, USMC_OPT_SMC, 0)); /* TCP, reason DISABLED */
 		*gate = false;
 	}

@@ -2,7 +2,10 @@
 # Unmodified Debian binaries under usmc_run over loopback, without an RDMA
 # device (docs/preload.md): every connection falls back to TCP
 # (NOSMCRDEV) and the programs must not notice, while the -vv log shows
-# that libusmc had each connection.
+# that libusmc had each connection. The clients may propose to loopback
+# (USMC_RUN_SMC_PEERS); without the list a client proposes nothing
+# (DISABLED), or only as the SYN-ACK says in kernel-compatible mode,
+# usmc_run's default (PEERNOSMC from a plain server).
 #   python3 -m http.server + curl: a 4 MiB file, SHA-256 checked (curl also
 #     through the gate of a non-blocking connect with a device)
 #   wrk (epoll, non-blocking connects) against examples/httpd: 0 errors
@@ -18,7 +21,7 @@
 # usage: test_preload_tools.sh USMC_RUN HTTPD CONN_CHECK
 set -euo pipefail
 usmc_run=$(readlink -f "$1") httpd=$(readlink -f "$2") conn_check=$(readlink -f "$3")
-export USMC_KERNEL_COMPAT=0
+export USMC_KERNEL_COMPAT=0 USMC_RUN_SMC_PEERS=127.0.0.1
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -65,6 +68,23 @@ grep -q "python3: fd [0-9]* accepted 127.0.0.1:$port <- .*: TCP, fallback NOSMCR
 grep -q "curl: accepted 0 SMC-R, 0 TCP; connected 0 SMC-R, 1 TCP; 0 connects failed" "$log" ||
 	fail "no curl summary at exit"
 echo "ok: python3 http.server + curl, 4 MiB twice, SHA-256 matches"
+# without USMC_RUN_SMC_PEERS: no proposal (DISABLED); in kernel-compatible
+# mode, usmc_run's default, only if the SYN-ACK says so (PEERNOSMC here),
+# or none where the mode cannot load (DISABLED)
+got=$(env -u USMC_RUN_SMC_PEERS "$usmc_run" -vv -o "$dir/nopeers.log" \
+	curl -sS --max-time 20 "http://127.0.0.1:$port/big" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ] || fail "curl without USMC_RUN_SMC_PEERS: SHA-256 $got, want $want"
+grep -q "curl: fd [0-9]* connected .* -> 127.0.0.1:$port: TCP, fallback DISABLED" \
+	"$dir/nopeers.log" || fail "curl without USMC_RUN_SMC_PEERS: $(cat "$dir/nopeers.log")"
+got=$(env -u USMC_RUN_SMC_PEERS -u USMC_KERNEL_COMPAT "$usmc_run" -vv -o "$dir/kc.log" \
+	curl -sS --max-time 20 "http://127.0.0.1:$port/big" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ] || fail "curl, kernel-compatible mode: SHA-256 $got, want $want"
+kc=$(sed -n "s/.*curl: fd [0-9]* connected .* -> 127.0.0.1:$port: TCP, fallback \([A-Z]*\).*/\1/p" \
+	"$dir/kc.log")
+[ "$kc" = PEERNOSMC ] || [ "$kc" = DISABLED ] ||
+	fail "curl, usmc_run's default (kernel-compatible mode auto): $(cat "$dir/kc.log")"
+echo "ok: curl without USMC_RUN_SMC_PEERS proposes nothing (DISABLED), in kernel-compatible" \
+	"mode only as the SYN-ACK says ($kc)"
 
 # --- wrk (epoll, non-blocking connect) against examples/httpd, keep-alive and close
 "$httpd" -a 127.0.0.1 -p 0 >"$dir/httpd.log" 2>&1 &

@@ -18,22 +18,30 @@
 #     shutdown(SHUT_WR) and close as EPOLLRDHUP/POLLRDHUP/POLLHUP with EOF
 #     (rdhup), children of fork() that inherit the SMC-R connection (their
 #     calls fail with ENOTCONN, the parent's stream stays intact) (fork)
+#   curl under usmc_run on A, with its RDMA device, against a plain
+#     python3 -m http.server on B: no CLC byte reaches the server, the body's
+#     SHA-256 matches; without kernel-compatible mode and USMC_RUN_SMC_PEERS
+#     the client proposes nothing (DISABLED), in kernel-compatible mode
+#     (usmc_run's default) the SYN-ACK says the server does not speak SMC
+#     (PEERNOSMC) (curl)
+# The clients propose to B (USMC_RUN_SMC_PEERS) without kernel-compatible
+# mode, whose SYN-ACK option a listener under usmc_run does not send.
 # Skips (exit 0 with a note) what is not installed: nginx, redis, wrk,
 # iperf3.
 #
 # Usage: test_preload_rxe.sh <usmc_run> <httpd> <preload_conn_check> [PART...]
-#   PART: nginx, redis, mixed, iperf3, rdhup, fork (default: all)
+#   PART: nginx, redis, mixed, iperf3, rdhup, fork, curl (default: all)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../../tools/common/rxe-env.sh"
 USMC_RUN=$(readlink -f "${1:?usmc_run}")
 HTTPD=$(readlink -f "${2:?httpd}")
 CHECK=$(readlink -f "${3:?preload_conn_check}")
 shift 3
-parts=" ${*:-nginx redis mixed iperf3 rdhup fork} "
+parts=" ${*:-nginx redis mixed iperf3 rdhup fork curl} "
 want() { [[ $parts == *" $1 "* ]]; }
 A=$USMC_TEST_HOST_A B=$USMC_TEST_HOST_B
 [ "$A" != "$B" ] || rxe_fail "needs two hosts (tests/rxe/vm-run.sh --setup two)"
-export USMC_KERNEL_COMPAT=0
+export USMC_KERNEL_COMPAT=0 USMC_RUN_SMC_PEERS=$B
 dir=$(mktemp -d)
 chmod a+rx "$dir" # nginx's workers run as its user
 log=$dir/usmc.log
@@ -321,6 +329,37 @@ if want fork; then
 		"$log")" = 2 ] || fail "fork: the children's refused calls are not counted"
 	echo "ok: fork: the children's calls on the inherited SMC-R connections failed (ENOTCONN)," \
 		"the parents' streams stayed intact"
+fi
+
+# curl_plain LABEL REASON [NAME=VALUE...]: usmc_run curl on A (its device)
+# fetches the blob from the plain python3 http.server on B, with the
+# environment changes given (env(1) words); the body must match, the
+# connection fall back with REASON, and the server see no CLC byte
+curl_plain() {
+	local label=$1 reason=$2 clog=$dir/curl-$1.log got
+	shift 2
+	got=$(env "$@" "$USMC_RUN" -vv -o "$clog" curl -fsS --max-time 60 --interface "$A" \
+		"http://$B:$PLAIN/big" | sha256sum | cut -d' ' -f1) ||
+		fail "curl $label: exit $?: $(cat "$clog")"
+	cat "$clog" >>"$log"
+	[ "$got" = "$want" ] || fail "curl $label: SHA-256 $got, want $want"
+	grep -q "curl: fd [0-9]* connected $A:[0-9]* -> $B:$PLAIN: TCP, fallback $reason" "$clog" ||
+		fail "curl $label: not a TCP fallback $reason: $(cat "$clog")"
+	! grep -q "Bad request\|code 400" "$dir/plain-http.log" ||
+		fail "curl $label: the plain server read CLC bytes: $(tail -n 5 "$dir/plain-http.log")"
+	echo "ok: usmc_run curl ($label) from a plain python3 http.server: SHA-256 matches," \
+		"TCP $reason, no CLC byte at the server"
+}
+
+if want curl; then
+	PLAIN=18739
+	(cd "$dir/www" && exec python3 -u -m http.server "$PLAIN" --bind "$B") \
+		>"$dir/plain-http.log" 2>&1 &
+	pids+=($!)
+	wait_http "http://$B:$PLAIN/index.html"
+	want=$(sha256sum <"$dir/www/big" | cut -d' ' -f1)
+	curl_plain "no kernel-compatible mode" DISABLED -u USMC_RUN_SMC_PEERS
+	curl_plain "kernel-compatible mode" PEERNOSMC -u USMC_RUN_SMC_PEERS -u USMC_KERNEL_COMPAT
 fi
 
 echo "--- the preload's counters at exit"
