@@ -19,24 +19,15 @@
 set -euo pipefail
 PROG=${1:?privileged_ctx}
 NOBODY=65534
-SKIP=77
 BIG_RMB=536870912
+# shellcheck source=common/privileged.sh
+. "$(dirname "$0")/common/privileged.sh"
 
-if [ "$(id -u)" != 0 ]; then
-	echo "SKIP: not root: a set-user-ID root copy cannot be made"
-	exit $SKIP
-fi
 if ! command -v setpriv >/dev/null; then
 	echo "SKIP: no setpriv (util-linux)"
 	exit $SKIP
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-chmod 0755 "$tmp"
-if findmnt -no OPTIONS --target "$tmp" | tr , '\n' | grep -qx nosuid; then
-	echo "SKIP: $tmp is on a nosuid mount: the set-user-ID bit would not apply"
-	exit $SKIP
-fi
+privileged_tmp set-user-ID
 cp "$PROG" "$tmp/suid"
 chown root:root "$tmp/suid"
 chmod 4755 "$tmp/suid"
@@ -48,12 +39,6 @@ if ! setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups test -x "$tmp/suid";
 	echo "SKIP: nobody cannot reach $tmp (set TMPDIR to a directory others can enter)"
 	exit $SKIP
 fi
-
-failures=0
-fail() {
-	echo "FAIL: $*"
-	failures=$((failures + 1))
-}
 
 # as_nobody ENV... PROGRAM: run with umask 0 as nobody; its output in
 # $tmp/out and $tmp/err, its exit status in $rc
@@ -85,12 +70,7 @@ fi
 echo "--- the same program without the set-user-ID bit, run by nobody, umask 0"
 as_nobody USMC_LOG="err,$tmp/w/x" USMC_RMB_SIZE=$BIG_RMB "$tmp/plain"
 [ "$rc" = 0 ] || fail "unprivileged run failed"
-if [ ! -f "$tmp/w/x" ]; then
-	fail "the unprivileged run did not create USMC_LOG's file"
-else
-	mode=$(stat -c %a "$tmp/w/x")
-	[ "$mode" = 644 ] || fail "USMC_LOG's file created with mode $mode under umask 0, not 644"
-fi
+created_0644 "$tmp/w/x" USMC_LOG
 grep -q ' rmb_size=536870912 ' "$tmp/out" || fail "USMC_RMB_SIZE not read unprivileged"
 grep -q '^environ: .* rmb_size=536870912 ' "$tmp/out" ||
 	fail "usmc_ctx_create_env(): USMC_RMB_SIZE not read unprivileged"
@@ -105,8 +85,4 @@ echo "  exit $rc: $(cat "$tmp/out" "$tmp/err")"
 [ ! -e "$tmp/target" ] || fail "USMC_LOG followed a symlink and created its target"
 [ "$rc" != 0 ] || fail "USMC_LOG naming a symlink was accepted"
 
-if [ $failures != 0 ]; then
-	echo "FAIL: $failures check(s) failed"
-	exit 1
-fi
-echo "PASS: a privileged process ignores the variables that name a file, a cgroup or a privilege"
+privileged_end "a privileged process ignores the variables that name a file, a cgroup or a privilege"

@@ -17,29 +17,15 @@
 set -euo pipefail
 PROG=${1:?preload_privileged}
 NOGROUP=65534
-SKIP=77
+# shellcheck source=../common/privileged.sh
+. "$(dirname "$0")/../common/privileged.sh"
 
-if [ "$(id -u)" != 0 ]; then
-	echo "SKIP: not root: a set-group-ID copy for another group cannot be made"
-	exit $SKIP
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-if findmnt -no OPTIONS --target "$tmp" | tr , '\n' | grep -qx nosuid; then
-	echo "SKIP: $tmp is on a nosuid mount: the set-group-ID bit would not apply"
-	exit $SKIP
-fi
+privileged_tmp set-group-ID
 cp "$PROG" "$tmp/sgid"
 chgrp $NOGROUP "$tmp/sgid"
 chmod 2755 "$tmp/sgid"
 cp "$PROG" "$tmp/plain"
 chmod 0755 "$tmp/plain"
-
-failures=0
-fail() {
-	echo "FAIL: $*"
-	failures=$((failures + 1))
-}
 
 # run ENV... PROGRAM: with umask 0 and the preload's variables; its output
 # in $tmp/out and $tmp/err
@@ -63,13 +49,8 @@ run "$tmp/sgid"
 echo "--- the same program without the set-group-ID bit"
 run USMC_RUN_LOG="$tmp/log" "$tmp/plain"
 grep -q '^secure=0 gate=1$' "$tmp/out" || fail "USMC_PRELOAD_TEST_GATE not honoured unprivileged"
-if [ ! -f "$tmp/log" ]; then
-	fail "the unprivileged run did not create USMC_RUN_LOG's file"
-else
-	mode=$(stat -c %a "$tmp/log")
-	[ "$mode" = 644 ] || fail "USMC_RUN_LOG's file created with mode $mode under umask 0, not 644"
-	grep -q ': fd [0-9]* connected 127.0.0.1:' "$tmp/log" || fail "no -vv line in USMC_RUN_LOG"
-fi
+created_0644 "$tmp/log" USMC_RUN_LOG
+grep -q ': fd [0-9]* connected 127.0.0.1:' "$tmp/log" || fail "no -vv line in USMC_RUN_LOG"
 run "$tmp/plain"
 grep -q ': fd [0-9]* connected 127.0.0.1:' "$tmp/err" || fail "USMC_RUN_VERBOSE not honoured"
 
@@ -78,8 +59,5 @@ ln -s "$tmp/target" "$tmp/link"
 run USMC_RUN_LOG="$tmp/link" "$tmp/plain"
 [ ! -e "$tmp/target" ] || fail "USMC_RUN_LOG followed a symlink and created its target"
 
-if [ $failures != 0 ]; then
-	echo "FAIL: $failures check(s) failed"
-	exit 1
-fi
-echo "PASS: a privileged process's preload ignores USMC_RUN_LOG, USMC_RUN_VERBOSE, USMC_PRELOAD_TEST_GATE"
+privileged_end "a privileged process's preload ignores USMC_RUN_LOG, USMC_RUN_VERBOSE," \
+	"USMC_PRELOAD_TEST_GATE"
