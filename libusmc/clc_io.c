@@ -124,16 +124,22 @@ int clc_io_ready(int fd, size_t cap, size_t *need)
 	return rc > 0 || rc == -EAGAIN ? rc : 0;
 }
 
+/* What a peek of a stream's start says (clc_io_peeked() and the like):
+ * a length, -EAGAIN with *@need, or what ends the wait. */
+typedef int (*peek_judge)(const uint8_t *buf, ssize_t n, size_t cap, struct clc_hdr *hdr,
+			  size_t *need);
+
 /*
- * Wait until the start of @fd's stream holds a whole CLC message (peeked
- * into @buf: its length), or something that ends the wait (EOF inside it,
- * an error, a malformed header, -ETIMEDOUT at @deadline). It polls before
+ * Wait until @judge says more than -EAGAIN of the start of @fd's stream
+ * (peeked into @buf), or something ends the wait: EOF while it still says
+ * -EAGAIN (-ECONNRESET), an error, -ETIMEDOUT at @deadline. It polls before
  * it peeks: a caller waits for the answer to what it has just sent, which
  * cannot be there yet, and poll() returns at once if it is. A message that
  * comes in pieces is waited for with SO_RCVLOWAT (wait_bytes()), so a
  * trickling peer costs no wake-up per byte.
  */
-static int wait_whole(int fd, uint8_t *buf, size_t cap, long deadline, struct clc_hdr *hdr)
+static int wait_judged(int fd, uint8_t *buf, size_t cap, long deadline, struct clc_hdr *hdr,
+		       peek_judge judge)
 {
 	bool closed = false;
 	size_t need = 1;
@@ -143,12 +149,19 @@ static int wait_whole(int fd, uint8_t *buf, size_t cap, long deadline, struct cl
 
 		if (rc)
 			return rc;
-		rc = clc_io_peeked(buf, peek(fd, buf, cap), cap, hdr, &need);
+		rc = judge(buf, peek(fd, buf, cap), cap, hdr, &need);
 		if (rc != -EAGAIN)
 			return rc;
 		if (closed)
 			return -ECONNRESET; /* EOF inside the message */
 	}
+}
+
+/* A whole CLC message at the start of @fd's stream: its length, or what
+ * ended the wait (a malformed header among them). */
+static int wait_whole(int fd, uint8_t *buf, size_t cap, long deadline, struct clc_hdr *hdr)
+{
+	return wait_judged(fd, buf, cap, deadline, hdr, clc_io_peeked);
 }
 
 int clc_io_wait(int fd, size_t cap, int timeout_ms)
@@ -178,6 +191,34 @@ int clc_io_recv(int fd, uint8_t *buf, size_t cap, int timeout_ms, size_t waiting
 		return take(fd, buf, cap, waiting, hdr);
 	len = wait_whole(fd, buf, cap, clock_now_ms() + timeout_ms, hdr);
 	return len > 0 ? take(fd, buf, cap, (size_t)len, hdr) : len;
+}
+
+/*
+ * What the @n peeked bytes in @buf say about a DECLINE at the stream's
+ * start: its whole length, -EAGAIN with *@need while they may still
+ * become one, or 0 when they cannot (another message, or the peer's
+ * data: it is on TCP already).
+ */
+static int peeked_decline(const uint8_t *buf, ssize_t n, size_t cap, struct clc_hdr *hdr,
+			  size_t *need)
+{
+	int len;
+
+	if (n > 0 && !clc_hdr_starts(buf, (size_t)n, CLC_DECLINE))
+		return 0;
+	len = clc_io_peeked(buf, n, cap, hdr, need);
+	if (len < 0)
+		return len == -EAGAIN || n < 0 ? len : 0; /* a malformed header: not ours */
+	return hdr->type == CLC_DECLINE ? len : 0;
+}
+
+int clc_io_await_decline(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr)
+{
+	int rc = wait_judged(fd, buf, cap, clock_now_ms() + timeout_ms, hdr, peeked_decline);
+
+	if (rc > 0)
+		return take(fd, buf, cap, (size_t)rc, hdr);
+	return rc == -ECONNRESET ? 0 : rc; /* EOF: the application reads it */
 }
 
 int clc_io_read(int fd, uint8_t *buf, size_t cap, size_t *have, size_t min, struct clc_hdr *hdr)

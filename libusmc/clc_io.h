@@ -82,6 +82,16 @@ int clc_io_wait(int fd, size_t cap, int timeout_ms);
  */
 int clc_io_read(int fd, uint8_t *buf, size_t cap, size_t *have, size_t min, struct clc_hdr *hdr);
 
+/*
+ * clc_io_await_decline() - wait up to @timeout_ms for a DECLINE at the
+ * start of @fd's stream and take it, never a byte of anything else: the
+ * first bytes that cannot begin a whole SMC-R DECLINE (at most @cap bytes)
+ * end the wait at once and stay for the application. Returns the
+ * DECLINE's length (@buf, @hdr filled), 0 when the stream starts with
+ * something else or ended (EOF), -ETIMEDOUT, or another -errno.
+ */
+int clc_io_await_decline(int fd, uint8_t *buf, size_t cap, int timeout_ms, struct clc_hdr *hdr);
+
 /* clc_io_send() - send @len bytes of one message, all or an error. */
 int clc_io_send(int fd, const uint8_t *buf, size_t len);
 
