@@ -24,9 +24,6 @@
 #include "smcr_conn.h"
 
 #define SMCR_RMBE_IDX 1 /* one RMBE per RMB, as Linux */
-/* CLC_WAIT_TIME_SHORT: how long to look for the peer's DECLINE after a
- * failed LLC step */
-#define CLC_WAIT_SHORT_MS 1000
 
 int smcr_addr_ipv4(const struct sockaddr_storage *ss, struct in_addr *addr)
 {
@@ -271,21 +268,88 @@ int smcr_hs_decline(struct smcr_hs *hs, uint32_t reason, bool out_of_sync)
 }
 
 /*
- * A first contact's LLC step failed: the peer may have given up first and
- * sent its DECLINE. Take it if it comes within CLC_WAIT_SHORT_MS and fall
- * back without one of ours; else decline with @reason. Both ends declining
- * would leave each one's DECLINE in the other's TCP stream as data
- * (net/smc/af_smc.c smc_clnt_conf_first_link() and
- * smc_serv_conf_first_link() wait CLC_WAIT_TIME_SHORT the same way).
+ * Wait up to @timeout_ms (within the deadline) for a DECLINE at the start
+ * of the stream and take it (CLC_RX_DECLINED*, @hs records it). 0 when
+ * the stream starts with anything else: the peer is on TCP already and
+ * those bytes are its application's, left for ours. Else -ETIMEDOUT or
+ * an error.
  */
-int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason)
+static int hs_await_decline(struct smcr_hs *hs, int timeout_ms)
 {
 	uint8_t buf[CLC_DECLINE_V2_LEN];
-	int rc = smcr_hs_recv(hs, buf, sizeof(buf), CLC_DECLINE, NULL, CLC_WAIT_SHORT_MS);
+	long left = smcr_hs_deadline(hs, timeout_ms) - clock_now_ms();
+	struct clc_hdr hdr;
+	int len = clc_io_await_decline(hs->fd, buf, sizeof(buf), left > 0 ? (int)left : 0, &hdr);
 
-	if (rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC)
+	return len > 0 ? smcr_hs_classify(hs, buf, len, &hdr, CLC_DECLINE, NULL) : len;
+}
+
+static bool rx_declined(int rc)
+{
+	return rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC;
+}
+
+/*
+ * The server's first-contact CONFIRM_LINK got no answer. Linux's client
+ * gives up after 2 x SMC_LLC_WAIT_TIME plus CLC_WAIT_TIME_SHORT
+ * (net/smc/af_smc.c smcr_clnt_conf_first_link()) and then declines
+ * itself; ours never does (smcr_hs_await_server_decline()). Take the
+ * client's DECLINE if it comes within CLC_WAIT_SHORT_MS (as
+ * smcr_serv_conf_first_link() does), else send ours with @reason, long
+ * before that client gives up. If ours was held in the network past the
+ * client's bound, the client's DECLINE crosses it: it is taken here (until
+ * SMCR_SRV_CROSS_WAIT_MS after the CONFIRM), never left for the
+ * application. The first bytes that are not a DECLINE are the client's
+ * data: it is on TCP already, and ours is not sent.
+ */
+int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason, long confirmed_ms)
+{
+	long cross_ms;
+	int rc = hs_await_decline(hs, CLC_WAIT_SHORT_MS);
+
+	if (rx_declined(rc))
 		return SMCR_HS_TCP;
-	return rc == -ETIMEDOUT ? smcr_hs_decline(hs, reason, false) : rc;
+	if (!rc)
+		return hs_tcp(hs, reason, false);
+	if (rc != -ETIMEDOUT)
+		return rc;
+	rc = smcr_hs_decline(hs, reason, false);
+	if (rc != SMCR_HS_TCP)
+		return rc;
+	cross_ms = confirmed_ms + SMCR_SRV_CROSS_WAIT_MS - clock_now_ms();
+	rc = hs_await_decline(hs, cross_ms > 0 ? (int)cross_ms : 0);
+	if (rx_declined(rc))
+		usmc_log(hs->sctx->log, USMC_LOG_INFO,
+			 "CLC: %s's DECLINE crossed ours: taken, not the application's",
+			 log_peer(hs->fd).s);
+	if (rc < 0 && rc != -ETIMEDOUT)
+		return rc;
+	return hs_tcp(hs, reason, false);
+}
+
+/*
+ * The client's first-contact CONFIRM_LINK did not come. The server cannot
+ * have had our answer, so it declines: Linux's after SMC_LLC_WAIT_TIME,
+ * CLC_WAIT_TIME_SHORT and its link's teardown
+ * (smcr_serv_conf_first_link(), smc_listen_decline()), ours after the same
+ * two waits. A DECLINE of ours would cross it and land in the server's
+ * fallen-back stream as 44 bytes of data, so none is sent: wait for the
+ * server's up to @window_ms and take it; at that bound, or on the first
+ * bytes that are not a DECLINE (the server is on TCP already), go on over
+ * TCP with @reason. Linux's client declines itself after its wait
+ * (smc_connect_decline_fallback()): where we deviate, docs/smcr.md.
+ */
+int smcr_hs_await_server_decline(struct smcr_hs *hs, uint32_t reason, int window_ms)
+{
+	int rc = hs_await_decline(hs, window_ms);
+
+	if (rx_declined(rc))
+		return SMCR_HS_TCP;
+	if (rc < 0 && rc != -ETIMEDOUT)
+		return rc;
+	usmc_log(hs->sctx->log, USMC_LOG_INFO, "CLC: no DECLINE from %s %s: TCP without one",
+		 log_peer(hs->fd).s, rc ? "in time" : "before other bytes");
+	return hs_tcp(hs, reason, false);
 }
 
 /* After a handshake step: a DECLINE received means TCP, else the error. */

@@ -117,8 +117,9 @@ struct smcr_client {
  * without, it reads only what is there (one recv()) and returns
  * SMCR_HS_AWAIT_ANSWER or SMCR_HS_AWAIT_LGR instead of waiting: call it
  * again (the caller keeps the deadline). The LLC steps of a first contact
- * (CONFIRM_LINK, at most SMCR_CL_WAIT_MS) and a CONFIRM_RKEY on reuse run
- * to their end in either case.
+ * (CONFIRM_LINK, at most SMCR_CL_WAIT_MS, and if it fails the server's
+ * DECLINE, at most SMCR_CL_DECLINE_WAIT_MS more) and a CONFIRM_RKEY on
+ * reuse run to their end in either case.
  * smcr_clc_connect() - both, waiting: the blocking client.
  * smcr_clc_serve_accept() - server, with the client's decoded PROPOSAL in
  * @st->prop: negotiate, claim or reuse a link group, send the ACCEPT.
@@ -152,6 +153,25 @@ void smcr_clc_serve_abort(struct smcr_serve *st);
 #define SMCR_MIN_CONNS	  16 /* v2.1: fewer is MAXCONNERR */
 #define SMCR_MAX_LINKS	  1  /* one link per LGR: no ADD_LINK */
 #define SMCR_FEATURE_MASK 0x0001
+
+/*
+ * A first contact whose CONFIRM_LINK failed, timed as Linux 6.12 (net/smc
+ * af_smc.c smcr_clnt_conf_first_link(), smcr_serv_conf_first_link();
+ * smc_llc.h SMC_LLC_WAIT_TIME 2 s, smc_clc.h CLC_WAIT_TIME_SHORT 1 s) so
+ * that the server's DECLINE is the one that goes; the figures measured
+ * against Linux are in docs/smcr.md (tests/rxe/test_fc_decline.c checks
+ * the order they rely on).
+ */
+#define SMCR_CL_WAIT_MS	  4000 /* client: CONFIRM_LINK, 2 x SMC_LLC_WAIT_TIME */
+#define CLC_WAIT_SHORT_MS 1000 /* server: the client's DECLINE before ours */
+/* client, after SMCR_CL_WAIT_MS: the server's DECLINE. Linux 6.12's
+ * server sent it 3.1 s after the CONFIRM, 5.1 s when its CONFIRM_LINK send
+ * hung until its QP gave up (measured); ours at most 3 s after. */
+#define SMCR_CL_DECLINE_WAIT_MS 4000
+/* server, after its DECLINE and until this long after the client's
+ * CONFIRM came: a client's DECLINE that crossed ours. Linux's client
+ * sends one about 5.3 s after its CONFIRM if ours reached it late. */
+#define SMCR_SRV_CROSS_WAIT_MS 7000
 
 /* What the next CLC message turned out to be (values apart from enum
  * smcr_hs_result, so that neither is taken for the other). */
@@ -221,9 +241,20 @@ int smcr_hs_wait_ms(const struct smcr_hs *hs);
 /* Send a DECLINE of @reason: SMCR_HS_TCP, or the error sending it. */
 int smcr_hs_decline(struct smcr_hs *hs, uint32_t reason, bool out_of_sync);
 
-/* After a failed first-contact LLC step: the peer's DECLINE if it comes
- * soon, else ours with @reason. */
-int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason);
+/*
+ * A first contact's CONFIRM_LINK failed (docs/smcr.md "A failed first
+ * contact"): exactly one DECLINE, the server's, and none in an
+ * application's stream.
+ * smcr_hs_decline_unless_declined() - server: the client's DECLINE if it
+ * comes soon, else ours with @reason, then a crossing one taken until
+ * SMCR_SRV_CROSS_WAIT_MS after @confirmed_ms (clock_now_ms() when the
+ * client's CONFIRM came).
+ * smcr_hs_await_server_decline() - client: the server's DECLINE, waited
+ * for up to @window_ms; never one of ours.
+ * Both: SMCR_HS_TCP, or an error.
+ */
+int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason, long confirmed_ms);
+int smcr_hs_await_server_decline(struct smcr_hs *hs, uint32_t reason, int window_ms);
 
 /* After a step: a DECLINE received (CLC_RX_DECLINED*) is SMCR_HS_TCP. */
 int smcr_hs_declined_or(struct smcr_hs *hs, int rc);

@@ -20,7 +20,6 @@
 #include "smcr_clc.h"
 #include "smcr_conn.h"
 
-#define SMCR_CL_WAIT_MS 4000 /* 2 x SMC_LLC_WAIT_TIME for CONFIRM_LINK */
 /* A non-first-contact ACCEPT names a link group that a concurrent connect
  * of ours may still be confirming: wait for it, boundedly. */
 #define CLIENT_REUSE_WAIT_MS 2000
@@ -131,7 +130,8 @@ static int client_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
 	if (rc)
 		goto fail;
 	if (smcr_llc_wait_confirm_link(lgr, SMCR_CL_WAIT_MS, &req)) {
-		rc = smcr_hs_decline_unless_declined(hs, SMC_CLC_DECL_TIMEOUT_CL);
+		rc = smcr_hs_await_server_decline(hs, SMC_CLC_DECL_TIMEOUT_CL,
+						  SMCR_CL_DECLINE_WAIT_MS);
 		goto fail;
 	}
 	reason = SMC_CLC_DECL_RMBE_EC;

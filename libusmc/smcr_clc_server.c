@@ -159,6 +159,7 @@ static int first_contact_confirm(struct smcr_hs *hs, struct smcr_serve *st)
 	struct clc_accept_confirm conf;
 	uint32_t reason;
 	int rc = smcr_hs_recv(hs, buf, sizeof(buf), CLC_CONFIRM, &conf, smcr_hs_wait_ms(hs));
+	long confirmed_ms = clock_now_ms();
 
 	if (rc != CLC_RX_MSG)
 		return smcr_hs_declined_or(hs, rc);
@@ -168,7 +169,8 @@ static int first_contact_confirm(struct smcr_hs *hs, struct smcr_serve *st)
 	smcr_clc_set_peer_rmb(st->sc, &conf);
 	reason = serve_link_up(st->lgr, &st->prop, &conf, &st->neg);
 	if (reason == SMC_CLC_DECL_TIMEOUT_CL)
-		return smcr_hs_declined_or(hs, smcr_hs_decline_unless_declined(hs, reason));
+		return smcr_hs_declined_or(
+			hs, smcr_hs_decline_unless_declined(hs, reason, confirmed_ms));
 	if (reason)
 		return smcr_hs_declined_or(hs, smcr_hs_decline(hs, reason, false));
 	lgr_publish(st->lgr);
