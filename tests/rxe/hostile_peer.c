@@ -514,6 +514,8 @@ void hp_propose(struct hp_link *lk, struct hp_conn *c, const struct sockaddr_in 
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	CHECK(!bind(c->fd, (const struct sockaddr *)&lk->bind, sizeof(lk->bind)),
 	      "hostile peer: bind %s: %s", inet_ntoa(lk->bind.sin_addr), strerror(errno));
+	if (lk->sock_hook)
+		lk->sock_hook(c->fd, HP_SOCK_CONNECT, lk->sock_hook_arg);
 	CHECK(!connect(c->fd, (const struct sockaddr *)srv, sizeof(*srv)),
 	      "hostile peer: connect: %s", strerror(errno));
 	CHECK(!getsockname(c->fd, (struct sockaddr *)&me, &sl), "getsockname");
@@ -736,8 +738,13 @@ int hp_listen(struct hp_link *lk, struct sockaddr_in *bound)
 
 	CHECK(fd >= 0, "socket");
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	CHECK(!bind(fd, (const struct sockaddr *)&lk->bind, sizeof(lk->bind)) && !listen(fd, 8),
-	      "hostile server: bind/listen: %s", strerror(errno));
+	CHECK(!bind(fd, (const struct sockaddr *)&lk->bind, sizeof(lk->bind)),
+	      "hostile server: bind: %s", strerror(errno));
+	if (lk->sock_hook)
+		lk->sock_hook(fd, HP_SOCK_LISTEN, lk->sock_hook_arg);
+	CHECK(!listen(fd, 8), "hostile server: listen: %s", strerror(errno));
+	if (lk->sock_hook)
+		lk->sock_hook(fd, HP_SOCK_LISTENING, lk->sock_hook_arg);
 	CHECK(!getsockname(fd, (struct sockaddr *)bound, &sl), "getsockname");
 	return fd;
 }

@@ -41,6 +41,9 @@
 
 struct hp_link;
 
+/* When hp_link.sock_hook is called. */
+enum hp_sock_stage { HP_SOCK_CONNECT, HP_SOCK_LISTEN, HP_SOCK_LISTENING };
+
 struct hp_conn {
 	struct hp_link *lk;
 	int fd;	       /* TCP: CLC */
@@ -105,6 +108,12 @@ struct hp_link {
 	int wr_status_last; /* status of the completion of wr_done */
 	struct hp_conn *conns[HP_MAX_CONNS];
 	int nconns;
+	/* called (if set) with each TCP socket the peer makes: before its
+	 * connect() or listen(), and after listen(); e.g. to mark it for
+	 * kernel-compat mode, so that the kernel's SMC (and usmc in that
+	 * mode) sees an SMC peer in its SYN or SYN-ACK */
+	void (*sock_hook)(int fd, enum hp_sock_stage stage, void *arg);
+	void *sock_hook_arg;
 };
 
 /*

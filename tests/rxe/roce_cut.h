@@ -7,13 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/*
- * Cut (or restore) the RDMA path between the two hosts: RoCE v2 packets
- * (UDP port 4791) are dropped as they leave either veth, TCP still flows.
- * Returns 0, or -1 if tc failed (the guest only: the netdevs come from
- * USMC_TEST_NETDEV_A/B).
- */
-static inline int roce_cut(bool cut)
+/* RoCE v2 (UDP port 4791) dropped at tc hook @hook ("egress", "ingress")
+ * of both veths, or restored (!@cut). */
+static inline int roce_cut_at(bool cut, const char *hook)
 {
 	const char *dev[2] = {getenv("USMC_TEST_NETDEV_A"), getenv("USMC_TEST_NETDEV_B")};
 	char cmd[512];
@@ -25,10 +21,10 @@ static inline int roce_cut(bool cut)
 		if (cut)
 			snprintf(
 				cmd, sizeof(cmd),
-				"tc qdisc add dev %s clsact && tc filter add dev %s egress protocol ip "
+				"tc qdisc add dev %s clsact && tc filter add dev %s %s protocol ip "
 				"prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff "
 				"action drop",
-				dev[i], dev[i]);
+				dev[i], dev[i], hook);
 		else
 			snprintf(cmd, sizeof(cmd), "tc qdisc del dev %s clsact 2>/dev/null",
 				 dev[i]);
@@ -36,6 +32,56 @@ static inline int roce_cut(bool cut)
 			rc = -1;
 	}
 	return rc;
+}
+
+/*
+ * Cut (or restore) the RDMA path between the two hosts: RoCE v2 packets
+ * are dropped as they leave either veth, TCP still flows (rxe sees the
+ * drop and fails the send at once). Returns 0, or -1 if tc failed (the
+ * guest only: the netdevs come from USMC_TEST_NETDEV_A/B).
+ */
+static inline int roce_cut(bool cut)
+{
+	return roce_cut_at(cut, "egress");
+}
+
+/*
+ * As roce_cut(), but RoCE is lost on the way (dropped as it arrives at the
+ * other veth): the sender's send succeeds and its QP retries until it
+ * gives up, as on a fabric that loses the packets. roce_cut(false) (or
+ * roce_lose(false)) restores.
+ */
+static inline int roce_lose(bool lose)
+{
+	return roce_cut_at(lose, "ingress");
+}
+
+/*
+ * Hold every TCP segment that host @host (0: A, 1: B) sends for @ms (0:
+ * release the hold): a netem delay on that host's veth, for TCP alone
+ * (RoCE, if not cut, and ARP pass as they were). It slows one side's CLC,
+ * its DECLINE and its data alike. Returns 0, or -1 if tc failed.
+ */
+static inline int roce_hold_tcp(int host, int ms)
+{
+	const char *dev = getenv(host ? "USMC_TEST_NETDEV_B" : "USMC_TEST_NETDEV_A");
+	char cmd[768];
+
+	if (!dev)
+		return -1;
+	if (!ms) {
+		snprintf(cmd, sizeof(cmd), "tc qdisc del dev %s root 2>/dev/null", dev);
+		system(cmd);
+		return 0;
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "tc qdisc replace dev %s root handle 1: prio bands 3 "
+		 "priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 && "
+		 "tc qdisc add dev %s parent 1:3 handle 30: netem delay %dms limit 100000 && "
+		 "tc filter add dev %s parent 1: protocol ip prio 1 u32 "
+		 "match ip protocol 6 0xff flowid 1:3",
+		 dev, dev, ms, dev);
+	return system(cmd) == 0 ? 0 : -1;
 }
 
 #endif
