@@ -109,8 +109,7 @@ static void test_unicode_escapes(void **state)
 		"\"\\ude00\"",	      /* a low surrogate alone */
 		"\"\\ud83d\\u0041\"", /* a high surrogate without its pair */
 		"\"\\x41\"",	      /* not a JSON escape */
-		"\"a\x1b"
-		"b\"", /* a raw control character */
+		"\"a\033b\"",	      /* a raw control character */
 		"\"\\u00",
 		"\"\\",
 		"\"abc",
