@@ -306,11 +306,19 @@ static void test_env_check(void **state)
 static void test_ctx_create_env(void **state)
 {
 	char log[64], logvar[80], msg[128];
-	const char *list[] = {"USMC_PROBE_MSX=5", "USMC_PROBE_MS", "USMC_PROBE_MS=1234",
-			      "USMC_PROBE_MS=99", logvar,	   NULL};
+	/* each list that makes a context turns kernel-compatible mode off: a
+	 * list replaces the environment, where the valgrind run says so, and
+	 * valgrind does not model the bpf() system call */
+	const char *list[] = {"USMC_PROBE_MSX=5",
+			      "USMC_PROBE_MS",
+			      "USMC_PROBE_MS=1234",
+			      "USMC_PROBE_MS=99",
+			      "USMC_KERNEL_COMPAT=0",
+			      logvar,
+			      NULL};
 	const char *bad_ueid[] = {"USMC_UEID=bad ueid", NULL},
 		   *bad_kc[] = {"USMC_KERNEL_COMPAT=maybe", NULL};
-	const char *none[] = {NULL};
+	const char *none[] = {"USMC_KERNEL_COMPAT=0", NULL};
 	struct usmc_ctx *ctx;
 	long v;
 
