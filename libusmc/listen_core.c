@@ -209,23 +209,36 @@ void listener_hs_submit(struct usmc_listener *l, struct usmc_conn *c)
  * test that defines it and includes listen_core.h sees no weak declaration. */
 extern void listen_test_hook_worker(void) __attribute__((weak));
 
+/* What @c's worker step, which returned @rc, came to (listen_hs_cost()). */
+static enum listen_step step_outcome(const struct usmc_conn *c, int rc)
+{
+	if (rc == LISTEN_HS_PARKED)
+		return LISTEN_STEP_PARKED;
+	if (rc)
+		return LISTEN_STEP_FAILED;
+	return listen_step_final(c->mode == USMC_MODE_SMCR, c->peer_declined, c->reason);
+}
+
+/* The admission budget's measure after a step that began at @t0; racing
+ * workers may lose an update. */
+static void note_hs_cost(struct usmc_listener *l, int64_t t0, enum listen_step outcome)
+{
+	int64_t dt = (int64_t)clock_now_ns() - t0;
+
+	atomic_store(&l->hs_cost_ns, listen_hs_cost(atomic_load(&l->hs_cost_ns), dt, outcome));
+}
+
 void listener_hs_worker(void *arg, struct usmc_conn *c)
 {
 	struct usmc_listener *l = arg;
-	int64_t t0 = (int64_t)clock_now_ns(), dt, cost;
+	int64_t t0 = (int64_t)clock_now_ns();
 	int rc;
 
 	update_congestion(l, &c->opts, false); /* kernel-compat: the queue shrank */
 	if (listen_test_hook_worker)
 		listen_test_hook_worker();
 	rc = listen_handshake(c); /* the socket is blocking (ACCEPT_FLAGS) */
-	/* the admission budget's measure: a moving average (1/8) of the
-	 * handshake time, parked steps left out (their time is the client's);
-	 * racing workers may lose an update */
-	dt = (int64_t)clock_now_ns() - t0;
-	cost = atomic_load(&l->hs_cost_ns);
-	if (rc != LISTEN_HS_PARKED)
-		atomic_store(&l->hs_cost_ns, cost ? cost + (dt - cost) / 8 : dt);
+	note_hs_cost(l, t0, step_outcome(c, rc));
 
 	if (rc == LISTEN_HS_PARKED) {
 		listener_park(l, c);

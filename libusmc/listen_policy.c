@@ -3,6 +3,7 @@
 #include <usmc/usmc.h>
 
 #include "listen_policy.h"
+#include "reason.h"
 
 unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued,
 				 unsigned int backlog)
@@ -74,6 +75,32 @@ enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long
 		return LISTEN_DECLINE_BUDGET;
 	st->next_admit_ns = now_ns + cost * LISTEN_BUDGET_DIV;
 	return LISTEN_ADMIT;
+}
+
+enum listen_step listen_step_final(bool smcr, bool peer_declined, uint32_t reason)
+{
+	if (smcr)
+		return LISTEN_STEP_DONE;
+	/* a peer's DECLINE may come whenever the peer likes */
+	if (peer_declined)
+		return LISTEN_STEP_FAILED;
+	/* Linux's classes of decline (net/smc/smc_clc.h): resources (0x01)
+	 * and configuration (0x03) are decided from the PROPOSAL and this
+	 * host alone; timeouts (0x02), sync (0x04) and the internal errors of
+	 * a link's setup (0x09) come after a wait on the peer that failed */
+	switch (reason >> 24) {
+	case SMC_CLC_DECL_MEM >> 24:
+	case SMC_CLC_DECL_CNFERR >> 24:
+		return LISTEN_STEP_DONE;
+	}
+	return LISTEN_STEP_FAILED;
+}
+
+int64_t listen_hs_cost(int64_t cost_ns, int64_t step_ns, enum listen_step outcome)
+{
+	if (outcome == LISTEN_STEP_PARKED)
+		return cost_ns;
+	return cost_ns ? cost_ns + (step_ns - cost_ns) / 8 : step_ns;
 }
 
 unsigned int listen_hist_bucket(uint64_t us)

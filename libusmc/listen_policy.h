@@ -81,6 +81,25 @@ bool listen_storm_demand(int64_t now_ns, int64_t hs_cost_ns, long workers, struc
  */
 void listen_storm_renew(int64_t now_ns, struct listen_admit_state *st);
 
+/* What a worker's handshake step came to, for the handshake cost. */
+enum listen_step {
+	LISTEN_STEP_DONE,   /* completed: SMC-R, or a DECLINE of ours that waited on nothing */
+	LISTEN_STEP_FAILED, /* dropped, declined by the peer, or declined after a wait failed */
+	LISTEN_STEP_PARKED, /* the client's next message is awaited without a worker */
+};
+
+/* A step that reached its final mode (listen_handshake() returned 0):
+ * SMC-R (@smcr), or TCP with @reason, from the peer if @peer_declined. */
+enum listen_step listen_step_final(bool smcr, bool peer_declined, uint32_t reason);
+
+/*
+ * The handshake cost (hs_cost_ns, the measure of the admission budget and
+ * of a storm's demand) after a worker's step of @step_ns that came to
+ * @outcome: a moving average (1/8) of the steps' times. Parked steps are
+ * left out: their time is the client's. @cost_ns 0: none measured yet.
+ */
+int64_t listen_hs_cost(int64_t cost_ns, int64_t step_ns, enum listen_step outcome);
+
 /* The decision at @now_ns for a queue of @depth waiting handshakes (pure). */
 enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,
 				    int64_t now_ns, int64_t hs_cost_ns,

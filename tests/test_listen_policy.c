@@ -16,6 +16,7 @@
 #include "handshake_pool.h"
 #include "listen_policy.h"
 #include "opts.h"
+#include "reason.h"
 
 static void test_backlog_room(void **state)
 {
@@ -152,6 +153,24 @@ static void test_storm_demand(void **state)
 	assert_true(listen_storm_demand(t + win, 0, 1, &d)); /* 101 in 250 ms x 10 ms */
 }
 
+/* Which worker steps completed: SMC-R, or a DECLINE of ours decided from
+ * the PROPOSAL and this host; not one the peer sent or a failed wait. */
+static void test_step_final(void **state)
+{
+	assert_int_equal(listen_step_final(true, false, 0), LISTEN_STEP_DONE);
+	assert_int_equal(listen_step_final(false, false, SMC_CLC_DECL_NOSMCRDEV), LISTEN_STEP_DONE);
+	assert_int_equal(listen_step_final(false, false, SMC_CLC_DECL_DIFFPREFIX),
+			 LISTEN_STEP_DONE);
+	assert_int_equal(listen_step_final(false, false, SMC_CLC_DECL_MEM), LISTEN_STEP_DONE);
+	assert_int_equal(listen_step_final(false, false, SMC_CLC_DECL_TIMEOUT_CL),
+			 LISTEN_STEP_FAILED);
+	assert_int_equal(listen_step_final(false, false, SMC_CLC_DECL_ERR_REGBUF),
+			 LISTEN_STEP_FAILED);
+	assert_int_equal(listen_step_final(false, false, SMC_CLC_DECL_SYNCERR), LISTEN_STEP_FAILED);
+	assert_int_equal(listen_step_final(false, true, SMC_CLC_DECL_NOSMCRDEV),
+			 LISTEN_STEP_FAILED);
+}
+
 static void test_threshold_default(void **state)
 {
 	struct usmc_opts o;
@@ -278,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_admit_by_cost),
 		cmocka_unit_test(test_storm_hold_backs_off),
 		cmocka_unit_test(test_storm_demand),
+		cmocka_unit_test(test_step_final),
 		cmocka_unit_test(test_threshold_default),
 		cmocka_unit_test(test_hist_bucket),
 		cmocka_unit_test(test_pool_depth),
