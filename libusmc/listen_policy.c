@@ -98,8 +98,12 @@ enum listen_step listen_step_final(bool smcr, bool peer_declined, uint32_t reaso
 
 int64_t listen_hs_cost(int64_t cost_ns, int64_t step_ns, enum listen_step outcome)
 {
-	if (outcome == LISTEN_STEP_PARKED)
+	const int64_t max = LISTEN_HS_COST_MAX_MS * 1000000LL;
+
+	if (outcome != LISTEN_STEP_DONE)
 		return cost_ns;
+	if (step_ns > max)
+		step_ns = max;
 	return cost_ns ? cost_ns + (step_ns - cost_ns) / 8 : step_ns;
 }
 

@@ -95,10 +95,29 @@ enum listen_step listen_step_final(bool smcr, bool peer_declined, uint32_t reaso
 /*
  * The handshake cost (hs_cost_ns, the measure of the admission budget and
  * of a storm's demand) after a worker's step of @step_ns that came to
- * @outcome: a moving average (1/8) of the steps' times. Parked steps are
- * left out: their time is the client's. @cost_ns 0: none measured yet.
+ * @outcome: a moving average (1/8) of the completed steps' times, each at
+ * most LISTEN_HS_COST_MAX_MS. @cost_ns 0: none measured yet.
+ *
+ * Why only completed steps: a failed one (an LLC answer that never came,
+ * a DECLINE the peer took its time to send) measures how long the peer
+ * made the worker wait, not what serving a client costs; counted, a few
+ * stalled handshakes made the cost seconds, and then honest demand alone
+ * kept a storm, and every SMC client on TCP, for minutes. Parked steps
+ * are left out too: their time is the client's.
  */
 int64_t listen_hs_cost(int64_t cost_ns, int64_t step_ns, enum listen_step outcome);
+
+/*
+ * The most one step counts for. A completed step can still be slowed by
+ * its peer (an LLC answer sent just before the timeout). An honest step is
+ * the worker's own work and one LLC round trip on a link it just built;
+ * the slowest honest connect measured in the soft-RoCE guest, a first
+ * contact, took 0.09 s in all, TCP connect and client included.
+ * Bounded at 0.1 s, a peer can at worst make a storm last while more than
+ * workers / 0.1 s SMC clients a second are refused (20 with two workers),
+ * and the budget still admits one SMC client a second in it.
+ */
+#define LISTEN_HS_COST_MAX_MS 100
 
 /* The decision at @now_ns for a queue of @depth waiting handshakes (pure). */
 enum listen_admit listen_admit_smcr(bool auto_fallback, unsigned int depth, long threshold,

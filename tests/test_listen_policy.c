@@ -171,6 +171,71 @@ static void test_step_final(void **state)
 			 LISTEN_STEP_FAILED);
 }
 
+/*
+ * An auto-fallback listener after an attacker whose handshakes stall
+ * stops: honest SMC clients, @rate_hz of them, each a completed step of
+ * @step_ns, arrive at an empty queue in a storm that holds as long as it
+ * can (LISTEN_STORM_HOLD_MAX_MS). The storm is extended as the accept
+ * thread does it (listener_storm_demand()). Returns how long after @t0
+ * every client is admitted again, or -1 if not within @limit_ns.
+ */
+static int64_t smcr_back_after(int64_t t0, int64_t cost, int64_t step_ns, int rate_hz,
+			       int64_t limit_ns)
+{
+	const int64_t gap = 1000000000LL / rate_hz, hold = LISTEN_STORM_HOLD_MAX_MS * 1000000LL;
+	struct listen_admit_state st = {.storm_hold_ns = hold, .storm_until_ns = t0 + hold};
+	struct listen_demand d = {.since_ns = t0};
+
+	for (int64_t now = t0; now < t0 + limit_ns; now += gap) {
+		enum listen_admit a = listen_admit_smcr(true, 0, 4, now, cost, &st);
+
+		if (now >= st.storm_until_ns)
+			return now - t0;
+		if (a == LISTEN_ADMIT)
+			cost = listen_hs_cost(cost, step_ns, LISTEN_STEP_DONE);
+		else if (listen_storm_demand(now, cost, 2, &d))
+			listen_storm_renew(now, &st);
+	}
+	return -1;
+}
+
+/*
+ * Admission by cost cannot be poisoned: handshakes that fail after a long
+ * wait (an LLC answer that never came) leave the handshake cost alone;
+ * slow ones that complete count at most LISTEN_HS_COST_MAX_MS each; and
+ * after the attacker stops, honest demand that two workers serve easily
+ * gets SMC-R back within seconds, not minutes.
+ */
+static void test_cost_not_poisoned(void **state)
+{
+	const int64_t ms = 1000000, s = 1000 * ms, honest = 5 * ms;
+	const int64_t max = LISTEN_HS_COST_MAX_MS * ms, t = 1000 * s;
+	int64_t cost = 0, slow, back;
+
+	for (int i = 0; i < 20; i++)
+		cost = listen_hs_cost(cost, honest, LISTEN_STEP_DONE);
+	assert_int_equal(cost, honest);
+	/* sixteen handshakes stalled on CONFIRM_LINK for 2.5 s each */
+	for (int i = 0; i < 16; i++)
+		cost = listen_hs_cost(cost, 2500 * ms, LISTEN_STEP_FAILED);
+	print_message("cost after 16 stalled handshakes: %lld ms\n", (long long)(cost / ms));
+	assert_int_equal(cost, honest);
+	assert_int_equal(listen_hs_cost(cost, 2500 * ms, LISTEN_STEP_PARKED), honest);
+	/* ... or answered just before the LLC timeout: bounded */
+	slow = cost;
+	for (int i = 0; i < 64; i++)
+		slow = listen_hs_cost(slow, 1900 * ms, LISTEN_STEP_DONE);
+	assert_true(slow <= max && slow > max / 2);
+	assert_int_equal(listen_hs_cost(0, 10 * s, LISTEN_STEP_DONE), max);
+	/* the attacker stops; 50 honest SMC clients a second, 5 ms each */
+	back = smcr_back_after(t, cost, honest, 50, 120 * s);
+	print_message("stalled attacker: SMC-R back after %lld ms\n", (long long)(back / ms));
+	assert_true(back >= 0 && back <= LISTEN_STORM_HOLD_MAX_MS * ms + s);
+	back = smcr_back_after(t, slow, honest, 50, 120 * s);
+	print_message("slow attacker: SMC-R back after %lld ms\n", (long long)(back / ms));
+	assert_true(back >= 0 && back <= 30 * s);
+}
+
 static void test_threshold_default(void **state)
 {
 	struct usmc_opts o;
@@ -298,6 +363,7 @@ int main(void)
 		cmocka_unit_test(test_storm_hold_backs_off),
 		cmocka_unit_test(test_storm_demand),
 		cmocka_unit_test(test_step_final),
+		cmocka_unit_test(test_cost_not_poisoned),
 		cmocka_unit_test(test_threshold_default),
 		cmocka_unit_test(test_hist_bucket),
 		cmocka_unit_test(test_pool_depth),
