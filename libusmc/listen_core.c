@@ -8,6 +8,7 @@
  * call down into it; the API (listen.c) creates and closes the listener.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -306,4 +307,23 @@ void listener_wake(struct usmc_listener *l)
 	if (write(l->wakefd, &one, sizeof(one)) < 0) {
 		/* the counter is saturated: the thread is awake anyway */
 	}
+}
+
+/* A first contact of the context ended (called under the context's lock:
+ * no lock here). Every listener hears of every end, so the wake-up is only
+ * for one with a handshake that waits. */
+static void claims_ended(struct smcr_claim_watch *w)
+{
+	struct usmc_listener *l =
+		(struct usmc_listener *)((char *)w - offsetof(struct usmc_listener, claim_watch));
+
+	atomic_store(&l->claims_moved, true);
+	if (atomic_load(&l->claim_waiters))
+		listener_wake(l);
+}
+
+void listener_watch_claims(struct usmc_listener *l, bool on)
+{
+	l->claim_watch.ended = claims_ended;
+	listen_hs_watch_claims(l->ctx, &l->claim_watch, on);
 }

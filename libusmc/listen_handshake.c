@@ -109,6 +109,19 @@ bool listen_hs_waits_claim(const struct usmc_conn *c)
 	return c->serve && !c->serve->accepted;
 }
 
+bool listen_hs_claim_ended(const struct usmc_conn *c)
+{
+	return c->serve && c->serve->claims_seen != lgr_claims_ended(&c->ctx->rdma);
+}
+
+void listen_hs_watch_claims(struct usmc_ctx *ctx, struct smcr_claim_watch *w, bool on)
+{
+	if (on)
+		lgr_claim_watch(&ctx->rdma, w);
+	else
+		lgr_claim_unwatch(&ctx->rdma, w);
+}
+
 int listen_handshake(struct usmc_conn *c)
 {
 	uint8_t buf[CLC_PROPOSAL_MAX_LEN];

@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 struct usmc_conn;
+struct usmc_ctx;
+struct smcr_claim_watch;
 
 /* How long a worker waits for the client's CONFIRM before it parks the
  * handshake: an honest client answers within a round trip or two, a slow
@@ -34,13 +36,18 @@ struct usmc_conn;
  */
 int listen_handshake(struct usmc_conn *c);
 
-/* How often a handshake parked for another's first contact with its peer
- * asks again (listen_hs_waits_claim()). */
-#define LISTEN_HS_RETRY_MS 10
-
 /* listen_hs_waits_claim() - @c is parked until another handshake's first
- * contact with its peer ends (retried, not watched for bytes). */
+ * contact with its peer ends (retried then, not watched for bytes). */
 bool listen_hs_waits_claim(const struct usmc_conn *c);
+
+/* listen_hs_claim_ended() - a first contact of @c's context ended since
+ * @c's handshake found its peer's in progress: worth asking again. */
+bool listen_hs_claim_ended(const struct usmc_conn *c);
+
+/* listen_hs_watch_claims() - from @on until called with !@on, @w->ended
+ * is called (with no lock of the listener's held, and it may take none)
+ * each time a first contact of @ctx ends. */
+void listen_hs_watch_claims(struct usmc_ctx *ctx, struct smcr_claim_watch *w, bool on);
 
 /* listen_hs_deadline_ms() - when @c's whole handshake must have ended
  * (clock_now_ms() time). */

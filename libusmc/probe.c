@@ -37,7 +37,7 @@ enum probe_wait {
 	PROBE_FIRST_BYTES, /* its first bytes: a plain client or an SMC one? */
 	PROBE_PROPOSAL,	   /* an SMC client's whole PROPOSAL */
 	PROBE_PARKED,	   /* a handshake's next CLC message (the CONFIRM) */
-	PROBE_RETRY,	   /* a handshake waiting for its peer's first contact */
+	PROBE_RETRY,	   /* a handshake waiting for its peer's first contact to end */
 };
 
 /* A connection whose bytes the accept thread is waiting for. */
@@ -122,6 +122,8 @@ static void probe_forget(struct usmc_listener *l, struct probing *p)
 
 	if (!p)
 		return;
+	if (p->wait == PROBE_RETRY)
+		atomic_fetch_sub(&l->claim_waiters, 1);
 	probe_unlink(l, p);
 	if (p->armed)
 		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
@@ -269,7 +271,10 @@ static void probe_arm(struct usmc_listener *l, struct probing *p, int op)
 }
 
 /* Watch @c (not watched yet) for @wait until @deadline_ns; -errno if it
- * cannot be watched (then @c is untouched and still the caller's). */
+ * cannot be watched (then @c is untouched and still the caller's). A
+ * handshake that waits for a first contact (PROBE_RETRY) waits for no
+ * byte: its client has nothing to send before our ACCEPT, and bytes it
+ * sends anyway would run the handshake again on every one. */
 static int probe_start(struct usmc_listener *l, struct usmc_conn *c, enum probe_wait wait,
 		       uint64_t deadline_ns, struct probing **out)
 {
@@ -280,10 +285,14 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, enum probe_
 	p->c = c;
 	p->wait = wait;
 	p->deadline_ns = deadline_ns;
-	probe_arm(l, p, EPOLL_CTL_ADD);
-	if (!p->armed) {
-		free(p);
-		return -errno;
+	if (wait != PROBE_RETRY) {
+		probe_arm(l, p, EPOLL_CTL_ADD);
+		if (!p->armed) {
+			free(p);
+			return -errno;
+		}
+	} else {
+		atomic_fetch_add(&l->claim_waiters, 1);
 	}
 	probe_insert(l, p);
 	/* bytes that arrive between the caller's peek and the ADD are
@@ -419,7 +428,7 @@ static void probe_step(struct usmc_listener *l, struct probing *p, bool expired)
 		else
 			probe_arm(l, p, EPOLL_CTL_MOD);
 		return;
-	case PROBE_RETRY: /* its time to ask again (or the socket changed) */
+	case PROBE_RETRY: /* its deadline: the last try, which declines */
 		probe_forget(l, p);
 		listener_hs_submit(l, c);
 		return;
@@ -489,15 +498,51 @@ int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms)
 			   clock_now_ns() + (uint64_t)wait_ms * CLOCK_NSEC_PER_MSEC, &p);
 }
 
+/*
+ * @c's handshake found its peer's first contact in progress: ask again
+ * when a first contact of the context ends (probes_claims_ended()) or at
+ * the deadline, not before. Counted in claim_waiters before it looks
+ * whether one ended since the handshake asked; lgr_unclaim() counts the
+ * end before the listener's watcher reads claim_waiters: so either this
+ * look sees the end, or the watcher sees the waiter and wakes us.
+ */
+static void wait_claim(struct usmc_listener *l, struct usmc_conn *c)
+{
+	struct probing *p;
+
+	if (probe_start(l, c, PROBE_RETRY, hs_deadline_ns(c), &p)) {
+		listener_hs_submit(l, c); /* cannot be watched: ask again now */
+		return;
+	}
+	if (listen_hs_claim_ended(c)) {
+		probe_forget(l, p);
+		listener_hs_submit(l, c);
+	}
+}
+
+void probes_claims_ended(struct usmc_listener *l)
+{
+	struct probing *p, *next;
+
+	if (!atomic_load(&l->claim_waiters) || !atomic_exchange(&l->claims_moved, false))
+		return;
+	for (p = l->probes; p; p = next) {
+		next = p->next;
+		if (p->wait == PROBE_RETRY && listen_hs_claim_ended(p->c)) {
+			struct usmc_conn *c = p->c;
+
+			probe_forget(l, p);
+			listener_hs_submit(l, c);
+		}
+	}
+}
+
 void probe_park(struct usmc_listener *l, struct usmc_conn *c)
 {
-	uint64_t retry = clock_now_ns() + (uint64_t)LISTEN_HS_RETRY_MS * CLOCK_NSEC_PER_MSEC;
 	struct probing *p;
 
 	if (listen_hs_waits_claim(c)) {
-		if (probe_start(l, c, PROBE_RETRY,
-				retry < hs_deadline_ns(c) ? retry : hs_deadline_ns(c), &p))
-			listener_hs_submit(l, c); /* cannot be watched: ask again now */
+		wait_claim(l, c);
 		return;
 	}
 	if (probe_start(l, c, PROBE_PARKED, hs_deadline_ns(c), &p)) {

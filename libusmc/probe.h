@@ -44,8 +44,14 @@ int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms);
  * probe_park() - a worker sent @c's ACCEPT and the client's CONFIRM is not
  * whole yet: wait for it here, without a worker, until the handshake's
  * deadline, then give @c back to the pool (listen_handshake() resumes).
+ * Or @c's handshake waits for its peer's first contact: back to the pool
+ * when a first contact of the context ends, or at the deadline.
  */
 void probe_park(struct usmc_listener *l, struct usmc_conn *c);
+
+/* Retry the handshakes parked for their peer's first contact, if a first
+ * contact of the context ended since they asked. */
+void probes_claims_ended(struct usmc_listener *l);
 
 /* The epoll entry of probe @p fired. */
 void probe_event(struct usmc_listener *l, struct probing *p);

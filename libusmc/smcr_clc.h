@@ -31,7 +31,8 @@ enum smcr_hs_result {
 	SMCR_HS_NODEV,	       /* client: no SMC-R device for the local address, no CLC sent */
 	SMCR_HS_AWAIT_CONFIRM, /* server: ACCEPT sent; smcr_clc_serve_confirm() next */
 	SMCR_HS_AWAIT_CLAIM,   /* server: a first contact with the peer is in progress:
-				* smcr_clc_serve_accept() again a little later */
+				* smcr_clc_serve_accept() again once a first
+				* contact ended (st->claims_seen moved on) */
 	SMCR_HS_AWAIT_ANSWER,  /* client, not waiting: the server's answer is not
 				* (all) there yet: smcr_clc_answer() again once
 				* the socket is readable */
@@ -85,6 +86,9 @@ struct smcr_serve {
 	struct lgr *lgr;	    /* first contact: ours, until published */
 	bool claimed;		    /* first contact: @pending is registered */
 	bool accepted;		    /* the ACCEPT went: the CONFIRM is next */
+	/* lgr_claims_ended() when the claim was last asked: SMCR_HS_AWAIT_CLAIM
+	 * is worth asking again once it moved on */
+	unsigned int claims_seen;
 	struct lgr_pending pending; /* first contact: the claim on the peer */
 };
 

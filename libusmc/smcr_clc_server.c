@@ -228,9 +228,11 @@ static int serve_claim(struct smcr_hs *hs, struct smcr_serve *st)
 	 * without waiting and the listener retries it (the first contact may
 	 * itself wait for a worker to take its CONFIRM) */
 	bool retry = hs->deadline_ms && clock_now_ms() < hs->deadline_ms;
-	int rc =
-		lgr_claim(hs->sctx, &key, &cfg, retry ? 0 : smcr_hs_deadline(hs, claim_wait_ms(hs)),
-			  &st->pending, &reuse);
+	int rc;
+
+	st->claims_seen = lgr_claims_ended(hs->sctx); /* before the look: none missed */
+	rc = lgr_claim(hs->sctx, &key, &cfg, retry ? 0 : smcr_hs_deadline(hs, claim_wait_ms(hs)),
+		       &st->pending, &reuse);
 
 	if (rc == -ETIMEDOUT && retry)
 		return SMCR_HS_AWAIT_CLAIM;

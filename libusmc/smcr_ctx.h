@@ -27,6 +27,17 @@ struct lgr;
 struct lgr_pending;
 struct usmc_logger;
 
+/*
+ * Told when a first contact of the context ends (lgr_unclaim()): a
+ * listener whose handshakes wait for their peer's first contact retries
+ * them then, not on a timer. @ended runs with the context's lock held, so
+ * it must take no lock (a listener writes its eventfd).
+ */
+struct smcr_claim_watch {
+	void (*ended)(struct smcr_claim_watch *w);
+	struct smcr_claim_watch *next; /* with the context's lock */
+};
+
 struct smcr_ctx {
 	pthread_mutex_t lock; /* protects lgrs, all, pending, and each lgr's next, all_next */
 	struct lgr *lgrs;     /* published link groups (lgr_publish) */
@@ -44,6 +55,8 @@ struct smcr_ctx {
 	/* with lock: a link group was published, a first contact ended, or
 	 * lgrs_open hit 0 */
 	pthread_cond_t lgrs_cond;
+	atomic_uint claims_ended;	       /* first contacts ended (lgr_unclaim()) */
+	struct smcr_claim_watch *claim_watch;  /* with lock: told when one ends */
 	uint8_t system_id[SMCR_SYSTEM_ID_LEN]; /* set once at init */
 	struct usmc_logger *log;	       /* the context's (log.h), set once; may be NULL */
 
