@@ -73,6 +73,7 @@ static void lgr_link_sq_room(struct smcr_link *lnk)
 {
 	struct lgr *lgr = lgr_of(lnk);
 
+	smcr_llc_send_owed(lgr); /* the peer waits on those */
 	lgr->ops->kick_pending(lgr);
 }
 
@@ -82,7 +83,7 @@ static void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 	lgr_terminate(lgr_of(lnk), err, orderly);
 }
 
-static const struct smcr_link_handlers lgr_link_handlers = {
+const struct smcr_link_handlers lgr_link_handlers = {
 	.rx_cdc = lgr_link_rx_cdc,
 	.rx_llc = lgr_link_rx_llc,
 	.tx_done = lgr_link_tx_done,

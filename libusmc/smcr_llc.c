@@ -39,10 +39,10 @@ static struct smcr_link *llc_link(struct lgr *lgr)
 	return &lgr->lnk[LGR_FIRST_LINK];
 }
 
-static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class cls)
+/* Post the encoded LLC message @buf of @len bytes (inline). */
+static int llc_post_bytes(struct lgr *lgr, const uint8_t *buf, int len, enum smcr_sq_class cls)
 {
-	uint8_t buf[LLC_MSG_LEN];
-	struct ibv_sge sge = {.addr = (uintptr_t)buf};
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = (uint32_t)len};
 	struct ibv_send_wr wr = {
 		.sg_list = &sge,
 		.num_sge = 1,
@@ -50,15 +50,23 @@ static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class
 		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE,
 	};
 	struct smcr_tx_pend p = {0};
+	int rc = smcr_wr_post_send(llc_link(lgr), &wr, 1, &p, cls);
+
+	if (!rc)
+		atomic_fetch_add_explicit(&lgr->sctx->llc_sent, 1, memory_order_relaxed);
+	return rc;
+}
+
+static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class cls)
+{
+	uint8_t buf[LLC_MSG_LEN];
 	int len = llc_encode(m, buf, sizeof(buf));
 
 	if (len < 0)
 		return len; /* we only send 44-byte LLC messages */
-	sge.length = (uint32_t)len;
-	len = smcr_wr_post_send(llc_link(lgr), &wr, 1, &p, cls);
+	len = llc_post_bytes(lgr, buf, len, cls);
 	if (len)
 		return len;
-	atomic_fetch_add_explicit(&lgr->sctx->llc_sent, 1, memory_order_relaxed);
 	/* counted where they leave, so that a reader never sees half of an
 	 * answer's accounting (tests subtract nothing to find our flows) */
 	if (!(m->flags & LLC_FLAG_RESP) &&
@@ -238,7 +246,93 @@ static void deliver_confirm_link(struct lgr *lgr, const struct llc_msg *m)
 	pthread_mutex_unlock(&llc->lock);
 }
 
-/* Answer a request the peer started; the reserved LLC send entries make room. */
+/* ---- answers owed: the send queue was full ---------------------------- */
+
+/* Keep @m's encoding behind the answers already owed; requires llc->lock. */
+static void owe_locked(struct lgr *lgr, const struct llc_msg *m)
+{
+	struct smcr_llc *llc = &lgr->llc;
+	struct llc_owed *o = &llc->owed[llc->owed_n];
+
+	if (llc->owed_n == SMCR_LLC_OWED) {
+		atomic_fetch_add(&llc->answers_lost, 1);
+		return;
+	}
+	o->len = llc_encode(m, o->b, sizeof(o->b));
+	if (o->len > 0) {
+		llc->owed_n++;
+		atomic_fetch_add(&llc->answers_owed, 1);
+	}
+}
+
+/* The oldest answer owed, taken off the list into @o; false if none. */
+static bool owed_take(struct smcr_llc *llc, struct llc_owed *o)
+{
+	bool any;
+
+	pthread_mutex_lock(&llc->lock);
+	any = llc->owed_n > 0;
+	if (any) {
+		*o = llc->owed[0];
+		memmove(&llc->owed[0], &llc->owed[1], --llc->owed_n * sizeof(*o));
+	}
+	pthread_mutex_unlock(&llc->lock);
+	return any;
+}
+
+/* @o found no room again: back at the head, where it was. */
+static void owed_put_back(struct smcr_llc *llc, const struct llc_owed *o)
+{
+	pthread_mutex_lock(&llc->lock);
+	if (llc->owed_n == SMCR_LLC_OWED) /* owed meanwhile: the newest goes */
+		llc->owed_n--;
+	memmove(&llc->owed[1], &llc->owed[0], llc->owed_n * sizeof(*o));
+	llc->owed[0] = *o;
+	llc->owed_n++;
+	pthread_mutex_unlock(&llc->lock);
+}
+
+void smcr_llc_send_owed(struct lgr *lgr)
+{
+	struct llc_owed o;
+
+	/* posted outside llc->lock, a leaf: the send queue has its own */
+	while (owed_take(&lgr->llc, &o))
+		if (llc_post_bytes(lgr, o.b, o.len, SMCR_SQ_LLC) == -EAGAIN) {
+			/* the refusal marked the link: room calls us again */
+			owed_put_back(&lgr->llc, &o);
+			return;
+		}
+	/* sent, or the link is gone and so is the need */
+}
+
+/* Send @m, the answer to a peer's request, behind the answers still owed;
+ * kept if the send queue is full. */
+static void answer_send(struct lgr *lgr, const struct llc_msg *m)
+{
+	struct smcr_llc *llc = &lgr->llc;
+	bool behind;
+
+	pthread_mutex_lock(&llc->lock);
+	behind = llc->owed_n > 0;
+	if (behind)
+		owe_locked(lgr, m);
+	pthread_mutex_unlock(&llc->lock);
+	if (behind) {
+		smcr_llc_send_owed(lgr);
+		return;
+	}
+	if (smcr_llc_send(lgr, m) != -EAGAIN)
+		return;
+	pthread_mutex_lock(&llc->lock);
+	owe_locked(lgr, m);
+	pthread_mutex_unlock(&llc->lock);
+	/* room that came back before it was kept called for nothing */
+	smcr_llc_send_owed(lgr);
+}
+
+/* Answer a request the peer started; the reserved LLC send entries make
+ * room, and when even they are taken the answer waits for room. */
 static void answer(struct lgr *lgr, struct llc_msg *m)
 {
 	switch (m->type) {
@@ -270,7 +364,7 @@ static void answer(struct lgr *lgr, struct llc_msg *m)
 	default:
 		return;
 	}
-	smcr_llc_send(lgr, m);
+	answer_send(lgr, m);
 }
 
 void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)

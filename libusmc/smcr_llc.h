@@ -45,6 +45,14 @@ static inline bool smcr_llc_answer_waits(long now, long asked_ms, long last_rx_m
 
 struct lgr;
 
+/*
+ * Answers to the peer's requests that found the send queue full, kept
+ * until room comes back (smcr_llc_send_owed()). The peer runs one flow at
+ * a time, besides its TEST_LINK: a handful covers an honest one, and a
+ * peer with more requests unanswered than this gets no more answers kept.
+ */
+#define SMCR_LLC_OWED 8
+
 /* A link group's LLC state (struct lgr.llc). */
 struct smcr_llc {
 	pthread_mutex_t lock; /* protects the fields up to 'counters' */
@@ -57,11 +65,19 @@ struct smcr_llc {
 	struct llc_msg resp;
 	bool confirm_req_valid;	    /* client: the server's CONFIRM_LINK arrived */
 	struct llc_msg confirm_req; /* its content */
+	/* answers owed (SMCR_LLC_OWED), oldest first, encoded */
+	struct llc_owed {
+		uint8_t b[LLC_MSG_LEN];
+		int len;
+	} owed[SMCR_LLC_OWED];
+	unsigned int owed_n;
 
 	/* counters: atomics, read by tests and statistics without a lock */
 	atomic_uint_least64_t test_link_answered, test_link_sent;
 	atomic_uint_least64_t rkey_confirmed, rkey_deleted; /* peer requests answered */
 	atomic_uint_least64_t rkey_requests; /* CONFIRM_RKEY and DELETE_RKEY requests we sent */
+	atomic_uint_least64_t answers_owed;  /* answers that waited for send queue room */
+	atomic_uint_least64_t answers_lost;  /* ... and found SMCR_LLC_OWED waiting already */
 
 	/* TEST_LINK keepalive: the tick sets, whoever runs the answer's completion clears */
 	atomic_long tl_sent_ms;	 /* TEST_LINK sent then, its answer awaited; 0 none */
@@ -100,8 +116,15 @@ int smcr_llc_wait_confirm_link(struct lgr *lgr, int timeout_ms, struct llc_msg *
  */
 uint32_t smcr_llc_barrier(struct lgr *lgr);
 
-/* A received LLC message (progress thread). Malformed ones are dropped. */
+/* A received LLC message (progress thread). Malformed ones are dropped.
+ * A request's answer that finds the send queue full is kept and sent when
+ * room comes back: a peer's TEST_LINK or CONFIRM_RKEY left unanswered ends
+ * its side of the link group or its connection. */
 void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);
+
+/* Send queue room came back (the link's sq_room): send the answers owed,
+ * oldest first, while there is room. */
+void smcr_llc_send_owed(struct lgr *lgr);
 
 /* Progress thread tick: TEST_LINK when idle or asked, end the link group
  * when one goes unanswered. */
