@@ -25,6 +25,19 @@ struct listen_demand {
 unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued,
 				 unsigned int backlog);
 
+/*
+ * How long the listener holds a CLC message whose first bytes came but not
+ * the rest, from those first bytes. An honest peer sends a CLC message with
+ * one send() of at most 652 bytes (CLC_PROPOSAL_MAX_LEN): one segment, or
+ * two, whatever the path's MTU; a lost segment is sent again within the
+ * retransmission timeout (200 ms minimum, doubling: 1.4 s for the third
+ * try). Linux allows a CLC message CLC_WAIT_TIME (6 s) per receive
+ * (net/smc/smc_clc.c smc_clc_wait_msg(), its SO_RCVTIMEO); we are
+ * stricter: an incomplete message from a peer that can send it whole is
+ * the slow-client attack, and every second of it is a backlog place held.
+ */
+#define LISTEN_CLC_REST_MS 2000
+
 /* Is the handshake pool congested? @depth handshakes wait for a worker;
  * @threshold is the effective USMC_OPT_HS_CONGESTION (opts_hs_congestion). */
 bool listen_hs_congested(unsigned int depth, long threshold);

@@ -138,6 +138,15 @@ static uint64_t hs_deadline_ns(const struct usmc_conn *c)
 	return (uint64_t)listen_hs_deadline_ms(c) * CLOCK_NSEC_PER_MSEC;
 }
 
+/* When the rest of a CLC message whose first bytes came now is due: within
+ * LISTEN_CLC_REST_MS, and within the handshake's deadline. */
+static uint64_t rest_deadline_ns(const struct usmc_conn *c)
+{
+	uint64_t rest = clock_now_ns() + (uint64_t)LISTEN_CLC_REST_MS * CLOCK_NSEC_PER_MSEC;
+
+	return rest < hs_deadline_ns(c) ? rest : hs_deadline_ns(c);
+}
+
 static uint32_t plain_client_reason(struct usmc_listener *l)
 {
 	return ctx_has_smcr_device(l->ctx) ? USMC_REASON_PEERNOSMC : USMC_REASON_NOSMCRDEV;
@@ -362,7 +371,7 @@ static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct prob
 		proposal_ready(l, c, p);
 		return;
 	}
-	if (!p && probe_start(l, c, PROBE_PROPOSAL, hs_deadline_ns(c), &p)) {
+	if (!p && probe_start(l, c, PROBE_PROPOSAL, rest_deadline_ns(c), &p)) {
 		/* cannot be watched (out of memory): a worker waits for it */
 		c->decline_at_once = false;
 		listener_hs_submit(l, c);
@@ -371,7 +380,7 @@ static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct prob
 	if (p->wait != PROBE_PROPOSAL) {
 		p->wait = PROBE_PROPOSAL;
 		probe_unlink(l, p);
-		p->deadline_ns = hs_deadline_ns(c);
+		p->deadline_ns = rest_deadline_ns(c);
 		probe_insert(l, p);
 	}
 	/* what came since the peek is reported by the epoll entry: ADD and
@@ -389,13 +398,16 @@ static void plain_client(struct usmc_listener *l, struct usmc_conn *c, struct pr
 	atomic_fetch_sub(&l->in_handshake, 1);
 }
 
-/* A handshake whose time ran out before its client's message was whole. */
+/* A handshake whose time ran out before its client's message was whole
+ * (LISTEN_CLC_REST_MS after its first bytes, or the handshake's deadline). */
 static void hs_expired(struct usmc_listener *l, struct probing *p)
 {
 	struct usmc_conn *c = p->c;
 
-	usmc_log(&l->ctx->log, USMC_LOG_INFO, "listener %s: %s: no whole CLC message within %ld ms",
-		 log_local(c->fd).s, conn_log_peer(c).s, c->opts.v[USMC_OPT_HS_TIMEOUT_MS]);
+	usmc_log(&l->ctx->log, USMC_LOG_INFO,
+		 "listener %s: %s: no whole CLC message %llu ms after the accept",
+		 log_local(c->fd).s, conn_log_peer(c).s,
+		 (unsigned long long)((clock_now_ns() - c->t_accept_ns) / CLOCK_NSEC_PER_MSEC));
 	probe_forget(l, p);
 	listener_drop(l, c, -ETIMEDOUT);
 }
