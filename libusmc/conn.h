@@ -38,6 +38,7 @@ struct usmc_conn {
 	socklen_t peer_len;
 	bool counted_open;    /* counted in ctx->open_conns */
 	bool decline_at_once; /* listener congested: decline in the accept thread */
+	bool src_counted;     /* listener: counted for its source (listener_src_enter()) */
 	int kc_peer;	      /* enum kc_peer: SMC option seen in the handshake */
 	uint32_t kc_ticket;   /* kcompat_mark_client()'s, until the connect ends */
 	/* listener: the length of a whole CLC message the accept thread saw

@@ -84,6 +84,7 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	pthread_mutex_init(&l->qlock, NULL);
 	pthread_mutex_init(&l->park_lock, NULL);
 	pthread_mutex_init(&l->syn_lock, NULL);
+	listen_sources_init(&l->srcs);
 	ctx_copy_opts(ctx, &l->opts);
 	if (flags & USMC_LISTEN_AUTO_FALLBACK)
 		l->opts.v[USMC_OPT_AUTO_FALLBACK] = 1;
@@ -102,6 +103,7 @@ static void listener_free(struct usmc_listener *l)
 	pthread_mutex_destroy(&l->qlock);
 	pthread_mutex_destroy(&l->park_lock);
 	pthread_mutex_destroy(&l->syn_lock);
+	listen_sources_destroy(&l->srcs);
 	free(l);
 }
 
@@ -352,6 +354,7 @@ int usmc_listener_stats_sized(const struct usmc_listener *l, struct usmc_listene
 	st->hs_failed = atomic_load(&ml->hs_failed);
 	st->congestion_fallbacks = atomic_load(&ml->congestion_fallbacks);
 	st->budget_fallbacks = atomic_load(&ml->budget_fallbacks);
+	st->source_refused = atomic_load(&ml->source_refused);
 	st->backlog_full = atomic_load(&ml->backlog_full);
 	st->in_handshake = atomic_load(&ml->in_handshake);
 	st->queued = atomic_load(&ml->queued);

@@ -47,8 +47,40 @@ static void queue_signal_locked(struct usmc_listener *l, bool ready)
 	}
 }
 
+bool listener_src_enter(struct usmc_listener *l, struct usmc_conn *c)
+{
+	unsigned int used = atomic_load(&l->in_handshake) + atomic_load(&l->queued);
+
+	if (c->src_counted)
+		return true;
+	conn_keep_peer(c); /* the handshake keeps it anyway */
+	switch (listen_sources_enter(&l->srcs, &c->peer, c->peer_len, used,
+				     (unsigned int)l->backlog)) {
+	case LISTEN_SRC_COUNTED:
+		c->src_counted = true;
+		return true;
+	case LISTEN_SRC_UNCOUNTED:
+		return true;
+	case LISTEN_SRC_REFUSED:
+		break;
+	}
+	atomic_fetch_add(&l->source_refused, 1);
+	return false;
+}
+
+/* @c leaves the handshake: no longer counted for its source. Before it is
+ * handed on (the application may close it at once). */
+static void src_leave(struct usmc_listener *l, struct usmc_conn *c)
+{
+	if (!c->src_counted)
+		return;
+	c->src_counted = false;
+	listen_sources_leave(&l->srcs, &c->peer, c->peer_len);
+}
+
 void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c)
 {
+	src_leave(l, c);
 	mode_counts_add(&l->modes, c->mode, c->reason);
 	pthread_mutex_lock(&l->qlock);
 	conn_fifo_push(&l->q, c);
@@ -73,6 +105,7 @@ void listener_drop(struct usmc_listener *l, struct usmc_conn *c, int err)
 		 log_local(c->fd).s, conn_log_peer(c).s, usmc_strerror(err));
 	atomic_fetch_add(&l->hs_failed, 1);
 	atomic_fetch_add(&l->ctx->hs_errors, 1);
+	src_leave(l, c);
 	fd = conn_dismantle(c);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	if (atomic_load(&l->paused))

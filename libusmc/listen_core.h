@@ -19,6 +19,7 @@
 #include "handshake_pool.h"
 #include "kcompat.h"
 #include "listen_policy.h"
+#include "listen_sources.h"
 #include "mode_counts.h"
 #include "opts.h"
 #include "reason.h"
@@ -31,15 +32,15 @@ struct probing;
 struct accept_backend_ops;
 
 /*
- * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock here and
- * hs.lock in the pool; none is ever held while another lock is taken, or
- * while calling out of the listener (conn_destroy(), the SMC-R handshake,
- * kcompat): each is a leaf. The one exception is syn_lock, taken before
- * hs.lock (the SYN-time congestion flag follows the queue's depth) and
- * never held across a call out of the listener. Fields marked
- * "accept thread" are its alone once it runs; those marked "fixed" are set
- * by usmc_listen() before any thread starts and only read afterwards;
- * atomics need no lock.
+ * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock here,
+ * hs.lock in the pool and srcs.lock in the sources; none is ever held
+ * while another lock is taken, or while calling out of the listener
+ * (conn_destroy(), the SMC-R handshake, kcompat): each is a leaf. The one
+ * exception is syn_lock, taken before hs.lock (the SYN-time congestion
+ * flag follows the queue's depth) and never held across a call out of the
+ * listener. Fields marked "accept thread" are its alone once it runs;
+ * those marked "fixed" are set by usmc_listen() before any thread starts
+ * and only read afterwards; atomics need no lock.
  */
 struct usmc_listener {
 	struct usmc_ctx *ctx; /* fixed */
@@ -111,6 +112,10 @@ struct usmc_listener {
 	_Atomic int64_t hs_cost_ns;	/* moving average of a worker's handshake time */
 	struct listen_demand demand;	/* accept thread */
 	atomic_uint_least64_t budget_fallbacks;
+	/* handshakes per source address (listen_sources.h); SMC clients
+	 * refused because their address held its share */
+	struct listen_sources srcs;
+	atomic_uint_least64_t source_refused;
 	struct mode_counts modes; /* connections handed to usmc_accept() */
 	atomic_uint_least64_t hs_hist[USMC_HS_HIST_BUCKETS];
 
@@ -126,6 +131,14 @@ void listener_enqueue(struct usmc_listener *l, struct usmc_conn *c);
 
 /* The oldest connection of the accept queue, taken off it; NULL if empty. */
 struct usmc_conn *listener_queue_pop(struct usmc_listener *l);
+
+/*
+ * @c (an SMC client, counted in in_handshake) starts to hold a place of
+ * the backlog for its handshake: count it for its source address. False
+ * if that address holds its share (listen_src_refuse()): then the caller
+ * refuses it (probe.c).
+ */
+bool listener_src_enter(struct usmc_listener *l, struct usmc_conn *c);
 
 /* The connection is TCP with @reason: give it to the application. */
 void listener_finish_tcp(struct usmc_listener *l, struct usmc_conn *c, uint32_t reason);

@@ -13,6 +13,17 @@ unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued
 	return used >= backlog ? 0 : (unsigned int)(backlog - used);
 }
 
+unsigned int listen_src_share(unsigned int backlog)
+{
+	return backlog >= LISTEN_SRC_SHARE_DIV ? backlog / LISTEN_SRC_SHARE_DIV : 1;
+}
+
+bool listen_src_refuse(unsigned int held, unsigned int used, unsigned int backlog)
+{
+	/* half full: (backlog + 1) / 2 places taken, the new one's included */
+	return held >= listen_src_share(backlog) && 2ul * used >= backlog;
+}
+
 bool listen_hs_congested(unsigned int depth, long threshold)
 {
 	/* threshold 0 cannot come from opts_hs_congestion(); treat it as

@@ -26,6 +26,25 @@ unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued
 				 unsigned int backlog);
 
 /*
+ * One address's share (docs/listener.md "One address"). A client that
+ * showed it is an SMC client holds a place of the backlog until its
+ * handshake ends: while its CLC message is incomplete, in the pool,
+ * parked. One source address may hold at most LISTEN_SRC_SHARE_DIV-th of
+ * the backlog that way once the listener is half full; beyond that its
+ * new SMC clients are refused (listen_src_refuse()), so the other half
+ * stays for everyone else. Below half full nothing is refused: a proxy or
+ * a NAT that is the listener's only client keeps the whole backlog.
+ */
+#define LISTEN_SRC_SHARE_DIV 4
+
+/* The share of one source address for a listener of @backlog (at least 1). */
+unsigned int listen_src_share(unsigned int backlog);
+
+/* Refuse a new SMC client from an address that holds @held handshakes,
+ * when @used places of @backlog are taken (the new one's included)? */
+bool listen_src_refuse(unsigned int held, unsigned int used, unsigned int backlog);
+
+/*
  * How long the listener holds a CLC message whose first bytes came but not
  * the rest, from those first bytes. An honest peer sends a CLC message with
  * one send() of at most 652 bytes (CLC_PROPOSAL_MAX_LEN): one segment, or

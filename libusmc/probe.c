@@ -185,9 +185,16 @@ static bool should_decline(struct usmc_listener *l, struct usmc_conn *c)
 	return c->decline_at_once;
 }
 
-/* Answer an SMC client's PROPOSAL with a DECLINE right here, without the
- * pool. Returns false while the PROPOSAL is still incomplete. */
-static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
+/*
+ * Answer an SMC client's PROPOSAL with a DECLINE right here, without the
+ * pool, and hand it to the application as TCP with @why: the pool was
+ * congested (HS_CONGESTED), or the client's address holds its share of the
+ * backlog (SRC_BUSY). The client is told SERVER_BUSY either way: what it
+ * can do about it is the same. Returns false while the PROPOSAL is still
+ * incomplete.
+ */
+static bool decline_busy(struct usmc_listener *l, struct usmc_conn *c, struct probing *p,
+			 uint32_t why)
 {
 	int rc = listen_decline_now(c, USMC_REASON_SERVER_BUSY);
 
@@ -199,13 +206,38 @@ static bool decline_congested(struct usmc_listener *l, struct usmc_conn *c, stru
 		return true;
 	}
 	listener_record_hs_time(l, c);
-	usmc_log(&l->ctx->log, USMC_LOG_WARN,
-		 "listener %s: handshake queue congested: DECLINE SERVER_BUSY to %s, TCP",
-		 log_local(c->fd).s, conn_log_peer(c).s);
-	atomic_fetch_add(&l->congestion_fallbacks, 1);
-	listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
+	usmc_log(&l->ctx->log, USMC_LOG_WARN, "listener %s: %s: DECLINE SERVER_BUSY to %s, TCP",
+		 log_local(c->fd).s,
+		 why == USMC_REASON_HS_CONGESTED ? "handshake queue congested"
+						 : "its address holds its share of the backlog",
+		 conn_log_peer(c).s);
+	if (why == USMC_REASON_HS_CONGESTED)
+		atomic_fetch_add(&l->congestion_fallbacks, 1);
+	listener_finish_tcp(l, c, why);
 	atomic_fetch_sub(&l->in_handshake, 1);
 	return true;
+}
+
+/*
+ * @c's address holds its share of the backlog (listen_src_refuse()). An
+ * SMC client whose PROPOSAL is whole (@rc > 0) is declined at once and
+ * runs TCP, as with a congested pool: it holds nothing. One whose CLC
+ * message is not whole is closed, as Linux closes a handshake whose CLC
+ * fails: waiting for the rest is the place it must not hold, and handing
+ * it to the application as TCP would give the application CLC bytes as
+ * data (and the client, waiting for our answer, a dead stream).
+ */
+static void src_refuse(struct usmc_listener *l, struct usmc_conn *c, struct probing *p, int rc)
+{
+	if (rc > 0 && decline_busy(l, c, p, USMC_REASON_SRC_BUSY))
+		return;
+	usmc_log(&l->ctx->log, USMC_LOG_WARN,
+		 "listener %s: %s holds its share of the backlog (%u of %d): closed before its "
+		 "CLC message was whole",
+		 log_local(c->fd).s, conn_log_peer(c).s, listen_src_share((unsigned int)l->backlog),
+		 l->backlog);
+	probe_forget(l, p);
+	listener_drop(l, c, -EBUSY);
 }
 
 enum kc_decline {
@@ -346,7 +378,7 @@ static bool whole_message(struct probing *p)
  */
 static void proposal_ready(struct usmc_listener *l, struct usmc_conn *c, struct probing *p)
 {
-	if (c->decline_at_once && decline_congested(l, c, p))
+	if (c->decline_at_once && decline_busy(l, c, p, USMC_REASON_HS_CONGESTED))
 		return;
 	c->decline_at_once = false; /* malformed: the worker says so */
 	probe_forget(l, p);	    /* before the hand-off: a worker may close the fd */
@@ -366,6 +398,10 @@ static void smc_client(struct usmc_listener *l, struct usmc_conn *c, struct prob
 	size_t need = 1;
 	int rc = clc_io_peeked(fb->buf, fb->n, CLC_PROPOSAL_MAX_LEN, &hdr, &need);
 
+	if (!listener_src_enter(l, c)) {
+		src_refuse(l, c, p, rc);
+		return;
+	}
 	should_decline(l, c); /* decided now, from the pool's state now */
 	if (for_worker(c, rc)) {
 		proposal_ready(l, c, p);
@@ -504,6 +540,12 @@ int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms)
 	}
 	if (v == PROBE_TCP) {
 		plain_client(l, c, NULL);
+		return 0;
+	}
+	/* kernel-compat: a client that signalled SMC is owed its CLC for
+	 * USMC_OPT_CLC_TIMEOUT_MS: a wait its address's share must cover */
+	if (c->kc_peer == KC_PEER_SMC && !listener_src_enter(l, c)) {
+		src_refuse(l, c, NULL, -EAGAIN);
 		return 0;
 	}
 	return probe_start(l, c, PROBE_FIRST_BYTES,

@@ -56,6 +56,7 @@ static const struct usmc_reason_desc reasons[] = {
 	OWN(HS_CONGESTED, "handshake queue congested (auto-fallback)"),
 	OWN(SERVER_BUSY, "server handshake queue congested"),
 	OWN(HS_TIMEOUT, "CLC handshake timed out"),
+	OWN(SRC_BUSY, "handshakes from the peer's address at their share"),
 };
 
 /* A public USMC_REASON_* of a wire code is that code, never a second value. */

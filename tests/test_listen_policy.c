@@ -2,8 +2,11 @@
 /*
  * The listener's decisions as pure functions: backlog room, the congestion
  * test behind auto-fallback, the handshake-time histogram buckets, and the
- * handshake pool's depth and high-water accounting.
+ * handshake pool's depth and high-water accounting, one address's share
+ * of the backlog and the count of handshakes per address behind it.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 #include "conn.h"
 #include "handshake_pool.h"
 #include "listen_policy.h"
+#include "listen_sources.h"
 #include "opts.h"
 #include "reason.h"
 
@@ -31,6 +35,76 @@ static void test_backlog_room(void **state)
 	assert_int_equal(listen_backlog_room(4, 1, 4), 0);
 	assert_int_equal(listen_backlog_room(0xffffffffu, 1, 65535), 0);
 	assert_int_equal(listen_backlog_room(0, 0, 65535), 65535);
+}
+
+static void test_src_share(void **state)
+{
+	/* a quarter of the backlog, at least one place */
+	assert_int_equal(listen_src_share(1), 1);
+	assert_int_equal(listen_src_share(3), 1);
+	assert_int_equal(listen_src_share(8), 2);
+	assert_int_equal(listen_src_share(128), 32);
+	assert_int_equal(listen_src_share(65535), 16383);
+	/* below half full nobody is refused, whatever one address holds */
+	assert_false(listen_src_refuse(3, 3, 8));
+	assert_false(listen_src_refuse(100, 63, 128));
+	/* half full: an address at its share is refused, one below it not */
+	assert_true(listen_src_refuse(2, 4, 8));
+	assert_false(listen_src_refuse(1, 4, 8));
+	assert_true(listen_src_refuse(32, 64, 128));
+	assert_false(listen_src_refuse(31, 128, 128));
+	/* backlog 1: one handshake per address, as the cap itself says */
+	assert_true(listen_src_refuse(1, 1, 1));
+	assert_false(listen_src_refuse(0, 1, 1));
+}
+
+static struct sockaddr_storage v4(const char *ip, socklen_t *len)
+{
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+	a->sin_family = AF_INET;
+	assert_int_equal(inet_pton(AF_INET, ip, &a->sin_addr), 1);
+	*len = sizeof(*a);
+	return ss;
+}
+
+/* Counted per address (the port does not matter; an IPv4-mapped IPv6
+ * address is the IPv4 one), refused at the share once half full, and
+ * every entry gone again when its count is. */
+static void test_src_count(void **state)
+{
+	struct listen_sources s;
+	struct sockaddr_storage a, b, m = {0};
+	struct sockaddr_in6 *m6 = (struct sockaddr_in6 *)&m;
+	socklen_t la, lb;
+
+	a = v4("192.0.2.1", &la);
+	b = v4("192.0.2.2", &lb);
+	m6->sin6_family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:192.0.2.1", &m6->sin6_addr), 1);
+	listen_sources_init(&s);
+	/* backlog 8, half full: share 2 */
+	assert_int_equal(listen_sources_enter(&s, &a, la, 4, 8), LISTEN_SRC_COUNTED);
+	((struct sockaddr_in *)&a)->sin_port = htons(1234);
+	assert_int_equal(listen_sources_enter(&s, &m, sizeof(*m6), 4, 8), LISTEN_SRC_COUNTED);
+	assert_int_equal(listen_sources_enter(&s, &a, la, 4, 8), LISTEN_SRC_REFUSED);
+	assert_int_equal(listen_sources_enter(&s, &a, la, 3, 8), LISTEN_SRC_COUNTED);
+	assert_int_equal(listen_sources_held(&s, &a, la), 3);
+	assert_int_equal(listen_sources_enter(&s, &b, lb, 8, 8), LISTEN_SRC_COUNTED);
+	assert_int_equal(listen_sources_held(&s, &b, lb), 1);
+	listen_sources_leave(&s, &a, la);
+	listen_sources_leave(&s, &m, sizeof(*m6));
+	assert_int_equal(listen_sources_held(&s, &a, la), 1);
+	listen_sources_leave(&s, &a, la);
+	listen_sources_leave(&s, &b, lb);
+	assert_int_equal(listen_sources_held(&s, &a, la), 0);
+	for (int i = 0; i < LISTEN_SRC_BUCKETS; i++)
+		assert_null(s.bucket[i]);
+	/* not an IP address: admitted, never counted */
+	m.ss_family = AF_UNIX;
+	assert_int_equal(listen_sources_enter(&s, &m, sizeof(m), 8, 8), LISTEN_SRC_UNCOUNTED);
+	listen_sources_destroy(&s);
 }
 
 static void test_congested(void **state)
@@ -364,6 +438,8 @@ int main(void)
 		cmocka_unit_test(test_storm_demand),
 		cmocka_unit_test(test_step_final),
 		cmocka_unit_test(test_cost_not_poisoned),
+		cmocka_unit_test(test_src_share),
+		cmocka_unit_test(test_src_count),
 		cmocka_unit_test(test_threshold_default),
 		cmocka_unit_test(test_hist_bucket),
 		cmocka_unit_test(test_pool_depth),

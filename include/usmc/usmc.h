@@ -112,6 +112,7 @@ const char *usmc_strerror(int err);
 #define USMC_REASON_HS_CONGESTED 0x0a000002u /* our handshake queue was congested */
 #define USMC_REASON_SERVER_BUSY	 0x0a000003u /* the server's handshake queue was congested */
 #define USMC_REASON_HS_TIMEOUT	 0x0a000004u /* CLC message not received in time */
+#define USMC_REASON_SRC_BUSY	 0x0a000005u /* its address held its share of our handshakes */
 /* Any other SMC_CLC_DECL_* value may appear too; usmc_reason_name() knows them. */
 
 /** usmc_reason_name() - short name ("NOSMCRDEV"), or "UNKNOWN". */
@@ -532,6 +533,12 @@ struct usmc_listener_stats {
 	 * below its threshold: a storm's SMC-R admission budget was spent
 	 * (docs/listener.md "Admission by cost"); 0 from an older library */
 	uint64_t budget_fallbacks;
+	/* SMC clients refused because their source address held its share of
+	 * the backlog (docs/listener.md "One address"): declined at once
+	 * (those are also fallbacks of reason USMC_REASON_SRC_BUSY) or, with
+	 * their message incomplete, closed (also in hs_failed); 0 from an
+	 * older library */
+	uint64_t source_refused;
 };
 
 /**
