@@ -83,7 +83,7 @@ static void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 	lgr_terminate(lgr_of(lnk), err, orderly);
 }
 
-const struct smcr_link_handlers lgr_link_handlers = {
+static const struct smcr_link_handlers lgr_link_handlers = {
 	.rx_cdc = lgr_link_rx_cdc,
 	.rx_llc = lgr_link_rx_llc,
 	.tx_done = lgr_link_tx_done,
@@ -124,8 +124,7 @@ static int lgr_verbs(struct lgr *lgr)
 	return rc;
 }
 
-/* The first link, ACTIVATING on @dev, reporting to @lgr (no verbs yet). */
-static void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
+void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
 {
 	struct smcr_link_upper up = {.h = &lgr_link_handlers,
 				     .ctx = lgr,

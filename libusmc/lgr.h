@@ -215,10 +215,9 @@ int lgr_reserve(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr
 		struct lgr_pending *p);
 void lgr_unclaim(struct smcr_ctx *sctx, struct lgr_pending *p);
 
-/* What a link group's link reports to (its struct smcr_link_upper's
- * handlers, up.ctx the link group); tests drive a link with fakes
- * through it. */
-extern const struct smcr_link_handlers lgr_link_handlers;
+/* The first link of @lgr, ACTIVATING on @dev and reporting to @lgr (no
+ * verbs yet); tests drive a link of fakes through it. */
+void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev);
 
 /*
  * lgr_claims_ended() - how many first contacts of @sctx ended so far. A

@@ -76,6 +76,7 @@ struct fake {
 /* An active link group of one link whose send queue holds @used sends. */
 static void fake_open(struct fake *f, int used)
 {
+	const struct smcr_dev dev = {0};
 	struct smcr_tx_pend p = {0};
 	struct smcr_link *lnk;
 
@@ -94,15 +95,13 @@ static void fake_open(struct fake *f, int used)
 	pthread_mutex_init(&f->lgr->eng.lock, NULL);
 	f->lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	assert_true(f->lgr->eng.set.progress_fd >= 0);
+	lgr_link_init(f->lgr, &dev);
 	lnk = f->lnk = lgr_conn_link(f->lgr);
 	f->lgr->eng.set.lnk = lnk;
-	lnk->up =
-		(struct smcr_link_upper){.h = &lgr_link_handlers, .ctx = f->lgr, .st = &f->lgr->st};
 	lnk->state = SMCR_LNK_ACTIVE;
 	lnk->qp = &f->qp;
 	lnk->rcq = &fake_rcq;
 	lnk->scq = &fake_scq;
-	pthread_mutex_init(&lnk->sq.lock, NULL);
 	for (int i = 0; i < used; i++)
 		smcr_sq_push_locked(&lnk->sq, &p, 1);
 	nsent = completions = kicks = 0;
