@@ -222,28 +222,35 @@ void smcr_llc_wake_all(struct lgr *lgr)
 
 /* ---- receive --------------------------------------------------------- */
 
+/* Hand @m to the flow that waits for it in @slot, unless the slot holds
+ * one already (a duplicate is the peer's, and dropped); requires
+ * llc->lock. */
+static void deliver_locked(struct smcr_llc *llc, struct llc_msg *slot, bool *full,
+			   const struct llc_msg *m)
+{
+	if (*full)
+		return;
+	*slot = *m;
+	*full = true;
+	pthread_cond_broadcast(&llc->cond);
+}
+
 static void deliver_resp(struct smcr_llc *llc, const struct llc_msg *m)
 {
 	pthread_mutex_lock(&llc->lock);
-	if (llc->wait_type == m->type && !llc->resp_valid) {
-		llc->resp = *m;
-		llc->resp_valid = true;
-		pthread_cond_broadcast(&llc->cond);
-	}
+	if (llc->wait_type == m->type)
+		deliver_locked(llc, &llc->resp, &llc->resp_valid, m);
 	pthread_mutex_unlock(&llc->lock);
 }
 
+/* Only a client waits for the server's CONFIRM_LINK request. */
 static void deliver_confirm_link(struct lgr *lgr, const struct llc_msg *m)
 {
-	struct smcr_llc *llc = &lgr->llc;
-
-	pthread_mutex_lock(&llc->lock);
-	if (!lgr->is_server && !llc->confirm_req_valid) {
-		llc->confirm_req = *m;
-		llc->confirm_req_valid = true;
-		pthread_cond_broadcast(&llc->cond);
-	}
-	pthread_mutex_unlock(&llc->lock);
+	if (lgr->is_server)
+		return;
+	pthread_mutex_lock(&lgr->llc.lock);
+	deliver_locked(&lgr->llc, &lgr->llc.confirm_req, &lgr->llc.confirm_req_valid, m);
+	pthread_mutex_unlock(&lgr->llc.lock);
 }
 
 /* ---- answers owed: the send queue was full ---------------------------- */
