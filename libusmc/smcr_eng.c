@@ -303,17 +303,22 @@ static bool crowd_locked(const struct smcr_eng *e)
 	return e->waiters && e->waiters->next;
 }
 
-/* Pass the token on (its holder calls, no lock held): a lone waiter gets
- * it; a crowd of waiters, or a need for it, gets the progress thread;
- * else it is free. */
-static void eng_pass(struct smcr_eng *e, bool from_progress)
+/* Whom a pass gave the token to, decided under smcr_eng.lock and told
+ * after it: a waiter to wake on its condition, or the progress thread. */
+struct eng_handoff {
+	struct smcr_eng_waiter *w;
+	pthread_mutex_t *mu;
+	pthread_cond_t *cond;
+	bool kick;
+};
+
+/* Pass the token on: a lone waiter gets it; a crowd of waiters, or a need
+ * for it, gets the progress thread; else it is free. Requires e->lock. */
+static void eng_pass_locked(struct smcr_eng *e, bool from_progress, struct eng_handoff *h)
 {
 	struct smcr_eng_waiter *w = NULL;
-	pthread_mutex_t *mu = NULL;
-	pthread_cond_t *cond = NULL;
-	bool kick = false;
 
-	pthread_mutex_lock(&e->lock);
+	*h = (struct eng_handoff){0};
 	if (!crowd_locked(e) || from_progress)
 		w = e->waiters;
 	if (w) {
@@ -323,28 +328,44 @@ static void eng_pass(struct smcr_eng *e, bool from_progress)
 		w->next = NULL;
 		w->handed = true;
 		w->passing = true; /* @w stays until we are done with its mu and cond */
-		mu = w->mu;
-		cond = w->cond;
+		h->w = w;
+		h->mu = w->mu;
+		h->cond = w->cond;
 		e->owner = ENG_APP;
 	} else if (!from_progress && (crowd_locked(e) || progress_needed(e))) {
 		e->owner = ENG_PROG;
-		kick = true;
+		h->kick = true;
 	} else {
 		e->owner = ENG_FREE;
 	}
-	pthread_mutex_unlock(&e->lock);
-	if (w) {
+}
+
+/* Tell whom eng_pass_locked() chose, no lock held. */
+static void eng_handoff_tell(struct smcr_eng *e, const struct eng_handoff *h)
+{
+	if (h->w) {
 		/* @w registered under its lock and sleeps releasing it */
-		pthread_mutex_lock(mu);
-		pthread_cond_broadcast(cond);
-		pthread_mutex_unlock(mu);
+		pthread_mutex_lock(h->mu);
+		pthread_cond_broadcast(h->cond);
+		pthread_mutex_unlock(h->mu);
 		eng_stat(e, ENG_SYSCALLS, 1);
 		pthread_mutex_lock(&e->lock);
-		w->passing = false;
+		h->w->passing = false;
 		pthread_mutex_unlock(&e->lock);
 	}
-	if (kick)
+	if (h->kick)
 		kick_progress(e);
+}
+
+/* The token's holder (an application thread) is done with it. */
+static void eng_pass(struct smcr_eng *e)
+{
+	struct eng_handoff h;
+
+	pthread_mutex_lock(&e->lock);
+	eng_pass_locked(e, false, &h);
+	pthread_mutex_unlock(&e->lock);
+	eng_handoff_tell(e, &h);
 }
 
 bool smcr_eng_progress_take(struct smcr_eng *e, bool force)
@@ -360,17 +381,27 @@ bool smcr_eng_progress_take(struct smcr_eng *e, bool force)
 	return mine;
 }
 
+/*
+ * Decided and passed in one hold of e->lock: a need that comes after the
+ * decision (a hold, a readiness descriptor, a full send queue) then finds
+ * the token free and takes it for the progress thread with a kick
+ * (smcr_eng_want_progress()), where between the two it found the progress
+ * thread owning it, kicked nobody, and waited for the next tick.
+ */
 bool smcr_eng_progress_release(struct smcr_eng *e, bool force)
 {
+	struct eng_handoff h;
 	bool keep;
 
 	pthread_mutex_lock(&e->lock);
 	keep = e->owner != ENG_PROG ||
 	       (!force && (crowd_locked(e) || (progress_needed(e) && !e->waiters)));
+	if (!keep)
+		eng_pass_locked(e, true, &h);
 	pthread_mutex_unlock(&e->lock);
 	if (keep)
 		return false;
-	eng_pass(e, true);
+	eng_handoff_tell(e, &h);
 	return true;
 }
 
@@ -568,7 +599,7 @@ bool smcr_eng_try_poll(struct smcr_eng *e, pthread_mutex_t *mu)
 		return false;
 	pthread_mutex_unlock(mu);
 	smcr_eng_poll(e);
-	eng_pass(e, false);
+	eng_pass(e);
 	pthread_mutex_lock(mu);
 	return true;
 }
@@ -635,13 +666,13 @@ void smcr_eng_wait(struct smcr_eng *e, pthread_mutex_t *mu, pthread_cond_t *cond
 		if (ready(arg)) {
 			/* handed the token but done already: pass it on */
 			pthread_mutex_unlock(mu);
-			eng_pass(e, false);
+			eng_pass(e);
 			pthread_mutex_lock(mu);
 			return;
 		}
 	}
 	pthread_mutex_unlock(mu);
 	owner_run(e, mu, ready, arg, how, deadline_ms);
-	eng_pass(e, false);
+	eng_pass(e);
 	pthread_mutex_lock(mu);
 }
