@@ -73,7 +73,9 @@ void sc_eof_ask_locked(struct smcr_conn *sc)
 	sc_tx_push_locked(sc);
 }
 
-/* Give a held EOF; requires sc->lock. */
+/* Give a held EOF; requires sc->lock. The progress thread's tick gives it
+ * too, behind the token holder's back: a reader that holds the token
+ * sleeps on the channel, not on its condition, and is kicked. */
 static void sc_eof_give_locked(struct smcr_conn *sc, const char *why)
 {
 	cdc_rx_hold_end(&sc->rx);
@@ -83,6 +85,7 @@ static void sc_eof_give_locked(struct smcr_conn *sc, const char *why)
 	sc_eof_disarm_locked(sc);
 	sc_wake_locked(sc, SC_RD);
 	sc_update_ready_locked(sc);
+	smcr_eng_kick(&sc->lgr->eng);
 }
 
 /* When a held EOF whose barrier came back empty may be given. */
