@@ -22,11 +22,14 @@
 #include "log.h"
 #include "thread_name.h"
 
-#define LGR_TICK_MS  250 /* timer resolution of the progress thread */
-#define LGR_EP_CH    1ull
-#define LGR_EP_STOP  2ull
-#define LGR_EP_ASYNC 3ull	  /* the verbs context's async events */
-#define LGR_EP_TCP   (1ull << 40) /* | connection token */
+#define LGR_TICK_MS 250 /* timer resolution of the progress thread */
+/* A busy-polling progress thread looks at its epoll set this often. */
+#define LGR_BUSY_LOOK_MS 10
+#define LGR_EP_EVENTS	 16 /* events one epoll_wait() takes */
+#define LGR_EP_CH	 1ull
+#define LGR_EP_STOP	 2ull
+#define LGR_EP_ASYNC	 3ull	      /* the verbs context's async events */
+#define LGR_EP_TCP	 (1ull << 40) /* | connection token */
 /* Link group ids step by SMC_LGR_NUM_INCR (net/smc/smc_core.h): the low
  * byte numbers the links, link_uid = id + link number. */
 #define LGR_ID_STEP 256
@@ -223,21 +226,12 @@ static void lgr_async_events(struct lgr *lgr)
 	}
 }
 
-/*
- * Sleep until an event or the tick: the completion channel while the
- * progress thread holds the engine's token (lgr_ep_channel()), the
- * stop/kick eventfd, the TCP sockets, the verbs context's async events.
- */
-static void lgr_wait_event(struct lgr *lgr, bool owner)
+/* The events @ev[@n] of the progress thread's epoll set (@owner: it holds
+ * the token, and the channel is in the set). */
+static void lgr_handle_events(struct lgr *lgr, const struct epoll_event *ev, int n, bool owner)
 {
-	struct epoll_event ev[16];
-	int n = epoll_wait(lgr->ep, ev, 16, LGR_TICK_MS);
 	uint64_t v;
 
-	eng_count(&lgr->st, ENG_WAKEUPS, 1);
-	eng_count(&lgr->st, ENG_SYSCALLS, 1);
-	if (owner)
-		eng_count(&lgr->st, ENG_CH_SLEEPS, 1);
 	for (int i = 0; i < n; i++) {
 		if (ev[i].data.u64 & LGR_EP_TCP) {
 			lgr->ops->tcp_hup(lgr, (uint32_t)ev[i].data.u64);
@@ -249,6 +243,46 @@ static void lgr_wait_event(struct lgr *lgr, bool owner)
 			lgr_async_events(lgr);
 		}
 	}
+}
+
+/*
+ * Sleep until an event or the tick: the completion channel while the
+ * progress thread holds the engine's token (lgr_ep_channel()), the
+ * stop/kick eventfd, the TCP sockets, the verbs context's async events.
+ */
+static void lgr_wait_event(struct lgr *lgr, bool owner)
+{
+	struct epoll_event ev[LGR_EP_EVENTS];
+	int n = epoll_wait(lgr->ep, ev, LGR_EP_EVENTS, LGR_TICK_MS);
+
+	eng_count(&lgr->st, ENG_WAKEUPS, 1);
+	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	if (owner)
+		eng_count(&lgr->st, ENG_CH_SLEEPS, 1);
+	lgr_handle_events(lgr, ev, n, owner);
+}
+
+/*
+ * A busy-polling owner never sleeps in epoll_wait(): it looks at the set
+ * without waiting every LGR_BUSY_LOOK_MS instead, so a peer's TCP hang-up
+ * and the port's events reach it as they reach a thread that sleeps there.
+ * (Otherwise a readiness descriptor, which keeps the token with the
+ * progress thread, left a killed peer to TEST_LINK.) The channel is not
+ * in the set then: the owner polls the CQs itself. *@next_ms: when to look
+ * next.
+ */
+static void lgr_busy_look(struct lgr *lgr, long *next_ms)
+{
+	struct epoll_event ev[LGR_EP_EVENTS];
+	long now = clock_now_ms();
+	int n;
+
+	if (now < *next_ms)
+		return;
+	*next_ms = now + LGR_BUSY_LOOK_MS;
+	n = epoll_wait(lgr->ep, ev, LGR_EP_EVENTS, 0);
+	eng_count(&lgr->st, ENG_SYSCALLS, 1);
+	lgr_handle_events(lgr, ev, n, false);
 }
 
 /*
@@ -306,7 +340,7 @@ static void *lgr_progress(void *arg)
 {
 	struct lgr *lgr = arg;
 	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK]; /* the one its engine runs */
-	long next_tick = 0;
+	long next_tick = 0, next_look = 0;
 	int64_t last_yield_ns = 0;
 	bool ch_watched = false;
 
@@ -332,6 +366,8 @@ static void *lgr_progress(void *arg)
 		if (owner && smcr_eng_progress_release(&lgr->eng, false))
 			owner = false;
 		if (owner) {
+			if (lgr->cfg.busy_poll)
+				lgr_busy_look(lgr, &next_look);
 			if (n)
 				continue;
 			if (lgr->cfg.busy_poll) {

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What must wake a thread that waits on an SMC-R connection, one scenario
+ * per run (two usmc ends on the guest's two hosts):
+ *
+ *   killed_poll      a usmc server reads a usmc client's stream, waiting in
+ *                    poll() on usmc_conn_fd() before each receive; the
+ *                    client process is SIGKILLed: the server's receive
+ *                    fails within KILLED_MAX_S (the peer's TCP hang-up, the
+ *                    LLC barrier behind it unanswered: about 2 s)
+ *   killed_busypoll  the same with USMC_OPT_BUSY_POLL on both ends: the
+ *                    readiness descriptor keeps the token with the server's
+ *                    progress thread, which busy-polls; it must still read
+ *                    the hang-up (not wait ~30 s for TEST_LINK)
+ *
+ * Every scenario requires SMC-R: a TCP fallback fails.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "smcr_common.h"
+
+#define KILLED_MAX_S	5.0   /* a killed peer seen within (test_smcr_killed's bound) */
+#define KILLED_STREAM_S 1.5   /* the stream runs this long first: its TCP socket is watched */
+#define KILLED_POLL_MS	60000 /* one poll() on the readiness descriptor at most */
+#define KILLED_CHUNK	65536
+
+/* A context with busy-polling on or off. */
+static struct usmc_ctx *ctx_busy(bool busy)
+{
+	struct usmc_ctx *ctx;
+
+	CHECK(!usmc_ctx_create(&ctx), "ctx");
+	CHECK(!usmc_ctx_setopt(ctx, USMC_OPT_BUSY_POLL, busy), "busy-poll option");
+	return ctx;
+}
+
+/* The client process: connect, stream until killed. */
+static void __attribute__((noreturn)) killed_client(const struct sockaddr_in *srv, bool busy)
+{
+	static uint8_t buf[KILLED_CHUNK];
+	struct usmc_ctx *ctx = ctx_busy(busy);
+	struct usmc_conn *c;
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	rc = usmc_connect(ctx, (const struct sockaddr *)srv, sizeof(*srv), 0, &c);
+	CHECK(!rc, "client connect: %s", usmc_strerror(rc));
+	for (;;)
+		send_all(c, buf, sizeof(buf));
+}
+
+/* One receive, after poll() on the readiness descriptor said readable. */
+static ssize_t poll_then_recv(struct usmc_conn *c, int fd, uint8_t *buf, size_t len)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t n;
+
+	while ((n = usmc_recv(c, buf, len, MSG_DONTWAIT)) == -EAGAIN) {
+		int r = poll(&p, 1, KILLED_POLL_MS);
+
+		CHECK(r == 1, "poll on the readiness descriptor: %d after %d ms", r,
+		      KILLED_POLL_MS);
+	}
+	return n;
+}
+
+static void run_killed(bool busy)
+{
+	static uint8_t buf[KILLED_CHUNK];
+	struct usmc_ctx *cs = ctx_busy(busy);
+	struct sockaddr_in srv;
+	struct usmc_listener *lst = listen_b(cs, 4, &srv);
+	struct usmc_conn *s;
+	uint64_t got = 0;
+	double t0, t_kill;
+	ssize_t n;
+	pid_t pid;
+	int fd, rc;
+
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0)
+		killed_client(&srv, busy);
+	rc = usmc_accept(lst, 0, &s);
+	CHECK(!rc, "accept: %s", usmc_strerror(rc));
+	expect_smcr(s, "server");
+	fd = usmc_conn_fd(s);
+	CHECK(fd >= 0, "usmc_conn_fd: %s", usmc_strerror(fd));
+	for (t0 = mono_s(); mono_s() - t0 < KILLED_STREAM_S;) {
+		n = poll_then_recv(s, fd, buf, sizeof(buf));
+		CHECK(n > 0, "the stream ended early: %s", n ? usmc_strerror((int)n) : "EOF");
+		got += (uint64_t)n;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	t_kill = mono_s();
+	while ((n = poll_then_recv(s, fd, buf, sizeof(buf))) > 0)
+		got += (uint64_t)n;
+	printf("busy-poll %s: %.1f MiB read, then %s %.2f s after the kill\n", busy ? "on" : "off",
+	       (double)got / (1 << 20), n ? usmc_strerror((int)n) : "EOF", mono_s() - t_kill);
+	CHECK(n < 0, "EOF from a killed peer: an error expected");
+	CHECK(mono_s() - t_kill < KILLED_MAX_S, "the killed peer was seen after %.1f s",
+	      mono_s() - t_kill);
+	CHECK(!usmc_close(s), "close");
+	CHECK(!usmc_listener_close(lst), "listener close");
+	CHECK(!usmc_ctx_destroy(cs), "ctx destroy");
+}
+
+int main(int argc, char **argv)
+{
+	const char *sc = argc > 1 ? argv[1] : "";
+
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(sc, "killed_poll"))
+		run_killed(false);
+	else if (!strcmp(sc, "killed_busypoll"))
+		run_killed(true);
+	else
+		die("unknown scenario '%s'", sc);
+	printf("PASS %s\n", sc);
+	return 0;
+}
