@@ -20,6 +20,7 @@
 #ifndef USMC_ACCEPT_BACKEND_H
 #define USMC_ACCEPT_BACKEND_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 
@@ -37,6 +38,14 @@ struct usmc_listener;
  * thread's set: addresses of the listener's own fields, never a probe's. */
 #define ACCEPT_TAG_LFD(l)  ((void *)&(l)->lfd)
 #define ACCEPT_TAG_WAKE(l) ((void *)&(l)->wakefd)
+
+/* An accept that failed with @err left the connection in the kernel's
+ * queue for want of a descriptor or of memory: taking it again at once
+ * fails again (accept_thread.c backs off). */
+static inline bool accept_out_of_fds(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
 
 /* wait(): the epoll set has nothing to say this round. */
 #define ACCEPT_EPOLL_SKIP (-2)
@@ -71,7 +80,8 @@ extern const struct accept_backend_ops accept_epoll_ops;
 void accept_epoll_take(struct usmc_listener *l, unsigned int room);
 
 /* Up to @max sockets from the kernel's queue into @fds, with accept4();
- * how many (fewer: the queue is empty, or accept4() failed). */
+ * how many (fewer: the queue is empty, or accept4() failed; for want of
+ * descriptors it notes l->nofd_err). */
 unsigned int accept_epoll_burst(struct usmc_listener *l, int *fds, unsigned int max);
 
 #endif

@@ -41,7 +41,9 @@ unsigned int accept_epoll_burst(struct usmc_listener *l, int *fds, unsigned int 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			break; /* EAGAIN, or EMFILE & co: retried on the next event */
+			if (accept_out_of_fds(errno))
+				l->nofd_err = errno; /* the accept thread backs off */
+			break;			     /* EAGAIN: the queue is empty */
 		}
 		fds[n++] = fd;
 	}

@@ -33,6 +33,8 @@
 #define ACCEPT_EVENTS 64
 /* accept4() calls between two looks at the listener's room */
 #define ACCEPT_BURST 64
+/* Out of descriptors: no connection is taken for this long. */
+#define ACCEPT_NOFD_BACKOFF_MS 100
 
 /* Accept thread only writes it, so a plain compare-and-store suffices. */
 static void note_backlog_high(struct usmc_listener *l)
@@ -157,6 +159,48 @@ static void serve_taken(struct usmc_listener *l)
 }
 
 /*
+ * The kernel keeps a connection it cannot hand over for want of a
+ * descriptor (RLIMIT_NOFILE) or of memory in its queue, where the
+ * level-triggered listen socket reports it again at once and a multishot
+ * accept re-armed at once fails again: the thread spun at 100 % CPU. So a
+ * backend notes the failure (nofd_err) and the thread stops taking
+ * connections for ACCEPT_NOFD_BACKOFF_MS, as nginx disables its accept
+ * events for accept_mutex_delay on EMFILE (ngx_event_accept()), then tries
+ * again: a descriptor freed meanwhile lets the queue move on. The clients
+ * wait in the kernel's queue meanwhile, as at the backlog cap. True while
+ * it backs off.
+ */
+static bool accept_nofd_backoff(struct usmc_listener *l)
+{
+	long now = clock_now_ms();
+
+	if (l->nofd_err) {
+		usmc_log(&l->ctx->log, USMC_LOG_WARN,
+			 "listener %s: accept: %s: not accepting for %d ms", log_local(l->lfd).s,
+			 log_errname(-l->nofd_err), ACCEPT_NOFD_BACKOFF_MS);
+		l->nofd_until_ms = now + ACCEPT_NOFD_BACKOFF_MS;
+		l->nofd_err = 0;
+	}
+	if (l->nofd_until_ms && now >= l->nofd_until_ms)
+		l->nofd_until_ms = 0;
+	return l->nofd_until_ms != 0;
+}
+
+/* How long the thread may sleep: until the next probe's deadline, and no
+ * longer than a back-off lasts (-1: no bound). */
+static int accept_sleep_ms(struct usmc_listener *l)
+{
+	int ms = probe_next_timeout(l);
+	long left;
+
+	if (!l->nofd_until_ms)
+		return ms;
+	left = l->nofd_until_ms - clock_now_ms();
+	left = left < 0 ? 0 : left;
+	return ms < 0 || ms > left ? (int)left : ms;
+}
+
+/*
  * Stop taking connections at the cap (the kernel's queue holds them, then
  * overflows into listen drops, as for any TCP server) and resume when
  * there is room. paused is set BEFORE the last look at the counts, and
@@ -168,6 +212,10 @@ static void accept_flow_control(struct usmc_listener *l)
 	unsigned int room;
 
 	serve_taken(l);
+	if (accept_nofd_backoff(l)) {
+		l->ab->take(l, 0);
+		return;
+	}
 	room = listener_room(l);
 	if (!room) {
 		bool was = atomic_exchange(&l->paused, true);
@@ -231,7 +279,7 @@ static void accept_thread_start(struct usmc_listener *l)
  * then the epoll set's events. */
 static void accept_round(struct usmc_listener *l)
 {
-	int epoll_ms = l->ab->wait(l, probe_next_timeout(l));
+	int epoll_ms = l->ab->wait(l, accept_sleep_ms(l));
 
 	serve_taken(l);
 	if (epoll_ms != ACCEPT_EPOLL_SKIP)

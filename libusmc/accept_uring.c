@@ -226,6 +226,8 @@ static void ring_accepted(struct usmc_listener *l, const struct io_uring_cqe *cq
 		stash_push(l, cqe->res);
 	else if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP)
 		ring_give_up(l);
+	else if (accept_out_of_fds(-cqe->res))
+		l->nofd_err = -cqe->res; /* ended: re-armed after the back-off */
 }
 
 /* Handle every completion; true if the epoll set's poll fired. */

@@ -61,6 +61,11 @@ struct usmc_listener {
 	void *ab_data;	 /* accept thread: the backend's own state */
 	bool lfd_in;	 /* accept thread: the listen socket is polled for EPOLLIN */
 	bool lfd_unread; /* accept thread: lfd_in set since the epoll set was last read */
+	/* accept thread: the kernel kept a connection for want of a
+	 * descriptor or memory (the errno, noted by a backend), and none is
+	 * taken until nofd_until_ms (accept_thread.c accept_nofd_backoff()) */
+	int nofd_err;
+	long nofd_until_ms;
 
 	/* accept thread: connections being probed, in deadline order */
 	struct probing *probes, *probes_tail;
