@@ -149,9 +149,12 @@ struct smcr_conn {
 	 * smcr_conn_fd(), -1 until then: nobody pays for it unasked */
 	int ev[2];
 	bool rd_sig, wr_blocked_sig;
-	bool rdhup_sig;	    /* ev[1]'s write side is shut down: EPOLLRDHUP on ev[0] */
-	bool hup_sig;	    /* its read side too: EPOLLHUP on ev[0] */
-	bool ev_fill_small; /* ev[0]'s SO_SNDBUF is down to the minimum: a fill is short */
+	int rd_bytes;	       /* bytes written ev[1] -> ev[0] for readability: edges */
+	uint64_t rd_edge_prod; /* rx.rx_prod at the last edge */
+	bool rd_read;	       /* the user read since the last edge */
+	bool rdhup_sig;	       /* ev[1]'s write side is shut down: EPOLLRDHUP on ev[0] */
+	bool hup_sig;	       /* its read side too: EPOLLHUP on ev[0] */
+	bool ev_fill_small;    /* ev[0]'s SO_SNDBUF is down to the minimum: a fill is short */
 };
 
 /*

@@ -4,8 +4,9 @@
  * the threads that wait on it and to the descriptor its user polls.
  *
  * Readiness for usmc_conn_fd(): an AF_UNIX socketpair per connection,
- * created when the user first asks for it. The user polls ev[0]. One byte waits ev[1] -> ev[0]
- * exactly while the connection is readable; ev[0]'s send side is kept full (bytes sent ev[0] ->
+ * created when the user first asks for it. The user polls ev[0]. Bytes wait ev[1] -> ev[0]
+ * exactly while the connection is readable (one per edge: sc_rd_edge_locked());
+ * ev[0]'s send side is kept full (bytes sent ev[0] ->
  * ev[1] and left unread) exactly while it is not writable. Once nothing more can arrive (the
  * peer shut its write side down, closed, aborted; an error; our SHUT_RD), ev[1]'s write side is
  * shut down, which makes AF_UNIX report EPOLLRDHUP (and POLLRDHUP) on ev[0], as TCP does
@@ -22,6 +23,7 @@
 #include "smcr_conn_int.h"
 
 #define EV_FILL_CHUNK 4096
+#define EV_EDGE_MAX   64 /* readability bytes in the pair at most */
 
 /* ---- the state ------------------------------------------------------- */
 
@@ -111,6 +113,58 @@ static int sc_ready_shutdowns_locked(struct smcr_conn *sc)
 	return 1;
 }
 
+/*
+ * Data came after a read that did not drain: a new edge, as TCP wakes its
+ * waiters at every arrival (sk_data_ready()), so that an application that
+ * reads one buffer per EPOLLET edge is told again. One more byte into the
+ * pair does it: AF_UNIX wakes ev[0]'s waiters at every write. Not after
+ * the RDHUP shutdown (readable for good, and the pair takes no more), nor
+ * before the reader read (its edge still stands): a reader that drains the
+ * stream pays nothing for it. At EV_EDGE_MAX bytes the old edges, seen
+ * already, are read back first. Requires sc->lock; returns the system
+ * calls made.
+ */
+static int sc_rd_edge_locked(struct smcr_conn *sc)
+{
+	uint8_t tmp[EV_EDGE_MAX];
+	int ops = 0;
+
+	if (!sc->rd_read || sc->rx.rx_prod <= sc->rd_edge_prod || sc->rdhup_sig)
+		return 0;
+	if (sc->rd_bytes >= EV_EDGE_MAX && read(sc->ev[0], tmp, (size_t)sc->rd_bytes - 1) > 0)
+		sc->rd_bytes = 1, ops++;
+	if (write(sc->ev[1], "r", 1) == 1)
+		sc->rd_bytes++;
+	sc->rd_edge_prod = sc->rx.rx_prod;
+	sc->rd_read = false;
+	return ops + 1;
+}
+
+/* Readable, or no longer: the first edge, a new one, or the bytes read
+ * back. Requires sc->lock; returns the system calls made. */
+static int sc_update_rd_locked(struct smcr_conn *sc, bool rd)
+{
+	uint8_t tmp[EV_EDGE_MAX];
+
+	if (rd && !sc->rd_sig) {
+		/* after the RDHUP shutdown, readable without a byte */
+		sc->rd_bytes = !sc->rdhup_sig && write(sc->ev[1], "r", 1) == 1;
+		sc->rd_sig = sc->rdhup_sig || sc->rd_bytes;
+		sc->rd_edge_prod = sc->rx.rx_prod;
+		sc->rd_read = false;
+		return 1;
+	}
+	if (rd)
+		return sc_rd_edge_locked(sc);
+	if (!sc->rd_sig || !sc->rd_bytes)
+		return 0; /* not told, or told by the RDHUP shutdown, for good */
+	/* read back every edge's byte */
+	if (read(sc->ev[0], tmp, (size_t)sc->rd_bytes) == sc->rd_bytes)
+		sc->rd_bytes = 0;
+	sc->rd_sig = sc->rdhup_sig || sc->rd_bytes;
+	return 1;
+}
+
 /* Publish readiness on the user's descriptor; requires sc->lock, after
  * every state change. */
 void sc_update_ready_locked(struct smcr_conn *sc)
@@ -124,10 +178,7 @@ void sc_update_ready_locked(struct smcr_conn *sc)
 	if (sc->ev[0] < 0)
 		return; /* nobody asked for the descriptor */
 	ops += sc_ready_shutdowns_locked(sc);
-	if (rd && !sc->rd_sig) /* after the RDHUP shutdown, readable without a byte */
-		sc->rd_sig = sc->rdhup_sig || write(sc->ev[1], "r", 1) == 1, ops++;
-	else if (!rd && sc->rd_sig)
-		sc->rd_sig = read(sc->ev[0], tmp, 1) != 1, ops++;
+	ops += sc_update_rd_locked(sc, rd);
 	if (!wr && !sc->wr_blocked_sig) {
 		if (!sc->ev_fill_small) {
 			/* the kernel rounds up to its minimum: a few KiB fill it.
@@ -174,6 +225,7 @@ int smcr_conn_fd(struct smcr_conn *sc)
 			/* an event loop now needs completions run as they come */
 			atomic_fetch_add(&sc->lgr->eng.fd_users, 1);
 			sc->rd_sig = sc->wr_blocked_sig = sc->rdhup_sig = sc->hup_sig = false;
+			sc->rd_bytes = 0;
 			sc_update_ready_locked(sc);
 		}
 	}

@@ -268,6 +268,8 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 		}
 		sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
 	}
+	if (done) /* data that comes after this read makes a new edge */
+		sc->rd_read = true;
 	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
 	if (done)

@@ -12,6 +12,10 @@
  *                    readiness descriptor keeps the token with the server's
  *                    progress thread, which busy-polls; it must still read
  *                    the hang-up (not wait ~30 s for TEST_LINK)
+ *   etedge           an event loop on EPOLLET that reads one small buffer
+ *                    per edge: data that comes after a read that did not
+ *                    drain gives a new edge, as TCP's does (an application
+ *                    written for TCP hangs otherwise)
  *
  * Every scenario requires SMC-R: a TCP fallback fails.
  */
@@ -110,6 +114,73 @@ static void run_killed(bool busy)
 	CHECK(!usmc_ctx_destroy(cs), "ctx destroy");
 }
 
+/* ---- edge-triggered readiness ---- */
+
+#define ET_ROUNDS  20
+#define ET_MSG	   100 /* bytes the client sends per round */
+#define ET_READ	   10  /* bytes the server reads per edge: never drains */
+#define ET_EDGE_MS 2000
+
+/* A client and a server connection of one context pair, SMC-R. */
+static void pair_connect(struct usmc_ctx **cs, struct usmc_ctx **cc, struct usmc_listener **lst,
+			 struct usmc_conn **c, struct usmc_conn **s)
+{
+	struct sockaddr_in srv;
+	int rc;
+
+	CHECK(!usmc_ctx_create(cs) && !usmc_ctx_create(cc), "ctx");
+	*lst = listen_b(*cs, 4, &srv);
+	rc = usmc_connect(*cc, (struct sockaddr *)&srv, sizeof(srv), 0, c);
+	CHECK(!rc, "connect: %s", usmc_strerror(rc));
+	rc = usmc_accept(*lst, 0, s);
+	CHECK(!rc, "accept: %s", usmc_strerror(rc));
+	expect_smcr(*c, "client");
+	expect_smcr(*s, "server");
+}
+
+static void pair_close(struct usmc_ctx *cs, struct usmc_ctx *cc, struct usmc_listener *lst,
+		       struct usmc_conn *c, struct usmc_conn *s)
+{
+	CHECK(!usmc_close(c) && !usmc_close(s), "close");
+	CHECK(!usmc_listener_close(lst), "listener close");
+	CHECK(!usmc_ctx_destroy(cc) && !usmc_ctx_destroy(cs), "ctx destroy");
+}
+
+static void run_etedge(void)
+{
+	struct usmc_ctx *cs, *cc;
+	struct usmc_listener *lst;
+	struct usmc_conn *c, *s;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET};
+	uint8_t msg[ET_MSG] = {0}, buf[ET_MSG * ET_ROUNDS];
+	size_t got = 0;
+	ssize_t n;
+	int ep, fd;
+
+	pair_connect(&cs, &cc, &lst, &c, &s);
+	fd = usmc_conn_fd(s);
+	CHECK(fd >= 0, "usmc_conn_fd: %s", usmc_strerror(fd));
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), "epoll");
+	for (int r = 0; r < ET_ROUNDS; r++) {
+		send_all(c, msg, sizeof(msg));
+		CHECK(epoll_wait(ep, &ev, 1, ET_EDGE_MS) == 1,
+		      "round %d: no edge within %d ms for new data, %zu bytes unread before it", r,
+		      ET_EDGE_MS, (size_t)r * (ET_MSG - ET_READ));
+		n = usmc_recv(s, buf, ET_READ, MSG_DONTWAIT);
+		CHECK(n == ET_READ, "round %d: read %zd", r, n);
+		got += (size_t)n;
+	}
+	while ((n = usmc_recv(s, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		got += (size_t)n;
+	CHECK(n == -EAGAIN && got == sizeof(msg) * ET_ROUNDS, "read %zu of %zu bytes, then %zd",
+	      got, sizeof(msg) * ET_ROUNDS, n);
+	printf("%d edges for %d sends, each read %d of %d bytes\n", ET_ROUNDS, ET_ROUNDS, ET_READ,
+	       ET_MSG);
+	close(ep);
+	pair_close(cs, cc, lst, c, s);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = argc > 1 ? argv[1] : "";
@@ -119,6 +190,8 @@ int main(int argc, char **argv)
 		run_killed(false);
 	else if (!strcmp(sc, "killed_busypoll"))
 		run_killed(true);
+	else if (!strcmp(sc, "etedge"))
+		run_etedge();
 	else
 		die("unknown scenario '%s'", sc);
 	printf("PASS %s\n", sc);
