@@ -18,6 +18,8 @@
 
 int smcr_shutdown(struct smcr_conn *sc, int how)
 {
+	int cancel = sc_cancel_off(); /* no cancellation point (smcr_conn_int.h) */
+
 	pthread_mutex_lock(&sc->lock);
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		sc->shut_rd = true;
@@ -29,6 +31,7 @@ int smcr_shutdown(struct smcr_conn *sc, int how)
 	sc_update_ready_locked(sc);
 	pthread_mutex_unlock(&sc->lock);
 	smcr_eng_kick(&sc->lgr->eng);
+	sc_cancel_restore(cancel);
 	return 0;
 }
 
@@ -41,7 +44,7 @@ static bool sc_peer_live(const struct smcr_conn *sc)
 bool smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wait_ms)
 {
 	long deadline = clock_now_ms() + linger_ms;
-	int tcp_fd;
+	int tcp_fd, cancel = sc_cancel_off(); /* no cancellation point (smcr_conn_int.h) */
 	bool peer_gone, watched, unsent, kept = false;
 
 	pthread_mutex_lock(&sc->lock);
@@ -94,6 +97,7 @@ bool smcr_close(struct smcr_conn *sc, bool abort, long linger_ms, long close_wai
 	if (smcr_test_hook_close_put)
 		smcr_test_hook_close_put(); /* tests widen the window here */
 	smcr_conn_put(sc);
+	sc_cancel_restore(cancel);
 	return kept;
 }
 

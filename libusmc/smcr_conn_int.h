@@ -41,6 +41,23 @@ void sc_tcp_release_locked(struct smcr_conn *sc);
  * discarded one may leave a flow of the peer's running: @churn. */
 void sc_hs_done(struct smcr_conn *sc, bool churn);
 
+/*
+ * Cancellation. The data path holds its connection's lock across system
+ * calls that are cancellation points (the readiness pair's reads and
+ * writes, the engine's kicks and sleeps), and a waiter holds the engine's
+ * token or a queue entry on its stack: a thread cancelled in there would
+ * leave them behind. So the user's calls run with cancellation disabled
+ * (sc_cancel_off() .. sc_cancel_restore()), and a blocking receive or send
+ * that has moved nothing yet is a cancellation point only where it holds
+ * nothing: when it starts, and each time a wait ends
+ * (sc_cancel_point_locked()).
+ */
+int sc_cancel_off(void);
+void sc_cancel_restore(int old);
+/* A pending cancellation is acted on here if @old (the caller's state)
+ * allows it; requires sc->lock, which it drops meanwhile. */
+void sc_cancel_point_locked(struct smcr_conn *sc, int old);
+
 /* ---- readiness and waits (smcr_ready.c) ------------------------------ */
 
 /* What a wait waits for (sc_wait_locked()), and whom a wake wakes

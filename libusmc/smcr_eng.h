@@ -92,7 +92,10 @@ void smcr_eng_fini(struct smcr_eng *e);
  * for this kind of waiter; @how: SMCR_WAIT_* flags. Only a wait for a
  * reply spins before it sleeps: a reader of a stream, or a writer waiting
  * for room, would spin on the CPU that the peer's and rxe's work needs. May
- * return early (spuriously): the caller checks its state again.
+ * return early (spuriously): the caller checks its state again. Not to be
+ * cancelled (the token, or a queue entry on the caller's stack, would
+ * outlive the thread): its callers run with cancellation disabled
+ * (smcr_conn_int.h).
  */
 void smcr_eng_wait(struct smcr_eng *e, pthread_mutex_t *mu, pthread_cond_t *cond,
 		   smcr_eng_ready_fn ready, void *arg, unsigned how, long deadline_ms);

@@ -112,15 +112,20 @@ static uint32_t barrier_of(const struct llc_msg *m)
 	return get_be32(m->test_link.user_data + sizeof(barrier_tag));
 }
 
-/* Wait on @llc->cond until @deadline_ms; requires @llc->lock. */
+/* Wait on @llc->cond until @deadline_ms; requires @llc->lock. Not a
+ * cancellation point: a thread cancelled in there would leave the lock
+ * held (a handshake's thread waits here). */
 static int llc_wait_until_locked(struct smcr_llc *llc, long deadline_ms)
 {
 	struct timespec ts;
+	int cancel;
 
 	if (clock_now_ms() >= deadline_ms)
 		return -ETIMEDOUT;
 	clock_deadline_ts(deadline_ms, &ts);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_cond_timedwait(&llc->cond, &llc->lock, &ts);
+	pthread_setcancelstate(cancel, &cancel);
 	return 0;
 }
 

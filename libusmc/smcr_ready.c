@@ -216,7 +216,7 @@ static int ev_pair(int ev[2])
 
 int smcr_conn_fd(struct smcr_conn *sc)
 {
-	int fd, rc = 0;
+	int fd, rc = 0, cancel = sc_cancel_off(); /* no cancellation point */
 
 	pthread_mutex_lock(&sc->lock);
 	if (sc->ev[0] < 0) {
@@ -233,6 +233,7 @@ int smcr_conn_fd(struct smcr_conn *sc)
 	pthread_mutex_unlock(&sc->lock);
 	if (!rc)
 		smcr_eng_want_progress(&sc->lgr->eng);
+	sc_cancel_restore(cancel);
 	return fd;
 }
 

@@ -206,73 +206,103 @@ static size_t sc_rx_piece(const struct smcr_conn *sc, int flags)
 	return sc->rx.rmb_len / 4;
 }
 
-ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
-		   bool nonblock)
+/* Copy what the reader wants (@want more bytes into @iov after @done) of
+ * the @avail bytes at its place in the RMB, one piece at most, and consume
+ * them unless peeking. Requires sc->lock; returns how many. */
+static size_t sc_rx_copy_locked(struct smcr_conn *sc, const struct iovec *iov, int iovcnt,
+				int flags, size_t done, size_t want, uint64_t avail)
+{
+	size_t n = want, piece = sc_rx_piece(sc, flags);
+
+	if (n > avail)
+		n = avail;
+	if (n > piece)
+		n = piece;
+	smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len,
+		       sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt, done, n,
+		       false);
+	if (!(flags & MSG_PEEK)) {
+		sc->rx.rx_cons += n;
+		sc->sent_since_read = false;
+		sc_consumer_update_locked(sc);
+	}
+	return n;
+}
+
+/* Nothing is there to read: the end of the stream (0), an error (< 0), or
+ * neither (1: more may come). Requires sc->lock. */
+static int sc_rx_nothing_locked(struct smcr_conn *sc)
+{
+	if (sc->rx.peer_abort)
+		return -ECONNRESET;
+	if (sc->err && !sc->err_after_eof)
+		return sc->err;
+	if (sc->rx.eof_held) {
+		sc_eof_ask_locked(sc); /* asked already for this much: no-op */
+		sc_eof_expire_locked(sc, clock_now_ms());
+	}
+	return cdc_rx_eof(&sc->rx) || sc->shut_rd ? 0 : 1;
+}
+
+/* smcr_recvv() with sc->lock held; @cancel: the caller's cancellation state. */
+static ssize_t sc_recvv_locked(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
+			       bool nonblock, int cancel)
 {
 	size_t total = smcr_iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
 	bool polled = false;
 
-	pthread_mutex_lock(&sc->lock);
 	while (done < total) {
 		uint64_t avail = sc->rx.rx_prod - sc->rx.rx_cons - ((flags & MSG_PEEK) ? done : 0);
-		size_t n = total - done;
+		int more;
 
 		if (avail) {
-			size_t piece = sc_rx_piece(sc, flags);
+			size_t n = sc_rx_copy_locked(sc, iov, iovcnt, flags, done, total - done,
+						     avail);
 
-			if (n > avail)
-				n = avail;
-			if (n > piece)
-				n = piece;
-			smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len,
-				       sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov,
-				       iovcnt, done, n, false);
 			done += n;
-			if (!(flags & MSG_PEEK)) {
-				sc->rx.rx_cons += n;
-				sc->sent_since_read = false;
-				sc_consumer_update_locked(sc);
-			}
 			if (n < avail)
 				continue; /* one piece of what is here: on to the next */
 			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))
 				break;
 			continue;
 		}
-		if (sc->rx.peer_abort) {
-			rc = -ECONNRESET;
+		more = sc_rx_nothing_locked(sc);
+		if (more <= 0) {
+			rc = more;
 			break;
 		}
-		if (sc->err && !sc->err_after_eof) {
-			rc = sc->err;
-			break;
-		}
-		if (sc->rx.eof_held) {
-			sc_eof_ask_locked(sc); /* asked already for this much: no-op */
-			sc_eof_expire_locked(sc, clock_now_ms());
-		}
-		if (cdc_rx_eof(&sc->rx) || sc->shut_rd)
-			break; /* end of stream */
 		/* nothing here, and nobody may be running the completions */
 		if (nonblock && !done && !polled && (polled = true) &&
 		    smcr_eng_try_poll(&sc->lgr->eng, &sc->lock))
 			continue;
-		if (nonblock || done) {
+		if (nonblock || (done && !(flags & MSG_WAITALL))) {
 			rc = -EAGAIN;
-			if (!nonblock && (flags & MSG_WAITALL)) {
-				sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
-				continue;
-			}
 			break;
 		}
 		sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
+		if (!done)
+			sc_cancel_point_locked(sc, cancel);
 	}
 	if (done) /* data that comes after this read makes a new edge */
 		sc->rd_read = true;
 	sc_update_ready_locked(sc);
-	pthread_mutex_unlock(&sc->lock);
 	if (done)
 		return (ssize_t)done;
 	return rc == -EAGAIN && !nonblock ? 0 : rc;
+}
+
+ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
+		   bool nonblock)
+{
+	int cancel = sc_cancel_off();
+	ssize_t rc;
+
+	pthread_mutex_lock(&sc->lock);
+	if (!nonblock)
+		sc_cancel_point_locked(sc, cancel); /* a blocking receive starts */
+	rc = sc_recvv_locked(sc, iov, iovcnt, flags, nonblock, cancel);
+	pthread_mutex_unlock(&sc->lock);
+	sc_cancel_restore(cancel);
+	return rc;
 }

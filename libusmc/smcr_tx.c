@@ -203,13 +203,14 @@ void sc_kick_pending(struct lgr *lgr)
 
 /* ---- the user's send ------------------------------------------------- */
 
-ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock)
+/* smcr_sendv() with sc->lock held; @cancel: the caller's cancellation state. */
+static ssize_t sc_sendv_locked(struct smcr_conn *sc, const struct iovec *iov, int iovcnt,
+			       bool nonblock, int cancel)
 {
 	size_t total = smcr_iov_total(iov, iovcnt), done = 0;
 	ssize_t rc = 0;
 	bool polled = false;
 
-	pthread_mutex_lock(&sc->lock);
 	while (done < total || !total) {
 		uint64_t room = sc_snd_room(sc);
 		size_t n = total - done;
@@ -237,6 +238,8 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 				break;
 			}
 			sc_wait_locked(sc, SC_WR, 1000);
+			if (!done)
+				sc_cancel_point_locked(sc, cancel);
 			continue;
 		}
 		if (n > room)
@@ -251,6 +254,19 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 			break;
 	}
 	sc_update_ready_locked(sc);
-	pthread_mutex_unlock(&sc->lock);
 	return done ? (ssize_t)done : rc;
+}
+
+ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock)
+{
+	int cancel = sc_cancel_off();
+	ssize_t rc;
+
+	pthread_mutex_lock(&sc->lock);
+	if (!nonblock)
+		sc_cancel_point_locked(sc, cancel); /* a blocking send starts */
+	rc = sc_sendv_locked(sc, iov, iovcnt, nonblock, cancel);
+	pthread_mutex_unlock(&sc->lock);
+	sc_cancel_restore(cancel);
+	return rc;
 }

@@ -16,11 +16,16 @@
  *                    per edge: data that comes after a read that did not
  *                    drain gives a new edge, as TCP's does (an application
  *                    written for TCP hangs otherwise)
+ *   cancel           a thread blocked in usmc_recv() is cancelled: it ends
+ *                    within CANCEL_JOIN_MS and leaves nothing behind: the
+ *                    other connection of its link group still receives, and
+ *                    so does its own
  *
  * Every scenario requires SMC-R: a TCP fallback fails.
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -181,6 +186,75 @@ static void run_etedge(void)
 	pair_close(cs, cc, lst, c, s);
 }
 
+/* ---- pthread_cancel() of a blocked reader ---- */
+
+#define CANCEL_ASLEEP_MS 300  /* the reader blocks this long first */
+#define CANCEL_JOIN_MS	 3000 /* it acts on the request within a wait (1 s) */
+#define CANCEL_RECV_MS	 3000
+
+static void *blocked_reader(void *arg)
+{
+	uint8_t b;
+
+	usmc_recv(arg, &b, 1, 0); /* nothing comes */
+	die("the cancelled reader's receive returned");
+}
+
+/* @len bytes sent on @c must be read on @s within CANCEL_RECV_MS, with
+ * non-blocking receives (a stuck engine fails the test, it does not hang it). */
+static void expect_data(struct usmc_conn *c, struct usmc_conn *s, const char *which)
+{
+	uint8_t buf[64] = {0};
+	double t0 = mono_s();
+	ssize_t n;
+
+	send_all(c, buf, sizeof(buf));
+	while ((n = usmc_recv(s, buf, sizeof(buf), MSG_DONTWAIT)) == -EAGAIN &&
+	       mono_s() - t0 < CANCEL_RECV_MS / 1e3)
+		usleep(1000);
+	CHECK(n == sizeof(buf), "%s: received %zd within %d ms", which, n, CANCEL_RECV_MS);
+	printf("%s: data received %.1f ms after the send\n", which, (mono_s() - t0) * 1e3);
+}
+
+static void run_cancel(void)
+{
+	struct usmc_ctx *cs, *cc;
+	struct usmc_listener *lst;
+	struct usmc_conn *c1, *s1, *c2, *s2;
+	struct usmc_conn_info i1, i2;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct timespec ts;
+	double t0;
+	pthread_t th;
+	void *res;
+	int rc;
+
+	pair_connect(&cs, &cc, &lst, &c1, &s1);
+	CHECK(!usmc_listener_addr(lst, &ss, &len), "listener addr");
+	rc = usmc_connect(cc, (struct sockaddr *)&ss, len, 0, &c2);
+	CHECK(!rc, "second connect: %s", usmc_strerror(rc));
+	rc = usmc_accept(lst, 0, &s2);
+	CHECK(!rc, "second accept: %s", usmc_strerror(rc));
+	usmc_conn_info(s1, &i1);
+	usmc_conn_info(s2, &i2);
+	CHECK(i1.lgr_id && i1.lgr_id == i2.lgr_id, "both connections on one link group expected");
+	pthread_create(&th, NULL, blocked_reader, s1);
+	usleep(CANCEL_ASLEEP_MS * 1000);
+	t0 = mono_s();
+	CHECK(!pthread_cancel(th), "pthread_cancel");
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += CANCEL_JOIN_MS / 1000;
+	rc = pthread_timedjoin_np(th, &res, &ts);
+	CHECK(!rc, "the cancelled reader did not end within %d ms", CANCEL_JOIN_MS);
+	CHECK(res == PTHREAD_CANCELED, "the reader was not cancelled");
+	printf("the blocked reader ended %.0f ms after pthread_cancel()\n", (mono_s() - t0) * 1e3);
+	expect_data(c2, s2, "the other connection of its link group");
+	expect_data(c1, s1, "the cancelled reader's connection");
+	CHECK(!usmc_close(c2) && !usmc_close(s2), "close");
+	pair_close(cs, cc, lst, c1, s1);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = argc > 1 ? argv[1] : "";
@@ -192,6 +266,8 @@ int main(int argc, char **argv)
 		run_killed(true);
 	else if (!strcmp(sc, "etedge"))
 		run_etedge();
+	else if (!strcmp(sc, "cancel"))
+		run_cancel();
 	else
 		die("unknown scenario '%s'", sc);
 	printf("PASS %s\n", sc);
