@@ -32,135 +32,18 @@
 #include "eng_stats.h"
 #include "smcr_eng.h"
 #include "smcr_link.h"
+#include "smcr_spin.h"
 #include "smcr_wr.h"
 
-#define ENG_SPIN_START_NS 10000 /* rsockets' polling_time default: 10 us */
-/* The longest spin: 100 us on hardware that wakes a thread as fast as
- * ENG_WAKE_REF_NS says (an eventfd round trip between two threads), and as
- * much longer as this machine is slower at it (spin_cap_ns()), up to the
- * ceiling. */
-#define ENG_SPIN_FLOOR_NS 100000
-#define ENG_SPIN_CEIL_NS  2000000
-#define ENG_WAKE_REF_NS	  4000
+#define ENG_SPIN_START_NS 10000	 /* rsockets' polling_time default: 10 us */
 #define ENG_SPIN_YIELD_NS 250000 /* a spinner offers its CPU this often */
 #define ENG_BUSY_YIELD_NS 50000	 /* a busy-poller, once its reply is late */
-#define ENG_CALIB_ROUNDS  9	 /* thread wake-up round trips timed, once per process */
 #define ENG_SLEEP_MAX_MS  1000	 /* re-check the predicate at least this often */
 
 /* The owning link group's data-path counters, which the link carries. */
 static void eng_stat(struct smcr_eng *e, enum eng_stat i, uint64_t n)
 {
 	eng_count(e->set.lnk->up.st, i, n);
-}
-
-static long online_cpus(void)
-{
-	static atomic_long n;
-	long v = atomic_load_explicit(&n, memory_order_relaxed);
-
-	if (!v) {
-		v = sysconf(_SC_NPROCESSORS_ONLN);
-		if (v < 1)
-			v = 1;
-		atomic_store_explicit(&n, v, memory_order_relaxed);
-	}
-	return v;
-}
-
-/* Application threads spinning now, process-wide: no spin when they would
- * outnumber the CPUs (a spinner then takes the CPU its peer needs). */
-static atomic_int eng_spinners;
-
-/* ---- how long a spin may last ---------------------------------------- */
-
-static pthread_once_t calib_once = PTHREAD_ONCE_INIT;
-static int64_t spin_cap; /* ns, written once under calib_once */
-
-#define CALIB_STOP (1ull << 40) /* written to ping: the echo thread ends */
-
-struct calib {
-	int ping, pong; /* eventfds, blocking */
-};
-
-static void *calib_echo(void *arg)
-{
-	struct calib *c = arg;
-	uint64_t v;
-
-	while (read(c->ping, &v, sizeof(v)) == sizeof(v) && v < CALIB_STOP)
-		if (write(c->pong, &v, sizeof(v)) != sizeof(v))
-			break;
-	return NULL;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Time @n round trips to @c's echo thread into @rt; how many were timed. */
-static int calib_run(struct calib *c, int64_t *rt, int n)
-{
-	uint64_t one = 1, v;
-	int i;
-
-	for (i = 0; i < n; i++) {
-		int64_t t0 = (int64_t)clock_now_ns();
-
-		if (write(c->ping, &one, sizeof(one)) != sizeof(one) ||
-		    read(c->pong, &v, sizeof(v)) != sizeof(v))
-			break;
-		rt[i] = (int64_t)clock_now_ns() - t0;
-	}
-	return i;
-}
-
-/* The median of ENG_CALIB_ROUNDS round trips between two threads that
- * sleep on eventfds (two wake-ups each), 0 if it could not be timed. */
-static int64_t time_wakeup_round_trips(void)
-{
-	struct calib c = {eventfd(0, EFD_CLOEXEC), eventfd(0, EFD_CLOEXEC)};
-	int64_t rt[ENG_CALIB_ROUNDS], med = 0;
-	uint64_t stop = CALIB_STOP;
-	pthread_t th;
-
-	if (c.ping >= 0 && c.pong >= 0 && !pthread_create(&th, NULL, calib_echo, &c)) {
-		if (calib_run(&c, rt, ENG_CALIB_ROUNDS) == ENG_CALIB_ROUNDS) {
-			qsort(rt, ENG_CALIB_ROUNDS, sizeof(rt[0]), cmp_i64);
-			med = rt[ENG_CALIB_ROUNDS / 2];
-		}
-		if (write(c.ping, &stop, sizeof(stop)) == sizeof(stop))
-			pthread_join(th, NULL);
-		else
-			pthread_detach(th); /* cannot happen on an eventfd below its maximum */
-	}
-	if (c.ping >= 0)
-		close(c.ping);
-	if (c.pong >= 0)
-		close(c.pong);
-	return med;
-}
-
-/* A spin pays while it is shorter than the sleep and wake-up it saves; the
- * 100 us cap was set for hardware, where an eventfd round trip between two
- * threads takes about ENG_WAKE_REF_NS (2 us measured on this project's
- * host). A machine that wakes threads N times slower (qemu TCG: about
- * 100 us) replies N times slower too, and its spins need N times the cap. */
-static void spin_calibrate(void)
-{
-	int64_t rt = time_wakeup_round_trips();
-	int64_t cap =
-		rt > ENG_WAKE_REF_NS ? ENG_SPIN_FLOOR_NS / ENG_WAKE_REF_NS * rt : ENG_SPIN_FLOOR_NS;
-
-	spin_cap = cap > ENG_SPIN_CEIL_NS ? ENG_SPIN_CEIL_NS : cap;
-}
-
-static int64_t spin_cap_ns(void)
-{
-	pthread_once(&calib_once, spin_calibrate);
-	return spin_cap;
 }
 
 int smcr_eng_init(struct smcr_eng *e, const struct smcr_eng_setup *set)
@@ -171,7 +54,7 @@ int smcr_eng_init(struct smcr_eng *e, const struct smcr_eng_setup *set)
 	e->waiters = NULL;
 	e->waiters_tail = &e->waiters;
 	e->avg_wait_ns = ENG_SPIN_START_NS;
-	e->spin_cap_ns = spin_cap_ns(); /* the first engine times the machine */
+	e->spin_cap_ns = smcr_spin_cap_ns(); /* the first engine times the machine */
 	e->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return e->kick_fd < 0 ? -errno : 0;
 }
@@ -533,11 +416,8 @@ static void owner_run(struct smcr_eng *e, pthread_mutex_t *mu, smcr_eng_ready_fn
 	int64_t budget = (how & SMCR_WAIT_REPLY) && e->set.spin ? spin_budget(e) : 0;
 	bool busy = e->set.busy_poll, ok = false, slept = false;
 	int passes = 0;
-	bool can_spin = !busy && budget > 0 &&
-			atomic_fetch_add(&eng_spinners, 1) + 1 <= (online_cpus() + 1) / 2;
+	bool can_spin = !busy && budget > 0 && smcr_spin_get(clock_now_ms());
 
-	if (!busy && budget > 0 && !can_spin)
-		atomic_fetch_sub(&eng_spinners, 1);
 	for (;;) {
 		bool sleep_ok, want_scq;
 
@@ -579,7 +459,7 @@ static void owner_run(struct smcr_eng *e, pthread_mutex_t *mu, smcr_eng_ready_fn
 		pthread_mutex_unlock(&e->lock);
 	}
 	if (can_spin)
-		atomic_fetch_sub(&eng_spinners, 1);
+		smcr_spin_put();
 	if (ok && (how & SMCR_WAIT_REPLY)) {
 		/* the reply time this link group sees, for the next spin */
 		e->avg_wait_ns += ((int64_t)clock_now_ns() - t0 - e->avg_wait_ns) / 8;

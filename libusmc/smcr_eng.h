@@ -72,7 +72,7 @@ struct smcr_eng {
 	/* the token holder's only */
 	bool rcq_armed, scq_armed;
 	int64_t avg_wait_ns; /* moving average of an application wait */
-	int64_t spin_cap_ns; /* the longest spin (smcr_eng.c spin_cap_ns()), set at init */
+	int64_t spin_cap_ns; /* the longest spin (smcr_spin_cap_ns()), set at init */
 };
 
 /* A predicate on the waiter's state, evaluated with its lock taken by the callee. */
