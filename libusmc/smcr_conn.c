@@ -38,6 +38,7 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are monotonic */
 	pthread_cond_init(&sc->rcond, &ca);
 	pthread_cond_init(&sc->wcond, &ca);
+	pthread_cond_init(&sc->user_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	rc = bufpool_claim(lgr->rmbs, rmb_size, &sc->rmb);
 	if (!rc)
@@ -179,6 +180,7 @@ void smcr_conn_put(struct smcr_conn *sc)
 		close(sc->ev[1]);
 	pthread_cond_destroy(&sc->rcond);
 	pthread_cond_destroy(&sc->wcond);
+	pthread_cond_destroy(&sc->user_cond);
 	pthread_mutex_destroy(&sc->lock);
 	lgr = sc->lgr;
 	free(sc);
@@ -230,15 +232,19 @@ void sc_cancel_restore(int old)
 	pthread_setcancelstate(old, &was);
 }
 
-void sc_cancel_point_locked(struct smcr_conn *sc, int old)
+void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old)
 {
 	if (old != PTHREAD_CANCEL_ENABLE)
 		return;
+	if (what)
+		sc_user_leave_locked(sc, what);
 	pthread_mutex_unlock(&sc->lock);
 	sc_cancel_restore(PTHREAD_CANCEL_ENABLE);
 	pthread_testcancel();
 	sc_cancel_off();
 	pthread_mutex_lock(&sc->lock);
+	if (what)
+		sc_user_enter_locked(sc, what);
 }
 
 /* ---- where the stream stands ----------------------------------------- */

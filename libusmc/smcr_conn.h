@@ -140,6 +140,15 @@ struct smcr_conn {
 	long eof_first_ask_ms; /* the held EOF's first question went then (SMCR_EOF_SETTLE_MS) */
 	bool eof_empty;	       /* the barrier came back with nothing since the last question */
 
+	/* ---- the user's calls (smcr_ready.c sc_user_enter_locked()), with
+	 * lock: one reader and one writer at a time, as TCP's socket lock
+	 * serialises them, but not by holding the lock: they copy with it
+	 * dropped, and give their turn back while they wait. Another one of
+	 * the same kind waits on user_cond. */
+	bool rx_user, tx_user;
+	int user_waiters;
+	pthread_cond_t user_cond;
+
 	/* ---- readiness (smcr_ready.c), with lock */
 	/* readers' and writers' conditions (a send completion wakes only
 	 * writers), and how many threads wait in the engine for each */

@@ -55,8 +55,9 @@ void sc_hs_done(struct smcr_conn *sc, bool churn);
 int sc_cancel_off(void);
 void sc_cancel_restore(int old);
 /* A pending cancellation is acted on here if @old (the caller's state)
- * allows it; requires sc->lock, which it drops meanwhile. */
-void sc_cancel_point_locked(struct smcr_conn *sc, int old);
+ * allows it; requires sc->lock, which it drops meanwhile, and gives back
+ * the caller's turn @what (SC_RD, SC_WR; 0: none held) meanwhile. */
+void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old);
 
 /* ---- readiness and waits (smcr_ready.c) ------------------------------ */
 
@@ -83,8 +84,19 @@ void sc_wake_locked(struct smcr_conn *sc, int what);
  * @sc is an orphan (smcr_close() done). */
 void sc_fail_locked(struct smcr_conn *sc, int err);
 bool sc_fail(struct smcr_conn *sc, int err);
+/*
+ * The user's turn in @sc's receive (SC_RD) or send (SC_WR): one thread of
+ * each kind at a time, which copies between the user's buffer and the ring
+ * with sc->lock dropped (a copy of up to a ring's size must not hold up
+ * the link group's dispatch, which takes that lock). Taken and given back
+ * with sc->lock held.
+ */
+void sc_user_enter_locked(struct smcr_conn *sc, int what);
+void sc_user_leave_locked(struct smcr_conn *sc, int what);
 /* Wait at most @ms for what @what needs, running the link group's
- * completions meanwhile; requires sc->lock, which it drops meanwhile. */
+ * completions meanwhile; requires sc->lock, which it drops meanwhile. A
+ * reader's or writer's turn (SC_RD, SC_WR) is given back meanwhile, as TCP
+ * releases its socket lock while it waits (sk_wait_event()). */
 void sc_wait_locked(struct smcr_conn *sc, int what, long ms);
 
 /* ---- transmit (smcr_tx.c) -------------------------------------------- */

@@ -323,6 +323,30 @@ static bool sc_wait_credit_locked(struct smcr_conn *sc, long deadline)
 	return sc_writable(sc) || clock_now_ms() >= deadline;
 }
 
+static bool *sc_user_turn(struct smcr_conn *sc, int what)
+{
+	return what == SC_RD ? &sc->rx_user : &sc->tx_user;
+}
+
+void sc_user_enter_locked(struct smcr_conn *sc, int what)
+{
+	bool *turn = sc_user_turn(sc, what);
+
+	while (*turn) {
+		sc->user_waiters++;
+		pthread_cond_wait(&sc->user_cond, &sc->lock);
+		sc->user_waiters--;
+	}
+	*turn = true;
+}
+
+void sc_user_leave_locked(struct smcr_conn *sc, int what)
+{
+	*sc_user_turn(sc, what) = false;
+	if (sc->user_waiters)
+		pthread_cond_broadcast(&sc->user_cond);
+}
+
 /*
  * Wait at most @ms for what @what needs, running the link group's
  * completions meanwhile (smcr_eng.h: this thread may be the one that polls
@@ -332,6 +356,8 @@ void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 {
 	long deadline = clock_now_ms() + ms;
 
+	if (what == SC_RD || what == SC_WR)
+		sc_user_leave_locked(sc, what);
 	if (what == SC_RD) {
 		sc->rwaiters++;
 		smcr_eng_wait(&sc->lgr->eng, &sc->lock, &sc->rcond, sc_ready_rd, sc,
@@ -348,4 +374,6 @@ void sc_wait_locked(struct smcr_conn *sc, int what, long ms)
 				      SMCR_WAIT_SCQ, deadline);
 		sc->wwaiters--;
 	}
+	if (what == SC_RD || what == SC_WR)
+		sc_user_enter_locked(sc, what);
 }

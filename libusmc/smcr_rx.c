@@ -208,19 +208,22 @@ static size_t sc_rx_piece(const struct smcr_conn *sc, int flags)
 
 /* Copy what the reader wants (@want more bytes into @iov after @done) of
  * the @avail bytes at its place in the RMB, one piece at most, and consume
- * them unless peeking. Requires sc->lock; returns how many. */
+ * them unless peeking. Requires sc->lock and the reader's turn; the copy
+ * runs with the lock dropped (the peer writes none of those bytes until
+ * they are consumed, and nobody else reads them). Returns how many. */
 static size_t sc_rx_copy_locked(struct smcr_conn *sc, const struct iovec *iov, int iovcnt,
 				int flags, size_t done, size_t want, uint64_t avail)
 {
 	size_t n = want, piece = sc_rx_piece(sc, flags);
+	uint64_t pos = sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0);
 
 	if (n > avail)
 		n = avail;
 	if (n > piece)
 		n = piece;
-	smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len,
-		       sc->rx.rx_cons + ((flags & MSG_PEEK) ? done : 0), iov, iovcnt, done, n,
-		       false);
+	pthread_mutex_unlock(&sc->lock);
+	smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len, pos, iov, iovcnt, done, n, false);
+	pthread_mutex_lock(&sc->lock);
 	if (!(flags & MSG_PEEK)) {
 		sc->rx.rx_cons += n;
 		sc->sent_since_read = false;
@@ -244,7 +247,8 @@ static int sc_rx_nothing_locked(struct smcr_conn *sc)
 	return cdc_rx_eof(&sc->rx) || sc->shut_rd ? 0 : 1;
 }
 
-/* smcr_recvv() with sc->lock held; @cancel: the caller's cancellation state. */
+/* smcr_recvv() with sc->lock and the reader's turn held; @cancel: the
+ * caller's cancellation state. */
 static ssize_t sc_recvv_locked(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
 			       bool nonblock, int cancel)
 {
@@ -282,7 +286,7 @@ static ssize_t sc_recvv_locked(struct smcr_conn *sc, const struct iovec *iov, in
 		}
 		sc_wait_locked(sc, SC_RD, sc_rd_wait_ms(sc));
 		if (!done)
-			sc_cancel_point_locked(sc, cancel);
+			sc_cancel_point_locked(sc, SC_RD, cancel);
 	}
 	if (done) /* data that comes after this read makes a new edge */
 		sc->rd_read = true;
@@ -300,8 +304,10 @@ ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, in
 
 	pthread_mutex_lock(&sc->lock);
 	if (!nonblock)
-		sc_cancel_point_locked(sc, cancel); /* a blocking receive starts */
+		sc_cancel_point_locked(sc, 0, cancel); /* a blocking receive starts */
+	sc_user_enter_locked(sc, SC_RD);
 	rc = sc_recvv_locked(sc, iov, iovcnt, flags, nonblock, cancel);
+	sc_user_leave_locked(sc, SC_RD);
 	pthread_mutex_unlock(&sc->lock);
 	sc_cancel_restore(cancel);
 	return rc;

@@ -203,7 +203,33 @@ void sc_kick_pending(struct lgr *lgr)
 
 /* ---- the user's send ------------------------------------------------- */
 
-/* smcr_sendv() with sc->lock held; @cancel: the caller's cancellation state. */
+/* The send side is over: the peer reads nothing more, an error, our
+ * shutdown or close. */
+static bool sc_tx_ended(const struct smcr_conn *sc)
+{
+	return sc->shut_wr || sc->closed || sc->rx.peer_abort || sc->rx.peer_closed || sc->err;
+}
+
+/*
+ * Copy @n bytes of the user's @iov after @done into the send buffer at
+ * tx_prep: room the writer found free, which nobody else writes or sends
+ * before tx_prep moves past it. Requires sc->lock and the writer's turn;
+ * the copy runs with the lock dropped. False if the send side ended
+ * meanwhile: the bytes are not taken, as if the end had come first.
+ */
+static bool sc_tx_copy_locked(struct smcr_conn *sc, const struct iovec *iov, int iovcnt,
+			      size_t done, size_t n)
+{
+	uint64_t pos = sc->tx_prep;
+
+	pthread_mutex_unlock(&sc->lock);
+	smcr_ring_copy(sc->sndbuf->addr, sc->snd_len, pos, iov, iovcnt, done, n, true);
+	pthread_mutex_lock(&sc->lock);
+	return !sc_tx_ended(sc);
+}
+
+/* smcr_sendv() with sc->lock and the writer's turn held; @cancel: the
+ * caller's cancellation state. */
 static ssize_t sc_sendv_locked(struct smcr_conn *sc, const struct iovec *iov, int iovcnt,
 			       bool nonblock, int cancel)
 {
@@ -239,13 +265,13 @@ static ssize_t sc_sendv_locked(struct smcr_conn *sc, const struct iovec *iov, in
 			}
 			sc_wait_locked(sc, SC_WR, 1000);
 			if (!done)
-				sc_cancel_point_locked(sc, cancel);
+				sc_cancel_point_locked(sc, SC_WR, cancel);
 			continue;
 		}
 		if (n > room)
 			n = room;
-		smcr_ring_copy(sc->sndbuf->addr, sc->snd_len, sc->tx_prep, iov, iovcnt, done, n,
-			       true);
+		if (!sc_tx_copy_locked(sc, iov, iovcnt, done, n))
+			continue; /* ended meanwhile: the checks above say how */
 		sc->tx_prep += n;
 		sc->sent_since_read = true;
 		done += n;
@@ -264,8 +290,10 @@ ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bo
 
 	pthread_mutex_lock(&sc->lock);
 	if (!nonblock)
-		sc_cancel_point_locked(sc, cancel); /* a blocking send starts */
+		sc_cancel_point_locked(sc, 0, cancel); /* a blocking send starts */
+	sc_user_enter_locked(sc, SC_WR);
 	rc = sc_sendv_locked(sc, iov, iovcnt, nonblock, cancel);
+	sc_user_leave_locked(sc, SC_WR);
 	pthread_mutex_unlock(&sc->lock);
 	sc_cancel_restore(cancel);
 	return rc;

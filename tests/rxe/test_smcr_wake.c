@@ -20,14 +20,27 @@
  *                    within CANCEL_JOIN_MS and leaves nothing behind: the
  *                    other connection of its link group still receives, and
  *                    so does its own
+ *   copyunlocked     a receive whose copy into the user's buffer is stopped
+ *                    midway (the buffer's page is a userfaultfd's, not yet
+ *                    there): the connection's lock is free meanwhile, so a
+ *                    send on it goes through, and the link group's dispatch,
+ *                    which takes that lock, would not wait for the copy;
+ *                    the same for a send whose copy out of the user's
+ *                    buffer is stopped
  *
  * Every scenario requires SMC-R: a TCP fallback fails.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "smcr_common.h"
@@ -255,6 +268,141 @@ static void run_cancel(void)
 	pair_close(cs, cc, lst, c1, s1);
 }
 
+/* ---- copies without the connection's lock ---- */
+
+#define COPY_LEN     4096 /* one page: the user's buffer, not there until released */
+#define COPY_WAIT_MS 3000
+
+/* A page of a userfaultfd (user-mode faults only: no privilege needed),
+ * missing until copy_release() fills it. */
+struct stopped_page {
+	int uffd;
+	uint8_t *page;
+};
+
+static void page_stop(struct stopped_page *sp)
+{
+	struct uffdio_api api = {.api = UFFD_API};
+	struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
+
+	sp->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+	CHECK(sp->uffd >= 0, "userfaultfd: %s", strerror(errno));
+	CHECK(!ioctl(sp->uffd, UFFDIO_API, &api), "UFFDIO_API: %s", strerror(errno));
+	sp->page = mmap(NULL, COPY_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(sp->page != MAP_FAILED, "mmap");
+	reg.range = (struct uffdio_range){.start = (uintptr_t)sp->page, .len = COPY_LEN};
+	CHECK(!ioctl(sp->uffd, UFFDIO_REGISTER, &reg), "UFFDIO_REGISTER: %s", strerror(errno));
+}
+
+/* A thread touched the page: it is stopped in its copy. */
+static void page_await_fault(struct stopped_page *sp, const char *who)
+{
+	struct pollfd p = {.fd = sp->uffd, .events = POLLIN};
+
+	CHECK(poll(&p, 1, COPY_WAIT_MS) == 1, "%s never touched the page", who);
+}
+
+/* The page arrives with @fill: the stopped copy goes on. */
+static void page_release(struct stopped_page *sp, const uint8_t *fill)
+{
+	struct uffdio_copy cp = {
+		.dst = (uintptr_t)sp->page, .src = (uintptr_t)fill, .len = COPY_LEN};
+
+	CHECK(!ioctl(sp->uffd, UFFDIO_COPY, &cp), "UFFDIO_COPY: %s", strerror(errno));
+}
+
+static void page_free(struct stopped_page *sp)
+{
+	munmap(sp->page, COPY_LEN);
+	close(sp->uffd);
+}
+
+struct copy_op {
+	struct usmc_conn *c;
+	uint8_t *buf;
+	bool send;
+	ssize_t n;
+	atomic_bool done;
+};
+
+static void *copy_op_run(void *arg)
+{
+	struct copy_op *op = arg;
+
+	op->n = op->send ? usmc_send(op->c, op->buf, COPY_LEN, 0)
+			 : usmc_recv(op->c, op->buf, COPY_LEN, MSG_WAITALL);
+	atomic_store(&op->done, true);
+	return NULL;
+}
+
+static bool op_done_within(struct copy_op *op, int ms)
+{
+	double t0 = mono_s();
+
+	while (!atomic_load(&op->done) && mono_s() - t0 < ms / 1e3)
+		usleep(1000);
+	return atomic_load(&op->done);
+}
+
+/*
+ * @stopped's copy (a receive into, or a send out of, a stopped page) is
+ * stopped; @probe, another call on the same connection that takes its
+ * lock, must complete meanwhile. Then the page is released and both end.
+ */
+static void copy_while_stopped(struct copy_op *stopped, struct copy_op *probe,
+			       struct stopped_page *sp, const uint8_t *fill, const char *what)
+{
+	pthread_t ts, tp;
+	bool probe_ok;
+
+	pthread_create(&ts, NULL, copy_op_run, stopped);
+	page_await_fault(sp, what);
+	pthread_create(&tp, NULL, copy_op_run, probe);
+	probe_ok = op_done_within(probe, COPY_WAIT_MS);
+	page_release(sp, fill);
+	pthread_join(ts, NULL);
+	pthread_join(tp, NULL);
+	printf("%s stopped in its copy: a %s on the connection %s\n", what,
+	       probe->send ? "send" : "receive", probe_ok ? "went through" : "waited for it");
+	CHECK(probe_ok, "%s held the connection's lock through its copy", what);
+	CHECK(stopped->n == COPY_LEN && probe->n == COPY_LEN, "%s: %zd, the other call %zd", what,
+	      stopped->n, probe->n);
+}
+
+static void run_copyunlocked(void)
+{
+	static uint8_t data[COPY_LEN], other[COPY_LEN], in[COPY_LEN];
+	struct usmc_ctx *cs, *cc;
+	struct usmc_listener *lst;
+	struct usmc_conn *c, *s;
+	struct stopped_page sp;
+	struct copy_op rd, wr;
+
+	for (int i = 0; i < COPY_LEN; i++)
+		data[i] = (uint8_t)(i * 7 + 1);
+	pair_connect(&cs, &cc, &lst, &c, &s);
+	/* the server's receive stops in its copy; the server sends meanwhile */
+	page_stop(&sp);
+	send_all(c, data, COPY_LEN);
+	rd = (struct copy_op){.c = s, .buf = sp.page};
+	wr = (struct copy_op){.c = s, .buf = other, .send = true};
+	copy_while_stopped(&rd, &wr, &sp, other, "a receive");
+	CHECK(!memcmp(sp.page, data, COPY_LEN), "the stopped receive copied other bytes");
+	CHECK(usmc_recv(c, in, COPY_LEN, MSG_WAITALL) == COPY_LEN, "the client's receive");
+	page_free(&sp);
+	/* the server's send stops in its copy; the server receives meanwhile */
+	page_stop(&sp);
+	send_all(c, data, COPY_LEN);
+	wr = (struct copy_op){.c = s, .buf = sp.page, .send = true};
+	rd = (struct copy_op){.c = s, .buf = in};
+	copy_while_stopped(&wr, &rd, &sp, data, "a send");
+	CHECK(!memcmp(in, data, COPY_LEN), "the receive beside the stopped send got other bytes");
+	CHECK(usmc_recv(c, in, COPY_LEN, MSG_WAITALL) == COPY_LEN && !memcmp(in, data, COPY_LEN),
+	      "the stopped send's bytes");
+	page_free(&sp);
+	pair_close(cs, cc, lst, c, s);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = argc > 1 ? argv[1] : "";
@@ -268,6 +416,8 @@ int main(int argc, char **argv)
 		run_etedge();
 	else if (!strcmp(sc, "cancel"))
 		run_cancel();
+	else if (!strcmp(sc, "copyunlocked"))
+		run_copyunlocked();
 	else
 		die("unknown scenario '%s'", sc);
 	printf("PASS %s\n", sc);
