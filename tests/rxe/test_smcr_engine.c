@@ -1,18 +1,36 @@
 // SPDX-License-Identifier: MIT
 /*
- * Run to completion under stress (libusmc/smcr_eng.c): many
- * connections on ONE link group per side, each direction of each
- * connection written by one thread and read by another, with random chunk
- * sizes and random sleeps, so the engine's token moves between readers,
- * writers (waiting for room), the progress thread and back. A third of the
- * connections read through their readiness descriptor (usmc_conn_fd() and
- * poll(), non-blocking receives), which makes the progress thread step in
- * and hand the token back. Every byte is checked; the whole run has a
- * deadline, and each blocking call one too (a wait that only the engine's
- * 1 s safety re-check ends, repeated, would miss it). Meant for the
- * ThreadSanitizer build as well (tools/test.sh stage rxe under TSan:
- * build-tsan). Env: USMC_TEST_CONNS (12), USMC_TEST_BYTES (262144) per
- * direction and connection.
+ * Run to completion under stress (libusmc/smcr_eng.c), where a lost
+ * wake-up must fail the test, not merely slow it: the library heals one
+ * within a second (the engine's re-check) or its progress thread's tick
+ * (250 ms, when nobody holds the token), so every blocking receive must
+ * return within CALL_MAX_MS of the moment its data was handed to the
+ * peer's usmc_send().
+ *
+ * Phase 1, the crowd: many connections on ONE link group per side, each
+ * direction of each connection written by one thread and read by another,
+ * with random chunk sizes and random sleeps, so the engine's token moves
+ * between readers, writers (waiting for room), the progress thread and
+ * back. A third of the connections read through their readiness
+ * descriptor (usmc_conn_fd() and poll(), non-blocking receives), which
+ * makes the progress thread step in and hand the token back. Every byte is
+ * checked; each writer logs when usmc_send() took each byte, and a reader
+ * whose blocking receive (or poll()) took longer than CALL_MAX_MS past
+ * that moment fails.
+ *
+ * Phase 2, turns: TURN_CONNS connections on a link group of their own,
+ * with spinning off (every wait sleeps on the completion channel), each a
+ * client thread that sends one small message at a time and a server
+ * thread that answers it: one message in flight per connection, so no
+ * later completion wakes a thread that slept through an earlier one, and
+ * the token passes between the waiting threads at every turn. Each message
+ * must be received within CALL_MAX_MS of its send.
+ *
+ * docs/bench/2026-12-05-engine-wakeups.md has the wake-ups that, removed
+ * from smcr_eng.c, make it fail. Meant for the ThreadSanitizer build as
+ * well (tests/rxe/run-rxe-tests.sh build-tsan -R engine). Env:
+ * USMC_TEST_CONNS (12), USMC_TEST_BYTES (262144) per direction and
+ * connection, USMC_TEST_TURNS (1000) per connection of phase 2.
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,21 +44,35 @@
 #include "../common/pattern.h"
 #include "smcr_common.h"
 
-#define DEADLINE_S 240.0
-#define CHUNK_MAX  20000
+#define DEADLINE_S  240.0
+#define CHUNK_MAX   20000
+#define CALL_MAX_MS 500 /* half the engine's re-check: a healed loss still fails */
+#define SENDS_MAX   65536
+#define TURN_CONNS  3
+#define TURN_MSG    64
 
 static struct usmc_ctx *cs, *cc;
 static struct usmc_listener *lst;
 static struct sockaddr_in srv_addr;
 static long nconns;
 static uint64_t nbytes;
-static atomic_long done_threads;
+static atomic_long done_threads, threads_total;
+static _Atomic double slowest_call; /* s: the longest a receive waited for handed data */
+
+/* When usmc_send() took each piece of one direction's stream. */
+struct send_log {
+	pthread_mutex_t mu;
+	int n;
+	uint64_t end[SENDS_MAX]; /* the stream offset after the piece */
+	double at[SENDS_MAX];	 /* when the call that took it returned */
+};
 
 struct dir {
 	struct usmc_conn *c;
 	uint64_t seed;
 	bool use_fd; /* the reader polls usmc_conn_fd() */
 	unsigned int rnd;
+	struct send_log *log;
 };
 
 static double now_s(void)
@@ -59,6 +91,53 @@ static void nap(unsigned int *rnd)
 		usleep(r % 2000); /* up to 2 ms, a quarter of the time */
 }
 
+static void log_sent(struct send_log *log, uint64_t end)
+{
+	pthread_mutex_lock(&log->mu);
+	CHECK(log->n < SENDS_MAX, "send log full");
+	log->end[log->n] = end;
+	log->at[log->n++] = now_s();
+	pthread_mutex_unlock(&log->mu);
+}
+
+/* When the byte at @off was taken by usmc_send(); 0 if not yet. */
+static double handed_at(struct send_log *log, uint64_t off)
+{
+	double t = 0;
+
+	pthread_mutex_lock(&log->mu);
+	for (int lo = 0, hi = log->n; lo < hi;) {
+		int mid = (lo + hi) / 2;
+
+		if (log->end[mid] > off) {
+			t = log->at[mid];
+			hi = mid;
+		} else {
+			lo = mid + 1;
+		}
+	}
+	pthread_mutex_unlock(&log->mu);
+	return t;
+}
+
+/* A blocking call from @t0 to now returned data from offset @off on: it
+ * waited no longer than CALL_MAX_MS past the data's hand-over. */
+static void check_wait(struct dir *d, double t0, uint64_t off, const char *call)
+{
+	double handed = handed_at(d->log, off), since, waited;
+
+	if (!handed) /* its writer was stopped between the send and the log */
+		return;
+	since = handed > t0 ? handed : t0;
+	waited = now_s() - since;
+	if (waited > atomic_load(&slowest_call))
+		atomic_store(&slowest_call, waited);
+	CHECK(waited * 1e3 < CALL_MAX_MS,
+	      "stream %llu at %llu: %s returned %.0f ms after its data was sent (a lost wake-up, "
+	      "healed)",
+	      (unsigned long long)d->seed, (unsigned long long)off, call, waited * 1e3);
+}
+
 static void *writer(void *arg)
 {
 	struct dir *d = arg;
@@ -71,13 +150,43 @@ static void *writer(void *arg)
 		if (n > nbytes - off)
 			n = (size_t)(nbytes - off);
 		pattern_fill(d->seed, off, buf, n);
-		send_all(d->c, buf, n);
+		for (size_t k = 0; k < n;) {
+			ssize_t w = usmc_send(d->c, buf + k, n - k, 0);
+
+			CHECK(w > 0, "send: %s", usmc_strerror((int)w));
+			k += (size_t)w;
+			log_sent(d->log, off + k);
+		}
 		off += n;
 		nap(&d->rnd);
 	}
 	free(buf);
 	atomic_fetch_add(&done_threads, 1);
 	return NULL;
+}
+
+/* One receive of up to @want bytes at @got: blocking, or non-blocking
+ * after poll() on the readiness descriptor @fd said readable. */
+static ssize_t receive(struct dir *d, int fd, uint8_t *buf, size_t want, uint64_t got)
+{
+	double t0 = now_s();
+	ssize_t n;
+
+	if (fd < 0) {
+		n = usmc_recv(d->c, buf, want, 0);
+		if (n > 0)
+			check_wait(d, t0, got, "a blocking receive");
+		return n;
+	}
+	while ((n = usmc_recv(d->c, buf, want, MSG_DONTWAIT)) == -EAGAIN) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		t0 = now_s();
+		CHECK(poll(&p, 1, 20000) == 1, "readiness: nothing in 20 s at %llu",
+		      (unsigned long long)got);
+		check_wait(d, t0, got, "poll() on the readiness descriptor");
+	}
+	return n;
 }
 
 static void *reader(void *arg)
@@ -90,22 +199,9 @@ static void *reader(void *arg)
 	CHECK(!d->use_fd || fd >= 0, "usmc_conn_fd: %d", fd);
 	for (uint64_t got = 0; got < nbytes;) {
 		size_t want = 1 + (size_t)rand_r(&d->rnd) % CHUNK_MAX;
-		ssize_t n;
+		ssize_t n = receive(d, fd, buf, want, got);
 		long long bad;
 
-		if (d->use_fd) {
-			struct pollfd p = {.fd = fd, .events = POLLIN};
-
-			n = usmc_recv(d->c, buf, want, MSG_DONTWAIT);
-			if (n == -EAGAIN) {
-				/* readiness is exact: readable comes, or the link is stuck */
-				CHECK(poll(&p, 1, 20000) == 1, "readiness: nothing in 20 s at %llu",
-				      (unsigned long long)got);
-				continue;
-			}
-		} else {
-			n = usmc_recv(d->c, buf, want, 0);
-		}
 		CHECK(n > 0, "recv at %llu: %zd (%s)", (unsigned long long)got, n,
 		      n < 0 ? usmc_strerror((int)n) : "EOF");
 		bad = pattern_check(d->seed, got, buf, (size_t)n);
@@ -123,39 +219,28 @@ static void *watchdog(void *arg)
 	double t0 = now_s();
 
 	(void)arg;
-	while (atomic_load(&done_threads) < nconns * 4) {
+	while (atomic_load(&done_threads) < atomic_load(&threads_total)) {
 		if (now_s() - t0 > DEADLINE_S)
-			die("stuck: %ld of %ld threads done after %.0f s (a lost wake-up?)",
-			    atomic_load(&done_threads), nconns * 4, DEADLINE_S);
+			die("stuck: %ld of %ld threads done after %.0f s",
+			    atomic_load(&done_threads), atomic_load(&threads_total), DEADLINE_S);
 		usleep(100000);
 	}
 	return NULL;
 }
 
-int main(void)
-{
-	struct usmc_conn **c, **s;
-	struct dir *d;
-	pthread_t *th, wd;
-	struct usmc_conn_info ia, ib;
-	struct usmc_ctx_stats st;
-	double t0;
+/* ---- phase 1: the crowd ---- */
 
-	signal(SIGPIPE, SIG_IGN);
-	nconns = env_long("USMC_TEST_CONNS", 12);
-	nbytes = (uint64_t)env_long("USMC_TEST_BYTES", 262144);
-	c = calloc((size_t)nconns, sizeof(*c));
-	s = calloc((size_t)nconns, sizeof(*s));
-	d = calloc((size_t)nconns * 2, sizeof(*d));
-	th = calloc((size_t)nconns * 4, sizeof(*th));
-	CHECK(c && s && d && th, "calloc");
-	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
-	lst = listen_b(cs, 64, &srv_addr);
-	for (long i = 0; i < nconns; i++) {
-		int rc = usmc_connect(cc, (struct sockaddr *)&srv_addr, sizeof(srv_addr), 0, &c[i]);
+static void connect_pairs(struct usmc_ctx *cli, struct usmc_listener *l,
+			  const struct sockaddr_in *sa, long n, struct usmc_conn **c,
+			  struct usmc_conn **s)
+{
+	struct usmc_conn_info ia, ib;
+
+	for (long i = 0; i < n; i++) {
+		int rc = usmc_connect(cli, (const struct sockaddr *)sa, sizeof(*sa), 0, &c[i]);
 
 		CHECK(!rc, "connect: %s", usmc_strerror(rc));
-		rc = usmc_accept(lst, 0, &s[i]);
+		rc = usmc_accept(l, 0, &s[i]);
 		CHECK(!rc, "accept: %s", usmc_strerror(rc));
 		expect_smcr(c[i], "client");
 		expect_smcr(s[i], "server");
@@ -163,50 +248,179 @@ int main(void)
 		usmc_conn_info(c[0], &ib);
 		CHECK(ia.lgr_id == ib.lgr_id, "connection %ld on another link group", i);
 	}
-	t0 = now_s();
-	pthread_create(&wd, NULL, watchdog, NULL);
-	for (long i = 0; i < nconns; i++) {
-		/* client -> server and server -> client, each its own writer and reader */
-		d[2 * i] = (struct dir){.c = c[i], .seed = 2 * (uint64_t)i + 1, .rnd = (unsigned)i};
-		d[2 * i + 1] = (struct dir){
-			.c = s[i], .seed = 2 * (uint64_t)i + 2, .rnd = (unsigned)i * 7 + 3};
-		pthread_create(&th[4 * i], NULL, writer, &d[2 * i]);
-		pthread_create(&th[4 * i + 1], NULL, writer, &d[2 * i + 1]);
-	}
-	for (long i = 0; i < nconns; i++) {
-		/* each reader reads what the other end's writer sent */
-		static struct dir rd[1024];
+}
 
-		CHECK(nconns <= 512, "USMC_TEST_CONNS at most 512");
-		rd[2 * i] = (struct dir){.c = s[i],
-					 .seed = d[2 * i].seed,
-					 .use_fd = i % 3 == 0,
-					 .rnd = (unsigned)i * 13 + 1};
-		rd[2 * i + 1] = (struct dir){.c = c[i],
-					     .seed = d[2 * i + 1].seed,
-					     .use_fd = i % 3 == 1,
-					     .rnd = (unsigned)i * 17 + 5};
-		pthread_create(&th[4 * i + 2], NULL, reader, &rd[2 * i]);
-		pthread_create(&th[4 * i + 3], NULL, reader, &rd[2 * i + 1]);
+/* Start a writer and a reader for each direction of each connection. */
+static void start_crowd(struct usmc_conn **c, struct usmc_conn **s, struct dir *wr, struct dir *rd,
+			struct send_log *logs, pthread_t *th)
+{
+	for (long i = 0; i < nconns; i++) {
+		for (int k = 0; k < 2; k++) {
+			struct send_log *log = &logs[2 * i + k];
+
+			pthread_mutex_init(&log->mu, NULL);
+			/* client -> server (k = 0) and server -> client */
+			wr[2 * i + k] =
+				(struct dir){.c = k ? s[i] : c[i],
+					     .seed = 2 * (uint64_t)i + 1 + (uint64_t)k,
+					     .rnd = (unsigned)i * (k ? 7 : 1) + 3 * (unsigned)k,
+					     .log = log};
+			rd[2 * i + k] = (struct dir){.c = k ? c[i] : s[i],
+						     .seed = wr[2 * i + k].seed,
+						     .use_fd = i % 3 == k,
+						     .rnd = (unsigned)i * (k ? 17 : 13) + 1 +
+							    4 * (unsigned)k,
+						     .log = log};
+			pthread_create(&th[4 * i + 2 * k], NULL, writer, &wr[2 * i + k]);
+			pthread_create(&th[4 * i + 2 * k + 1], NULL, reader, &rd[2 * i + k]);
+		}
 	}
+}
+
+static void run_crowd(void)
+{
+	struct usmc_conn **c = calloc((size_t)nconns, sizeof(*c));
+	struct usmc_conn **s = calloc((size_t)nconns, sizeof(*s));
+	struct dir *wr = calloc((size_t)nconns * 2, sizeof(*wr));
+	struct dir *rd = calloc((size_t)nconns * 2, sizeof(*rd));
+	struct send_log *logs = calloc((size_t)nconns * 2, sizeof(*logs));
+	pthread_t *th = calloc((size_t)nconns * 4, sizeof(*th)), wd;
+	struct usmc_ctx_stats st;
+	double t0;
+
+	CHECK(c && s && wr && rd && logs && th, "calloc");
+	connect_pairs(cc, lst, &srv_addr, nconns, c, s);
+	t0 = now_s();
+	atomic_store(&done_threads, 0);
+	atomic_store(&threads_total, nconns * 4);
+	pthread_create(&wd, NULL, watchdog, NULL);
+	start_crowd(c, s, wr, rd, logs, th);
 	for (long i = 0; i < nconns * 4; i++)
 		pthread_join(th[i], NULL);
 	pthread_join(wd, NULL);
 	usmc_ctx_stats(cc, &st);
-	printf("%ld connections, %llu bytes each way each: %.2f s; client engine: wakeups=%llu "
-	       "channel_sleeps=%llu spins_ok=%llu cqes=%llu\n",
-	       nconns, (unsigned long long)nbytes, now_s() - t0,
+	printf("crowd: %ld connections, %llu bytes each way each: %.2f s, slowest receive %.1f ms "
+	       "after its data was sent; client engine: wakeups=%llu channel_sleeps=%llu "
+	       "spins_ok=%llu cqes=%llu\n",
+	       nconns, (unsigned long long)nbytes, now_s() - t0, atomic_load(&slowest_call) * 1e3,
 	       (unsigned long long)st.engine.wakeups, (unsigned long long)st.engine.channel_sleeps,
 	       (unsigned long long)st.engine.spins_ok, (unsigned long long)st.engine.cqes);
-	for (long i = 0; i < nconns; i++) {
+	for (long i = 0; i < nconns; i++)
 		CHECK(!usmc_close(c[i]) && !usmc_close(s[i]), "close");
-	}
-	CHECK(!usmc_listener_close(lst), "listener close");
-	CHECK(!usmc_ctx_destroy(cc) && !usmc_ctx_destroy(cs), "ctx destroy");
 	free(c);
 	free(s);
-	free(d);
+	free(wr);
+	free(rd);
+	free(logs);
 	free(th);
+}
+
+/* ---- phase 2: turns ---- */
+
+struct turns {
+	struct usmc_conn *c, *s;
+	long n;
+	_Atomic double sent_at; /* the message in flight was sent then */
+};
+
+/* Receive one TURN_MSG message on @c and check it came within CALL_MAX_MS
+ * of @t->sent_at. */
+static void turn_recv(struct turns *t, struct usmc_conn *c, long i, const char *who)
+{
+	uint8_t buf[TURN_MSG];
+	ssize_t n = usmc_recv(c, buf, sizeof(buf), MSG_WAITALL);
+	double waited = now_s() - atomic_load(&t->sent_at);
+
+	CHECK(n == TURN_MSG, "turn %ld: %s received %zd", i, who, n);
+	CHECK(buf[0] == (uint8_t)i, "turn %ld: %s received turn %u's message", i, who, buf[0]);
+	if (waited > atomic_load(&slowest_call))
+		atomic_store(&slowest_call, waited);
+	CHECK(waited * 1e3 < CALL_MAX_MS,
+	      "turn %ld: %s received the message %.0f ms after it was sent (a lost wake-up, healed)",
+	      i, who, waited * 1e3);
+}
+
+static void turn_send(struct turns *t, struct usmc_conn *c, long i)
+{
+	uint8_t buf[TURN_MSG] = {(uint8_t)i};
+
+	atomic_store(&t->sent_at, now_s());
+	send_all(c, buf, sizeof(buf));
+}
+
+static void *turn_server(void *arg)
+{
+	struct turns *t = arg;
+
+	for (long i = 0; i < t->n; i++) {
+		turn_recv(t, t->s, i, "the server");
+		turn_send(t, t->s, i);
+	}
+	atomic_fetch_add(&done_threads, 1);
+	return NULL;
+}
+
+static void *turn_client(void *arg)
+{
+	struct turns *t = arg;
+
+	for (long i = 0; i < t->n; i++) {
+		turn_send(t, t->c, i);
+		turn_recv(t, t->c, i, "the client");
+	}
+	atomic_fetch_add(&done_threads, 1);
+	return NULL;
+}
+
+static void run_turns(long n)
+{
+	struct usmc_ctx *ts, *tc;
+	struct usmc_listener *tl;
+	struct sockaddr_in sa;
+	struct usmc_conn *c[TURN_CONNS], *s[TURN_CONNS];
+	struct turns t[TURN_CONNS];
+	pthread_t th[2 * TURN_CONNS], wd;
+	double t0;
+
+	CHECK(!usmc_ctx_create(&ts) && !usmc_ctx_create(&tc), "ctx");
+	CHECK(!usmc_ctx_setopt(ts, USMC_OPT_SPIN, 0) && !usmc_ctx_setopt(tc, USMC_OPT_SPIN, 0),
+	      "spin option");
+	tl = listen_b(ts, 16, &sa);
+	connect_pairs(tc, tl, &sa, TURN_CONNS, c, s);
+	atomic_store(&slowest_call, 0);
+	atomic_store(&done_threads, 0);
+	atomic_store(&threads_total, 2 * TURN_CONNS);
+	pthread_create(&wd, NULL, watchdog, NULL);
+	t0 = now_s();
+	for (int i = 0; i < TURN_CONNS; i++) {
+		t[i] = (struct turns){.c = c[i], .s = s[i], .n = n};
+		pthread_create(&th[2 * i], NULL, turn_server, &t[i]);
+		pthread_create(&th[2 * i + 1], NULL, turn_client, &t[i]);
+	}
+	for (int i = 0; i < 2 * TURN_CONNS; i++)
+		pthread_join(th[i], NULL);
+	pthread_join(wd, NULL);
+	printf("turns: %d connections, %ld round trips each, spinning off: %.2f s, slowest "
+	       "message %.1f ms\n",
+	       TURN_CONNS, n, now_s() - t0, atomic_load(&slowest_call) * 1e3);
+	for (int i = 0; i < TURN_CONNS; i++)
+		CHECK(!usmc_close(c[i]) && !usmc_close(s[i]), "close");
+	CHECK(!usmc_listener_close(tl), "listener close");
+	CHECK(!usmc_ctx_destroy(tc) && !usmc_ctx_destroy(ts), "ctx destroy");
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	nconns = env_long("USMC_TEST_CONNS", 12);
+	nbytes = (uint64_t)env_long("USMC_TEST_BYTES", 262144);
+	CHECK(nconns > 0 && nconns <= 512, "USMC_TEST_CONNS 1..512");
+	CHECK(!usmc_ctx_create(&cs) && !usmc_ctx_create(&cc), "ctx");
+	lst = listen_b(cs, 64, &srv_addr);
+	run_crowd();
+	CHECK(!usmc_listener_close(lst), "listener close");
+	CHECK(!usmc_ctx_destroy(cc) && !usmc_ctx_destroy(cs), "ctx destroy");
+	run_turns(env_long("USMC_TEST_TURNS", 1000));
 	printf("PASS engine stress\n");
 	return 0;
 }
