@@ -4,8 +4,8 @@
  * wake-up must fail the test, not merely slow it: the library heals one
  * within a second (the engine's re-check) or its progress thread's tick
  * (250 ms, when nobody holds the token), so every blocking receive must
- * return within CALL_MAX_MS of the moment its data was handed to the
- * peer's usmc_send().
+ * return within CALL_MAX_MS, below both, of the moment its data was handed
+ * to the peer's usmc_send().
  *
  * Phase 1, the crowd: many connections on ONE link group per side, each
  * direction of each connection written by one thread and read by another,
@@ -26,6 +26,12 @@
  * the token passes between the waiting threads at every turn. Each message
  * must be received within CALL_MAX_MS of its send.
  *
+ * Phase 3, alone: one connection, turns as in phase 2, with every poll of
+ * the CQs that found nothing held up for HOLD_UP_US (the test is linked
+ * with --wrap=smcr_wr_poll): a completion then often arrives between a
+ * token holder's last poll and its arm, which only the poll after the arm
+ * finds (nothing else comes to wake it).
+ *
  * docs/bench/2026-12-05-engine-wakeups.md has the wake-ups that, removed
  * from smcr_eng.c, make it fail. Meant for the ThreadSanitizer build as
  * well (tests/rxe/run-rxe-tests.sh build-tsan -R engine). Env:
@@ -43,13 +49,15 @@
 
 #include "../common/pattern.h"
 #include "smcr_common.h"
+#include "smcr_wr.h"
 
 #define DEADLINE_S  240.0
 #define CHUNK_MAX   20000
-#define CALL_MAX_MS 500 /* half the engine's re-check: a healed loss still fails */
+#define CALL_MAX_MS 200 /* below the tick and the re-check: a healed loss still fails */
 #define SENDS_MAX   65536
 #define TURN_CONNS  3
 #define TURN_MSG    64
+#define HOLD_UP_US  200 /* phase 3: an empty poll's holder stops this long */
 
 static struct usmc_ctx *cs, *cc;
 static struct usmc_listener *lst;
@@ -57,7 +65,25 @@ static struct sockaddr_in srv_addr;
 static long nconns;
 static uint64_t nbytes;
 static atomic_long done_threads, threads_total;
-static _Atomic double slowest_call; /* s: the longest a receive waited for handed data */
+static _Atomic double slowest_call;	/* s: the longest a receive waited for handed data */
+static atomic_bool hold_up_empty_polls; /* phase 3 */
+static atomic_long held_up;
+
+int __real_smcr_wr_poll(struct smcr_link *lnk);
+int __wrap_smcr_wr_poll(struct smcr_link *lnk);
+
+/* A poll of a link's CQs that found nothing: in phase 3 its caller stops
+ * here, between that poll and what it does next (its arm, its sleep). */
+int __wrap_smcr_wr_poll(struct smcr_link *lnk)
+{
+	int n = __real_smcr_wr_poll(lnk);
+
+	if (!n && atomic_load(&hold_up_empty_polls)) {
+		atomic_fetch_add(&held_up, 1);
+		usleep(HOLD_UP_US);
+	}
+	return n;
+}
 
 /* When usmc_send() took each piece of one direction's stream. */
 struct send_log {
@@ -372,7 +398,7 @@ static void *turn_client(void *arg)
 	return NULL;
 }
 
-static void run_turns(long n)
+static void run_turns(int nconns_turns, long n, const char *what)
 {
 	struct usmc_ctx *ts, *tc;
 	struct usmc_listener *tl;
@@ -380,30 +406,31 @@ static void run_turns(long n)
 	struct usmc_conn *c[TURN_CONNS], *s[TURN_CONNS];
 	struct turns t[TURN_CONNS];
 	pthread_t th[2 * TURN_CONNS], wd;
+	int k = nconns_turns;
 	double t0;
 
 	CHECK(!usmc_ctx_create(&ts) && !usmc_ctx_create(&tc), "ctx");
 	CHECK(!usmc_ctx_setopt(ts, USMC_OPT_SPIN, 0) && !usmc_ctx_setopt(tc, USMC_OPT_SPIN, 0),
 	      "spin option");
 	tl = listen_b(ts, 16, &sa);
-	connect_pairs(tc, tl, &sa, TURN_CONNS, c, s);
+	connect_pairs(tc, tl, &sa, k, c, s);
 	atomic_store(&slowest_call, 0);
 	atomic_store(&done_threads, 0);
-	atomic_store(&threads_total, 2 * TURN_CONNS);
+	atomic_store(&threads_total, 2 * k);
 	pthread_create(&wd, NULL, watchdog, NULL);
 	t0 = now_s();
-	for (int i = 0; i < TURN_CONNS; i++) {
+	for (int i = 0; i < k; i++) {
 		t[i] = (struct turns){.c = c[i], .s = s[i], .n = n};
 		pthread_create(&th[2 * i], NULL, turn_server, &t[i]);
 		pthread_create(&th[2 * i + 1], NULL, turn_client, &t[i]);
 	}
-	for (int i = 0; i < 2 * TURN_CONNS; i++)
+	for (int i = 0; i < 2 * k; i++)
 		pthread_join(th[i], NULL);
 	pthread_join(wd, NULL);
-	printf("turns: %d connections, %ld round trips each, spinning off: %.2f s, slowest "
+	printf("%s: %d connections, %ld round trips each, spinning off: %.2f s, slowest "
 	       "message %.1f ms\n",
-	       TURN_CONNS, n, now_s() - t0, atomic_load(&slowest_call) * 1e3);
-	for (int i = 0; i < TURN_CONNS; i++)
+	       what, k, n, now_s() - t0, atomic_load(&slowest_call) * 1e3);
+	for (int i = 0; i < k; i++)
 		CHECK(!usmc_close(c[i]) && !usmc_close(s[i]), "close");
 	CHECK(!usmc_listener_close(tl), "listener close");
 	CHECK(!usmc_ctx_destroy(tc) && !usmc_ctx_destroy(ts), "ctx destroy");
@@ -420,7 +447,11 @@ int main(void)
 	run_crowd();
 	CHECK(!usmc_listener_close(lst), "listener close");
 	CHECK(!usmc_ctx_destroy(cc) && !usmc_ctx_destroy(cs), "ctx destroy");
-	run_turns(env_long("USMC_TEST_TURNS", 1000));
+	run_turns(TURN_CONNS, env_long("USMC_TEST_TURNS", 1000), "turns");
+	atomic_store(&hold_up_empty_polls, true);
+	run_turns(1, env_long("USMC_TEST_TURNS", 1000) / 2, "alone, empty polls held up");
+	atomic_store(&hold_up_empty_polls, false);
+	printf("empty polls held up: %ld\n", atomic_load(&held_up));
 	printf("PASS engine stress\n");
 	return 0;
 }
