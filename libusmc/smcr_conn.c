@@ -8,7 +8,6 @@
  * smcr_conn_int.h.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -213,38 +212,6 @@ void smcr_conn_discard(struct smcr_conn *sc)
 	sc_hs_done(sc, true);
 	lgr_conn_del(sc->lgr, sc->token);
 	smcr_conn_put(sc);
-}
-
-/* ---- cancellation ---------------------------------------------------- */
-
-int sc_cancel_off(void)
-{
-	int old;
-
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-	return old;
-}
-
-void sc_cancel_restore(int old)
-{
-	int was;
-
-	pthread_setcancelstate(old, &was);
-}
-
-void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old)
-{
-	if (old != PTHREAD_CANCEL_ENABLE)
-		return;
-	if (what)
-		sc_user_leave_locked(sc, what);
-	pthread_mutex_unlock(&sc->lock);
-	sc_cancel_restore(PTHREAD_CANCEL_ENABLE);
-	pthread_testcancel();
-	sc_cancel_off();
-	pthread_mutex_lock(&sc->lock);
-	if (what)
-		sc_user_enter_locked(sc, what);
 }
 
 /* ---- where the stream stands ----------------------------------------- */

@@ -5,7 +5,8 @@
  * per mechanism, as Linux's net/smc; each calls only those listed before it:
  *
  *   smcr_conn.c      the object: life cycle, references, the RMB's release
- *   smcr_ready.c     readiness: the waiting threads, the user's descriptor
+ *   smcr_ready.c     readiness: the waiting threads and their turns, the
+ *                    user's descriptor, cancellation
  *   smcr_tx.c        transmit: RDMA WRITEs and their CDC, smcr_sendv()
  *   smcr_rx.c        receive: smcr_recvv(), credit, the held EOF
  *   smcr_cdc.c       CDC receive: a peer's CDC applied
@@ -40,24 +41,6 @@ void sc_tcp_release_locked(struct smcr_conn *sc);
 /* The handshake is over (established or discarded): drop its hold. A
  * discarded one may leave a flow of the peer's running: @churn. */
 void sc_hs_done(struct smcr_conn *sc, bool churn);
-
-/*
- * Cancellation. The data path holds its connection's lock across system
- * calls that are cancellation points (the readiness pair's reads and
- * writes, the engine's kicks and sleeps), and a waiter holds the engine's
- * token or a queue entry on its stack: a thread cancelled in there would
- * leave them behind. So the user's calls run with cancellation disabled
- * (sc_cancel_off() .. sc_cancel_restore()), and a blocking receive or send
- * that has moved nothing yet is a cancellation point only where it holds
- * nothing: when it starts, and each time a wait ends
- * (sc_cancel_point_locked()).
- */
-int sc_cancel_off(void);
-void sc_cancel_restore(int old);
-/* A pending cancellation is acted on here if @old (the caller's state)
- * allows it; requires sc->lock, which it drops meanwhile, and gives back
- * the caller's turn @what (SC_RD, SC_WR; 0: none held) meanwhile. */
-void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old);
 
 /* ---- readiness and waits (smcr_ready.c) ------------------------------ */
 
@@ -98,6 +81,24 @@ void sc_user_leave_locked(struct smcr_conn *sc, int what);
  * reader's or writer's turn (SC_RD, SC_WR) is given back meanwhile, as TCP
  * releases its socket lock while it waits (sk_wait_event()). */
 void sc_wait_locked(struct smcr_conn *sc, int what, long ms);
+
+/*
+ * Cancellation. The data path holds its connection's lock across system
+ * calls that are cancellation points (the readiness pair's reads and
+ * writes, the engine's kicks and sleeps), and a waiter holds the engine's
+ * token or a queue entry on its stack: a thread cancelled in there would
+ * leave them behind. So the user's calls run with cancellation disabled
+ * (sc_cancel_off() .. sc_cancel_restore()), and a blocking receive or send
+ * that has moved nothing yet is a cancellation point only where it holds
+ * nothing: when it starts, and each time a wait ends
+ * (sc_cancel_point_locked()).
+ */
+int sc_cancel_off(void);
+void sc_cancel_restore(int old);
+/* A pending cancellation is acted on here if @old (the caller's state)
+ * allows it; requires sc->lock, which it drops meanwhile, and gives back
+ * the caller's turn @what (SC_RD, SC_WR; 0: none held) meanwhile. */
+void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old);
 
 /* ---- transmit (smcr_tx.c) -------------------------------------------- */
 

@@ -347,6 +347,38 @@ void sc_user_leave_locked(struct smcr_conn *sc, int what)
 		pthread_cond_broadcast(&sc->user_cond);
 }
 
+/* ---- cancellation ---------------------------------------------------- */
+
+int sc_cancel_off(void)
+{
+	int old;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return old;
+}
+
+void sc_cancel_restore(int old)
+{
+	int was;
+
+	pthread_setcancelstate(old, &was);
+}
+
+void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old)
+{
+	if (old != PTHREAD_CANCEL_ENABLE)
+		return;
+	if (what)
+		sc_user_leave_locked(sc, what);
+	pthread_mutex_unlock(&sc->lock);
+	sc_cancel_restore(PTHREAD_CANCEL_ENABLE);
+	pthread_testcancel();
+	sc_cancel_off();
+	pthread_mutex_lock(&sc->lock);
+	if (what)
+		sc_user_enter_locked(sc, what);
+}
+
 /*
  * Wait at most @ms for what @what needs, running the link group's
  * completions meanwhile (smcr_eng.h: this thread may be the one that polls
