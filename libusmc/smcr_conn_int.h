@@ -99,6 +99,14 @@ void sc_cancel_restore(int old);
  * allows it; requires sc->lock, which it drops meanwhile, and gives back
  * the caller's turn @what (SC_RD, SC_WR; 0: none held) meanwhile. */
 void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old);
+/*
+ * A user's receive (@what SC_RD) or send (SC_WR) begins: cancellation
+ * off, sc->lock taken, a blocking call's first cancellation point, the
+ * user's turn. Returns the caller's cancellation state, which the call's
+ * loop and sc_user_call_end() take; the end gives all of it back.
+ */
+int sc_user_call_begin(struct smcr_conn *sc, int what, bool nonblock);
+void sc_user_call_end(struct smcr_conn *sc, int what, int cancel);
 
 /* ---- transmit (smcr_tx.c) -------------------------------------------- */
 

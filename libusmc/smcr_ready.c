@@ -379,6 +379,24 @@ void sc_cancel_point_locked(struct smcr_conn *sc, int what, int old)
 		sc_user_enter_locked(sc, what);
 }
 
+int sc_user_call_begin(struct smcr_conn *sc, int what, bool nonblock)
+{
+	int cancel = sc_cancel_off();
+
+	pthread_mutex_lock(&sc->lock);
+	if (!nonblock)
+		sc_cancel_point_locked(sc, 0, cancel); /* a blocking call starts */
+	sc_user_enter_locked(sc, what);
+	return cancel;
+}
+
+void sc_user_call_end(struct smcr_conn *sc, int what, int cancel)
+{
+	sc_user_leave_locked(sc, what);
+	pthread_mutex_unlock(&sc->lock);
+	sc_cancel_restore(cancel);
+}
+
 /*
  * Wait at most @ms for what @what needs, running the link group's
  * completions meanwhile (smcr_eng.h: this thread may be the one that polls

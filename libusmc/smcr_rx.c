@@ -299,16 +299,9 @@ static ssize_t sc_recvv_locked(struct smcr_conn *sc, const struct iovec *iov, in
 ssize_t smcr_recvv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, int flags,
 		   bool nonblock)
 {
-	int cancel = sc_cancel_off();
-	ssize_t rc;
+	int cancel = sc_user_call_begin(sc, SC_RD, nonblock);
+	ssize_t rc = sc_recvv_locked(sc, iov, iovcnt, flags, nonblock, cancel);
 
-	pthread_mutex_lock(&sc->lock);
-	if (!nonblock)
-		sc_cancel_point_locked(sc, 0, cancel); /* a blocking receive starts */
-	sc_user_enter_locked(sc, SC_RD);
-	rc = sc_recvv_locked(sc, iov, iovcnt, flags, nonblock, cancel);
-	sc_user_leave_locked(sc, SC_RD);
-	pthread_mutex_unlock(&sc->lock);
-	sc_cancel_restore(cancel);
+	sc_user_call_end(sc, SC_RD, cancel);
 	return rc;
 }

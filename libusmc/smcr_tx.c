@@ -285,16 +285,9 @@ static ssize_t sc_sendv_locked(struct smcr_conn *sc, const struct iovec *iov, in
 
 ssize_t smcr_sendv(struct smcr_conn *sc, const struct iovec *iov, int iovcnt, bool nonblock)
 {
-	int cancel = sc_cancel_off();
-	ssize_t rc;
+	int cancel = sc_user_call_begin(sc, SC_WR, nonblock);
+	ssize_t rc = sc_sendv_locked(sc, iov, iovcnt, nonblock, cancel);
 
-	pthread_mutex_lock(&sc->lock);
-	if (!nonblock)
-		sc_cancel_point_locked(sc, 0, cancel); /* a blocking send starts */
-	sc_user_enter_locked(sc, SC_WR);
-	rc = sc_sendv_locked(sc, iov, iovcnt, nonblock, cancel);
-	sc_user_leave_locked(sc, SC_WR);
-	pthread_mutex_unlock(&sc->lock);
-	sc_cancel_restore(cancel);
+	sc_user_call_end(sc, SC_WR, cancel);
 	return rc;
 }
