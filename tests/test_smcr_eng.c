@@ -22,7 +22,9 @@
  * (the receive CQ, half of them waiting for a reply and spinning) and
  * WRITERS writers (the send CQ: SMCR_WAIT_SCQ) waiting at once, so that the
  * token is held by one of them, handed between them, or taken by the
- * progress thread for a crowd. Phase 2, a hold (an LLC flow's): no thread
+ * progress thread for a crowd. Then a writer behind a holder asleep on its
+ * receive CQ alone: its send completion must wake the holder without any
+ * help of the holder's own delivery. Phase 2, a hold (an LLC flow's): no thread
  * waits in the engine and the progress thread must run the completions at
  * once. Phase 3, a readiness descriptor (fd_users), then one that shows a
  * full send buffer (room_waiters): send completions as they come.
@@ -54,6 +56,7 @@
 #define NCONN		 (NWORKERS + 2)
 #define ROUNDS		 3000
 #define QUIET_ROUNDS	 100	 /* per phase 2 and 3 */
+#define BEHIND_ROUNDS	 50	 /* a writer behind a sleeping holder */
 #define SEEN_MAX_MS	 500	 /* half the engine's 1 s re-check */
 #define TICK_MS		 30000	 /* the progress thread's drain: well above it */
 #define CALL_DEADLINE_MS 20000	 /* each smcr_eng_wait(): never what ends it */
@@ -561,6 +564,54 @@ static void wait_progress_asleep(void)
 	usleep(1000); /* and in poll(), past its last look */
 }
 
+/* A writer behind a holder asleep on its receive CQ (phase 1's end). */
+
+/* The engine, looked at under its lock: an application thread holds the
+ * token and sleeps on the channel, and @waiting threads are queued. */
+static bool holder_asleep_with(bool waiting)
+{
+	bool s;
+
+	pthread_mutex_lock(&eng.lock);
+	s = eng.owner == ENG_APP && eng.owner_sleeping && (eng.waiters != NULL) == waiting;
+	pthread_mutex_unlock(&eng.lock);
+	return s;
+}
+
+static void await_holder_asleep_with(bool waiting, int round)
+{
+	for (int i = 0; i < 1000 && !holder_asleep_with(waiting); i++)
+		usleep(1000);
+	if (!holder_asleep_with(waiting))
+		fail_round(round, waiting ? "the writer never queued behind the sleeping holder"
+					  : "the reader never slept holding the token");
+}
+
+/* A reader that neither spins nor waits for a reply holds the token and
+ * sleeps with its receive CQ alone armed (nobody wanted send completions);
+ * then a writer queues behind it and its send completion comes. The
+ * holder must be told to arm the send CQ too; the reader's own delivery
+ * comes only once the writer's is seen, or SEEN_MAX_MS later. */
+static void run_behind_sleeper(unsigned int *r)
+{
+	const int reader = 0, writer = READERS;
+
+	for (int i = 0; i < BEHIND_ROUNDS; i++) {
+		settle_free();
+		atomic_store(&finished, 0);
+		activate(&reader, 1);
+		await_holder_asleep_with(false, i);
+		activate(&writer, 1);
+		await_holder_asleep_with(true, i);
+		deliver(writer, NOW, r);
+		if (!await_finished(1))
+			fail_round(i, "a writer behind a holder asleep on its receive CQ");
+		deliver(reader, NOW, r);
+		if (!await_finished(2))
+			fail_round(i, "a reader whose delivery came last");
+	}
+}
+
 static void phase_hold(unsigned int *r)
 {
 	settle_free();
@@ -659,6 +710,7 @@ int main(void)
 	pthread_create(&fl, NULL, flagger, NULL);
 	for (int i = 0; i < ROUNDS; i++)
 		run_round(i, &r);
+	run_behind_sleeper(&r);
 	stop_all_workers(th);
 	phase_hold(&r);
 	phase_readiness(&r);
