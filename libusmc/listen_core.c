@@ -49,13 +49,10 @@ static void queue_signal_locked(struct usmc_listener *l, bool ready)
 
 bool listener_src_enter(struct usmc_listener *l, struct usmc_conn *c)
 {
-	unsigned int used = atomic_load(&l->in_handshake) + atomic_load(&l->queued);
-
 	if (c->src_counted)
 		return true;
 	conn_keep_peer(c); /* the handshake keeps it anyway */
-	switch (listen_sources_enter(&l->srcs, &c->peer, c->peer_len, used,
-				     (unsigned int)l->backlog)) {
+	switch (listen_sources_enter(&l->srcs, &c->peer, c->peer_len, (unsigned int)l->backlog)) {
 	case LISTEN_SRC_COUNTED:
 		c->src_counted = true;
 		return true;

@@ -18,10 +18,9 @@ unsigned int listen_src_share(unsigned int backlog)
 	return backlog >= LISTEN_SRC_SHARE_DIV ? backlog / LISTEN_SRC_SHARE_DIV : 1;
 }
 
-bool listen_src_refuse(unsigned int held, unsigned int used, unsigned int backlog)
+bool listen_src_refuse(unsigned int held, unsigned int backlog)
 {
-	/* half full: (backlog + 1) / 2 places taken, the new one's included */
-	return held >= listen_src_share(backlog) && 2ul * used >= backlog;
+	return held >= listen_src_share(backlog);
 }
 
 bool listen_hs_congested(unsigned int depth, long threshold)

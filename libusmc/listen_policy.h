@@ -29,20 +29,22 @@ unsigned int listen_backlog_room(unsigned int probing_or_hs, unsigned int queued
  * One address's share (docs/listener.md "One address"). A client that
  * showed it is an SMC client holds a place of the backlog until its
  * handshake ends: while its CLC message is incomplete, in the pool,
- * parked. One source address may hold at most LISTEN_SRC_SHARE_DIV-th of
- * the backlog that way once the listener is half full; beyond that its
- * new SMC clients are refused (listen_src_refuse()), so the other half
- * stays for everyone else. Below half full nothing is refused: a proxy or
- * a NAT that is the listener's only client keeps the whole backlog.
+ * parked. One source address may hold at most a LISTEN_SRC_SHARE_DIV-th of
+ * the backlog that way; beyond that its new SMC clients are refused
+ * (listen_src_refuse()), so the other half stays for everyone else. Not
+ * less, and whatever the listener's load: one client host (a proxy, a NAT,
+ * a load test) opens that many connections at once honestly, and a burst
+ * of a kernel-compatible client's connections is counted before they
+ * send anything, where a refusal closes them.
  */
-#define LISTEN_SRC_SHARE_DIV 4
+#define LISTEN_SRC_SHARE_DIV 2
 
 /* The share of one source address for a listener of @backlog (at least 1). */
 unsigned int listen_src_share(unsigned int backlog);
 
-/* Refuse a new SMC client from an address that holds @held handshakes,
- * when @used places of @backlog are taken (the new one's included)? */
-bool listen_src_refuse(unsigned int held, unsigned int used, unsigned int backlog);
+/* Refuse a new SMC client from an address that holds @held handshakes of
+ * a listener of @backlog? */
+bool listen_src_refuse(unsigned int held, unsigned int backlog);
 
 /*
  * How long the listener holds a CLC message whose first bytes came but not

@@ -88,7 +88,7 @@ static struct listen_src *src_find_locked(struct listen_sources *s, const uint8_
 
 enum listen_src_verdict listen_sources_enter(struct listen_sources *s,
 					     const struct sockaddr_storage *peer, socklen_t len,
-					     unsigned int used, unsigned int backlog)
+					     unsigned int backlog)
 {
 	enum listen_src_verdict v = LISTEN_SRC_COUNTED;
 	struct listen_src **link, *e;
@@ -98,7 +98,7 @@ enum listen_src_verdict listen_sources_enter(struct listen_sources *s,
 		return LISTEN_SRC_UNCOUNTED;
 	pthread_mutex_lock(&s->lock);
 	e = src_find_locked(s, key, &link);
-	if (e && listen_src_refuse(e->held, used, backlog)) {
+	if (e && listen_src_refuse(e->held, backlog)) {
 		v = LISTEN_SRC_REFUSED;
 	} else if (e) {
 		e->held++;

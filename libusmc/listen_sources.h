@@ -34,10 +34,10 @@ enum listen_src_verdict {
 	LISTEN_SRC_REFUSED,   /* its address holds its share (listen_src_refuse()) */
 };
 
-/* A new SMC client from @peer, with @used places of @backlog taken. */
+/* A new SMC client from @peer, at a listener of @backlog. */
 enum listen_src_verdict listen_sources_enter(struct listen_sources *s,
 					     const struct sockaddr_storage *peer, socklen_t len,
-					     unsigned int used, unsigned int backlog);
+					     unsigned int backlog);
 
 /* A counted client from @peer left the handshake. */
 void listen_sources_leave(struct listen_sources *s, const struct sockaddr_storage *peer,

@@ -39,23 +39,21 @@ static void test_backlog_room(void **state)
 
 static void test_src_share(void **state)
 {
-	/* a quarter of the backlog, at least one place */
+	/* half the backlog, at least one place */
 	assert_int_equal(listen_src_share(1), 1);
 	assert_int_equal(listen_src_share(3), 1);
-	assert_int_equal(listen_src_share(8), 2);
-	assert_int_equal(listen_src_share(128), 32);
-	assert_int_equal(listen_src_share(65535), 16383);
-	/* below half full nobody is refused, whatever one address holds */
-	assert_false(listen_src_refuse(3, 3, 8));
-	assert_false(listen_src_refuse(100, 63, 128));
-	/* half full: an address at its share is refused, one below it not */
-	assert_true(listen_src_refuse(2, 4, 8));
-	assert_false(listen_src_refuse(1, 4, 8));
-	assert_true(listen_src_refuse(32, 64, 128));
-	assert_false(listen_src_refuse(31, 128, 128));
+	assert_int_equal(listen_src_share(8), 4);
+	assert_int_equal(listen_src_share(128), 64);
+	assert_int_equal(listen_src_share(65535), 32767);
+	/* an address at its share is refused, one below it not, however
+	 * full the listener is */
+	assert_true(listen_src_refuse(4, 8));
+	assert_false(listen_src_refuse(3, 8));
+	assert_true(listen_src_refuse(64, 128));
+	assert_false(listen_src_refuse(63, 128));
 	/* backlog 1: one handshake per address, as the cap itself says */
-	assert_true(listen_src_refuse(1, 1, 1));
-	assert_false(listen_src_refuse(0, 1, 1));
+	assert_true(listen_src_refuse(1, 1));
+	assert_false(listen_src_refuse(0, 1));
 }
 
 static struct sockaddr_storage v4(const char *ip, socklen_t *len)
@@ -84,26 +82,26 @@ static void test_src_count(void **state)
 	m6->sin6_family = AF_INET6;
 	assert_int_equal(inet_pton(AF_INET6, "::ffff:192.0.2.1", &m6->sin6_addr), 1);
 	listen_sources_init(&s);
-	/* backlog 8, half full: share 2 */
-	assert_int_equal(listen_sources_enter(&s, &a, la, 4, 8), LISTEN_SRC_COUNTED);
+	/* backlog 4: share 2; the port does not matter, nor IPv4 mapping */
+	assert_int_equal(listen_sources_enter(&s, &a, la, 4), LISTEN_SRC_COUNTED);
 	((struct sockaddr_in *)&a)->sin_port = htons(1234);
-	assert_int_equal(listen_sources_enter(&s, &m, sizeof(*m6), 4, 8), LISTEN_SRC_COUNTED);
-	assert_int_equal(listen_sources_enter(&s, &a, la, 4, 8), LISTEN_SRC_REFUSED);
-	assert_int_equal(listen_sources_enter(&s, &a, la, 3, 8), LISTEN_SRC_COUNTED);
-	assert_int_equal(listen_sources_held(&s, &a, la), 3);
-	assert_int_equal(listen_sources_enter(&s, &b, lb, 8, 8), LISTEN_SRC_COUNTED);
+	assert_int_equal(listen_sources_enter(&s, &m, sizeof(*m6), 4), LISTEN_SRC_COUNTED);
+	assert_int_equal(listen_sources_enter(&s, &a, la, 4), LISTEN_SRC_REFUSED);
+	assert_int_equal(listen_sources_held(&s, &a, la), 2);
+	assert_int_equal(listen_sources_enter(&s, &b, lb, 4), LISTEN_SRC_COUNTED);
 	assert_int_equal(listen_sources_held(&s, &b, lb), 1);
 	listen_sources_leave(&s, &a, la);
-	listen_sources_leave(&s, &m, sizeof(*m6));
-	assert_int_equal(listen_sources_held(&s, &a, la), 1);
+	assert_int_equal(listen_sources_enter(&s, &a, la, 4), LISTEN_SRC_COUNTED);
 	listen_sources_leave(&s, &a, la);
+	listen_sources_leave(&s, &m, sizeof(*m6));
+	assert_int_equal(listen_sources_held(&s, &a, la), 0);
 	listen_sources_leave(&s, &b, lb);
 	assert_int_equal(listen_sources_held(&s, &a, la), 0);
 	for (int i = 0; i < LISTEN_SRC_BUCKETS; i++)
 		assert_null(s.bucket[i]);
 	/* not an IP address: admitted, never counted */
 	m.ss_family = AF_UNIX;
-	assert_int_equal(listen_sources_enter(&s, &m, sizeof(m), 8, 8), LISTEN_SRC_UNCOUNTED);
+	assert_int_equal(listen_sources_enter(&s, &m, sizeof(m), 8), LISTEN_SRC_UNCOUNTED);
 	listen_sources_destroy(&s);
 }
 
