@@ -114,8 +114,13 @@ void ctx_fork_prepare(void);
 void ctx_fork_parent(void);
 void ctx_fork_child(void);
 
-/* preload_reaper.c: background closes of SMC-R connections */
+/* preload_reaper.c: background closes of SMC-R connections. The threads
+ * that linger side by side, and the closes in progress (queued or
+ * lingering) beyond which a close is abortive (docs/preload.md). */
+#define REAPER_MAX_THREADS 8
+#define REAPER_MAX_PENDING 1024
 void reaper_close(struct usmc_conn *c, bool abort_it);
+unsigned long reaper_overflows(void);
 void reaper_flush(void);
 void reaper_fork_child(void);
 

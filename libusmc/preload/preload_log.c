@@ -191,6 +191,9 @@ void preload_summary(void)
 	if (n_forked)
 		preload_log(1, "data calls on SMC-R connections inherited across fork: %lu",
 			    (unsigned long)n_forked);
+	if (reaper_overflows())
+		preload_log(1, "closes made abortive, %d already in progress: %lu",
+			    REAPER_MAX_PENDING, reaper_overflows());
 }
 
 /* A child of fork() counts its own connections and calls: the copies of
