@@ -82,10 +82,10 @@ struct smcr_serve {
 	struct smcr_ctx *sctx;
 	struct serve_neg neg;
 	struct smcr_dev dev;
-	struct smcr_conn *sc;	    /* the new connection */
-	struct lgr *lgr;	    /* first contact: ours, until published */
-	bool claimed;		    /* first contact: @pending is registered */
-	bool accepted;		    /* the ACCEPT went: the CONFIRM is next */
+	struct smcr_conn *sc; /* the new connection */
+	struct lgr *lgr;      /* first contact: ours, until published */
+	bool claimed;	      /* first contact: @pending is registered */
+	bool accepted;	      /* the ACCEPT went: the CONFIRM is next */
 	/* lgr_claims_ended() when the claim was last asked: SMCR_HS_AWAIT_CLAIM
 	 * is worth asking again once it moved on */
 	unsigned int claims_seen;

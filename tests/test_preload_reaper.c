@@ -23,7 +23,7 @@
 #include "preload.h"
 
 #define LINGER_MS 500
-#define SLACK_MS 1000 /* a loaded 2-core host, TSan: far below one more linger */
+#define SLACK_MS  1000 /* a loaded 2-core host, TSan: far below one more linger */
 
 struct usmc_conn {
 	long linger_ms;
@@ -135,8 +135,7 @@ static void closes_at_once(int n)
 		reaper_close(&v[i], false);
 	reaper_flush();
 	took = now_ms() - t0;
-	print_message("%d closes, linger %d ms each: all ended after %ld ms\n", n, LINGER_MS,
-		      took);
+	print_message("%d closes, linger %d ms each: all ended after %ld ms\n", n, LINGER_MS, took);
 	for (int i = 0; i < n; i++) {
 		assert_true(atomic_load(&v[i].closed));
 		assert_false(atomic_load(&v[i].aborted));

@@ -22,18 +22,18 @@ struct reap {
 	struct reap *next;
 };
 
-#define REAPER_EXIT_WAIT_S 10 /* at exit, the most the closes queued are waited for */
-#define REAPER_IDLE_MS 2000   /* a thread with nothing to close for so long ends */
+#define REAPER_EXIT_WAIT_S 10	/* at exit, the most the closes queued are waited for */
+#define REAPER_IDLE_MS	   2000 /* a thread with nothing to close for so long ends */
 
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reap_cond = PTHREAD_COND_INITIALIZER; /* work queued */
 static pthread_cond_t reap_done = PTHREAD_COND_INITIALIZER; /* a close or a thread ended */
 static struct reap *reap_head, *reap_tail;		    /* reap_lock */
-static int reap_queued;	  /* reap_lock: items not yet taken */
-static int reap_busy;	  /* reap_lock: items taken and not yet closed */
-static int reap_threads;  /* reap_lock: threads of this process that run reaper_main */
-static int reap_idle;	  /* reap_lock: those of them waiting for work */
-static pid_t reap_pid;	  /* reap_lock: the process the counts above are of */
+static int reap_queued;					    /* reap_lock: items not yet taken */
+static int reap_busy;		   /* reap_lock: items taken and not yet closed */
+static int reap_threads;	   /* reap_lock: threads of this process that run reaper_main */
+static int reap_idle;		   /* reap_lock: those of them waiting for work */
+static pid_t reap_pid;		   /* reap_lock: the process the counts above are of */
 static atomic_ulong reap_overflow; /* closes made abortive by the cap */
 
 static long mono_ms(void)
@@ -131,8 +131,9 @@ static void reap_overflowed(void)
 
 	/* the first and then one line in 1024: a flood is seen, not logged */
 	if (n % 1024 == 1)
-		preload_log(0, "%d closes in progress: close of an SMC-R connection "
-			       "made abortive (%lu so far)",
+		preload_log(0,
+			    "%d closes in progress: close of an SMC-R connection "
+			    "made abortive (%lu so far)",
 			    REAPER_MAX_PENDING, n);
 }
 
