@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "../clock.h"
 #include "preload.h"
 
 struct reap {
@@ -36,19 +37,24 @@ static int reap_idle;		   /* reap_lock: those of them waiting for work */
 static pid_t reap_pid;		   /* reap_lock: the process the counts above are of */
 static atomic_ulong reap_overflow; /* closes made abortive by the cap */
 
-static long mono_ms(void)
+/* @ms from now on the wall clock, which the reaper's conditions (made
+ * with PTHREAD_COND_INITIALIZER) wait by. */
+static void realtime_in(long ms, struct timespec *ts)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
 }
 
 /* The linger left is what remains of the deadline set at close(): the
  * time spent in the queue is part of the connection's linger. */
 static int reap_one(struct reap *r)
 {
-	long left = r->deadline_ms - mono_ms();
+	long left = r->deadline_ms - clock_now_ms();
 
 	if (r->abort_it)
 		return usmc_abort(r->c);
@@ -63,13 +69,7 @@ static struct reap *reap_take_locked(void)
 	struct timespec dl;
 	struct reap *r;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += REAPER_IDLE_MS / 1000;
-	dl.tv_nsec += (REAPER_IDLE_MS % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	realtime_in(REAPER_IDLE_MS, &dl);
 	while (!reap_head) {
 		int rc;
 
@@ -151,7 +151,8 @@ void reaper_close(struct usmc_conn *c, bool abort_it)
 	else if (r && !reap_staff_locked())
 		inline_close = true;
 	if (!inline_close) {
-		*r = (struct reap){.c = c, .abort_it = abort_it, .deadline_ms = mono_ms() + linger};
+		*r = (struct reap){
+			.c = c, .abort_it = abort_it, .deadline_ms = clock_now_ms() + linger};
 		if (reap_tail)
 			reap_tail->next = r;
 		else
@@ -180,8 +181,7 @@ void reaper_flush(void)
 {
 	struct timespec dl;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += REAPER_EXIT_WAIT_S;
+	realtime_in(REAPER_EXIT_WAIT_S * 1000L, &dl);
 	pthread_mutex_lock(&reap_lock);
 	while (reap_pid == my_pid && (reap_queued || reap_busy))
 		if (pthread_cond_timedwait(&reap_done, &reap_lock, &dl) == ETIMEDOUT)
