@@ -308,7 +308,7 @@ void *accept_thread_main(void *arg)
 	while (!atomic_load(&l->stopping)) {
 		accept_round(l);
 		watch_parked(l);
-		probes_claims_ended(l);
+		probes_hs_events(l);
 		probes_expire(l);
 		accept_flow_control(l);
 	}

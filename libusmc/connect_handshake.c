@@ -32,6 +32,7 @@ void connect_hs_free(struct conn_client_hs *h)
 {
 	if (!h)
 		return;
+	smcr_clc_client_abort(&h->cl); /* closed before the handshake ended */
 	lgr_unhold_peer(h->held, h->nheld);
 	free(h);
 }
@@ -222,9 +223,16 @@ int connect_hs_events(const struct conn_client_hs *h, int *timeout_ms)
 		*timeout_ms = -1; /* the TCP connect; its own timeout */
 		return POLLOUT;
 	}
+	if (h->cl.accepted && h->cl.phase == CL_SERVER_DECLINE) {
+		/* the server's DECLINE comes on the socket */
+		left = h->cl.due_ms - clock_now_ms();
+		*timeout_ms = left > 0 ? (int)left : 0;
+		return POLLIN;
+	}
 	if (h->cl.accepted) {
-		/* a first contact of ours sets up the link group: ask again soon */
-		left = h->cl.reuse_deadline_ms - clock_now_ms();
+		/* a first contact of ours sets up the link group, or an LLC
+		 * answer comes over RDMA, not on the socket: ask again soon */
+		left = h->cl.due_ms - clock_now_ms();
 		*timeout_ms =
 			left < CHS_LGR_RETRY_MS ? (left > 0 ? (int)left : 0) : CHS_LGR_RETRY_MS;
 		return 0;

@@ -220,18 +220,6 @@ void lgr_unclaim(struct smcr_ctx *sctx, struct lgr_pending *p);
 void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev);
 
 /*
- * lgr_claims_ended() - how many first contacts of @sctx ended so far. A
- * handshake that reads it before lgr_claim() says its peer's first
- * contact is in progress can tell later whether one ended since.
- * lgr_claim_watch() - @w->ended is called after each lgr_unclaim() (after
- * the count moved on) until lgr_claim_unwatch(), which returns once no
- * call is running.
- */
-unsigned int lgr_claims_ended(struct smcr_ctx *sctx);
-void lgr_claim_watch(struct smcr_ctx *sctx, struct smcr_claim_watch *w);
-void lgr_claim_unwatch(struct smcr_ctx *sctx, struct smcr_claim_watch *w);
-
-/*
  * lgr_find_wait() - an active link group matching @k with a reference for
  * the caller; NULL if none. While a first contact with @k's peer is in
  * progress (lgr_reserve(): it may still publish the one wanted) it waits

@@ -202,36 +202,8 @@ void lgr_unclaim(struct smcr_ctx *sctx, struct lgr_pending *p)
 			break;
 		}
 	pthread_cond_broadcast(&sctx->lgrs_cond); /* lgr_claim() waiters */
-	/* counted before the watchers look, so that a handshake parked
-	 * meanwhile sees either the count move or the watcher's call */
-	atomic_fetch_add(&sctx->claims_ended, 1);
-	for (struct smcr_claim_watch *w = sctx->claim_watch; w; w = w->next)
-		w->ended(w);
 	pthread_mutex_unlock(&sctx->lock);
-}
-
-unsigned int lgr_claims_ended(struct smcr_ctx *sctx)
-{
-	return atomic_load(&sctx->claims_ended);
-}
-
-void lgr_claim_watch(struct smcr_ctx *sctx, struct smcr_claim_watch *w)
-{
-	pthread_mutex_lock(&sctx->lock);
-	w->next = sctx->claim_watch;
-	sctx->claim_watch = w;
-	pthread_mutex_unlock(&sctx->lock);
-}
-
-void lgr_claim_unwatch(struct smcr_ctx *sctx, struct smcr_claim_watch *w)
-{
-	pthread_mutex_lock(&sctx->lock);
-	for (struct smcr_claim_watch **pp = &sctx->claim_watch; *pp; pp = &(*pp)->next)
-		if (*pp == w) {
-			*pp = w->next;
-			break;
-		}
-	pthread_mutex_unlock(&sctx->lock);
+	smcr_ctx_hs_event(sctx); /* parked handshakes of listeners */
 }
 
 int lgr_hold_peer(struct smcr_ctx *sctx, struct in_addr peer, struct lgr **held, int max)

@@ -129,7 +129,7 @@ static int listener_start(struct usmc_listener *l, struct usmc_listener **out)
 	while (!l->started)
 		pthread_cond_wait(&l->start_cond, &l->start_lock);
 	pthread_mutex_unlock(&l->start_lock);
-	listener_watch_claims(l, true);
+	listener_watch_events(l, true);
 	atomic_fetch_add(&l->ctx->open_listeners, 1);
 	ctx_register_listener(l->ctx, l);
 	*out = l;
@@ -403,7 +403,7 @@ int usmc_listener_close(struct usmc_listener *l)
 	if (ctx_forked(l->ctx))
 		return USMC_EFORKED;	    /* no thread to join here; the fds are CLOEXEC */
 	ctx_unregister_listener(l->ctx, l); /* first: the stat thread no longer reads it */
-	listener_watch_claims(l, false);    /* no call into it once closed */
+	listener_watch_events(l, false);    /* no call into it once closed */
 	atomic_store(&l->stopping, true);
 	listener_wake(l);
 	pthread_join(l->accept_thread, NULL);

@@ -339,21 +339,21 @@ void listener_wake(struct usmc_listener *l)
 	}
 }
 
-/* A first contact of the context ended (called under the context's lock:
- * no lock here). Every listener hears of every end, so the wake-up is only
- * for one with a handshake that waits. */
-static void claims_ended(struct smcr_claim_watch *w)
+/* A handshake event of the context (called under the context's watch
+ * lock: no lock here). Every listener hears of every event, so the wake-up
+ * is only for one with a handshake that waits. */
+static void hs_moved(struct smcr_hs_watch *w)
 {
 	struct usmc_listener *l =
-		(struct usmc_listener *)((char *)w - offsetof(struct usmc_listener, claim_watch));
+		(struct usmc_listener *)((char *)w - offsetof(struct usmc_listener, hs_watch));
 
-	atomic_store(&l->claims_moved, true);
-	if (atomic_load(&l->claim_waiters))
+	atomic_store(&l->hs_moved, true);
+	if (atomic_load(&l->event_waiters))
 		listener_wake(l);
 }
 
-void listener_watch_claims(struct usmc_listener *l, bool on)
+void listener_watch_events(struct usmc_listener *l, bool on)
 {
-	l->claim_watch.ended = claims_ended;
-	listen_hs_watch_claims(l->ctx, &l->claim_watch, on);
+	l->hs_watch.moved = hs_moved;
+	listen_hs_watch(l->ctx, &l->hs_watch, on);
 }

@@ -90,12 +90,13 @@ struct usmc_listener {
 	pthread_mutex_t park_lock; /* protects parked */
 	struct conn_fifo parked;   /* guarded by park_lock */
 
-	/* handshakes parked until a first contact with their peer ends
-	 * (probe.c): the context tells claim_watch when one does, which sets
-	 * claims_moved and wakes the accept thread if any waits */
-	struct smcr_claim_watch claim_watch; /* fixed */
-	atomic_bool claims_moved;
-	atomic_uint claim_waiters; /* changed by the accept thread only */
+	/* handshakes parked until a handshake event of the context (probe.c:
+	 * a first contact with their peer ended, an LLC flow's answer came):
+	 * the context tells hs_watch, which sets hs_moved and wakes the
+	 * accept thread if any waits */
+	struct smcr_hs_watch hs_watch; /* fixed */
+	atomic_bool hs_moved;
+	atomic_uint event_waiters; /* changed by the accept thread only */
 
 	struct kcompat_lsn kc; /* fixed once listening; congested is atomic */
 	/* the accept thread and the workers each recompute the SYN-time flag
@@ -202,12 +203,13 @@ enum kc_peer listener_accepted_peer(struct usmc_listener *l, int fd);
 void listener_refuse(struct usmc_listener *l, int fd);
 
 /* Wake the accept thread: stop, or room freed while it was paused at the
- * cap, or a parked handshake to watch, or a first contact ended. */
+ * cap, or a parked handshake to watch, or a handshake event. */
 void listener_wake(struct usmc_listener *l);
 
 /* Between usmc_listen() and usmc_listener_close(): handshakes that wait for
- * their peer's first contact are retried when a first contact of the
- * context ends (listener_watch_claims(l, true)), not on a timer. */
-void listener_watch_claims(struct usmc_listener *l, bool on);
+ * a handshake event (a first contact's end, an LLC flow's answer) are
+ * retried when one of the context comes (listener_watch_events(l, true)),
+ * not on a timer. */
+void listener_watch_events(struct usmc_listener *l, bool on);
 
 #endif

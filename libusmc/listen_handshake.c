@@ -56,37 +56,38 @@ static int serve_done(struct usmc_conn *c, int rc, const struct smcr_hs *hs)
 	return conn_apply_handshake(c, rc, hs);
 }
 
-/* The ACCEPT went: take the CONFIRM if it comes soon, else park. */
+/* The ACCEPT just went: take the CONFIRM if it comes soon, else park. An
+ * honest client answers within a round trip or two. */
 static int serve_after_accept(struct usmc_conn *c, struct smcr_hs *hs)
 {
 	int len = clc_io_wait(c->fd, CLC_PROPOSAL_MAX_LEN, hs_left_ms(c, LISTEN_HS_PARK_MS));
 
 	if (len == -ETIMEDOUT && hs_left_ms(c, 1) > 0)
-		return LISTEN_HS_PARKED;
+		return SMCR_HS_AWAIT_READ;
 	hs->waiting = len > 0 ? (size_t)len : 0; /* whole: no second peek */
-	return serve_done(c, smcr_clc_serve_confirm(hs, c->serve), hs);
+	return smcr_clc_serve(hs, c->serve);
 }
 
 /*
- * The next step of @c's SMC-R handshake (c->serve): the ACCEPT, or, for a
- * handshake parked after it, the CONFIRM. A handshake whose peer has a
- * first contact in progress is parked before the ACCEPT and retried
- * (listen_hs_waits_claim()), so that no worker waits for another's first
- * contact, which may itself wait for a worker to take its CONFIRM.
+ * The next step of @c's SMC-R handshake (c->serve). It never waits for
+ * the peer: a step that needs the client's next bytes, an LLC answer or
+ * another handshake's first contact with the same peer parks the
+ * handshake, and the accept thread hands it to a worker again when that
+ * came (or at the step's bound), so that no worker waits for what may
+ * itself wait for a worker.
  */
 static int serve_step(struct usmc_conn *c)
 {
+	bool accepted = c->serve->phase == SERVE_CONFIRM;
 	struct smcr_hs hs;
 	int rc;
 
 	serve_hs_init(c, &hs);
-	if (c->serve->accepted)
-		return serve_done(c, smcr_clc_serve_confirm(&hs, c->serve), &hs);
-	rc = smcr_clc_serve_accept(&hs, c->serve);
-	if (rc == SMCR_HS_AWAIT_CLAIM)
+	rc = smcr_clc_serve(&hs, c->serve);
+	if (rc == SMCR_HS_AWAIT_READ && !accepted && c->serve->phase == SERVE_CONFIRM)
+		rc = serve_after_accept(c, &hs);
+	if (rc == SMCR_HS_AWAIT_READ || rc == SMCR_HS_AWAIT_EVENT)
 		return LISTEN_HS_PARKED;
-	if (rc == SMCR_HS_AWAIT_CONFIRM)
-		return serve_after_accept(c, &hs);
 	return serve_done(c, rc, &hs);
 }
 
@@ -104,22 +105,27 @@ static int serve_smcr(struct usmc_conn *c, const struct clc_proposal *prop)
 	return serve_step(c);
 }
 
-bool listen_hs_waits_claim(const struct usmc_conn *c)
+bool listen_hs_waits_event(const struct usmc_conn *c)
 {
-	return c->serve && !c->serve->accepted;
+	return c->serve && c->serve->waits_event;
 }
 
-bool listen_hs_claim_ended(const struct usmc_conn *c)
+bool listen_hs_event_ready(const struct usmc_conn *c)
 {
-	return c->serve && c->serve->claims_seen != lgr_claims_ended(&c->ctx->rdma);
+	return c->serve && smcr_serve_event_ready(c->serve);
 }
 
-void listen_hs_watch_claims(struct usmc_ctx *ctx, struct smcr_claim_watch *w, bool on)
+long listen_hs_park_until_ms(const struct usmc_conn *c)
+{
+	return c->serve ? c->serve->wait_until_ms : listen_hs_deadline_ms(c);
+}
+
+void listen_hs_watch(struct usmc_ctx *ctx, struct smcr_hs_watch *w, bool on)
 {
 	if (on)
-		lgr_claim_watch(&ctx->rdma, w);
+		smcr_ctx_hs_watch(&ctx->rdma, w);
 	else
-		lgr_claim_unwatch(&ctx->rdma, w);
+		smcr_ctx_hs_unwatch(&ctx->rdma, w);
 }
 
 int listen_handshake(struct usmc_conn *c)

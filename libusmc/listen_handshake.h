@@ -13,22 +13,24 @@
 
 struct usmc_conn;
 struct usmc_ctx;
-struct smcr_claim_watch;
+struct smcr_hs_watch;
 
 /* How long a worker waits for the client's CONFIRM before it parks the
  * handshake: an honest client answers within a round trip or two, a slow
  * one must not hold the worker. */
 #define LISTEN_HS_PARK_MS 20
 
-/* listen_handshake(): @c waits for the client's next CLC message without
- * a worker; the listener calls listen_handshake() again once it is there
- * (or the handshake's deadline passed). */
+/* listen_handshake(): @c waits without a worker for the client's next
+ * bytes, or for a handshake event (listen_hs_waits_event()); the listener
+ * calls listen_handshake() again once that came, or at
+ * listen_hs_park_until_ms(). */
 #define LISTEN_HS_PARKED 1
 
 /*
  * listen_handshake() - one worker step of @c's handshake. First: the
  * client's whole PROPOSAL is waiting (the probe saw to it): read it, then
- * decline (TCP) or send the ACCEPT. Next, if it was parked: the CONFIRM.
+ * decline (TCP) or send the ACCEPT. Next, each time it was parked: the
+ * step it parked at (smcr_clc_serve()).
  * Returns 0 when @c reached its final mode (USMC_MODE_SMCR or TCP),
  * LISTEN_HS_PARKED, or a negative error when the connection must be
  * dropped (malformed CLC, timeout, peer gone), as Linux drops it without
@@ -36,18 +38,25 @@ struct smcr_claim_watch;
  */
 int listen_handshake(struct usmc_conn *c);
 
-/* listen_hs_waits_claim() - @c is parked until another handshake's first
- * contact with its peer ends (retried then, not watched for bytes). */
-bool listen_hs_waits_claim(const struct usmc_conn *c);
+/*
+ * A parked handshake of @c:
+ * listen_hs_waits_event() - it waits for a handshake event of the context
+ * (another handshake's first contact with its peer, an LLC flow's answer
+ * or end), not for bytes: its client has none to send before our next
+ * message.
+ * listen_hs_event_ready() - what it waits for may have come since it
+ * parked: worth a step.
+ * listen_hs_park_until_ms() - its step is due by then at the latest
+ * (clock_now_ms() time), whatever came.
+ */
+bool listen_hs_waits_event(const struct usmc_conn *c);
+bool listen_hs_event_ready(const struct usmc_conn *c);
+long listen_hs_park_until_ms(const struct usmc_conn *c);
 
-/* listen_hs_claim_ended() - a first contact of @c's context ended since
- * @c's handshake found its peer's in progress: worth asking again. */
-bool listen_hs_claim_ended(const struct usmc_conn *c);
-
-/* listen_hs_watch_claims() - from @on until called with !@on, @w->ended
- * is called (with no lock of the listener's held, and it may take none)
- * each time a first contact of @ctx ends. */
-void listen_hs_watch_claims(struct usmc_ctx *ctx, struct smcr_claim_watch *w, bool on);
+/* listen_hs_watch() - from @on until called with !@on, @w->moved is called
+ * (with no lock of the listener's held, and it may take none) after each
+ * handshake event of @ctx. */
+void listen_hs_watch(struct usmc_ctx *ctx, struct smcr_hs_watch *w, bool on);
 
 /* listen_hs_deadline_ms() - when @c's whole handshake must have ended
  * (clock_now_ms() time). */

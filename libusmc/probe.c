@@ -37,7 +37,7 @@ enum probe_wait {
 	PROBE_FIRST_BYTES, /* its first bytes: a plain client or an SMC one? */
 	PROBE_PROPOSAL,	   /* an SMC client's whole PROPOSAL */
 	PROBE_PARKED,	   /* a handshake's next CLC message (the CONFIRM) */
-	PROBE_RETRY,	   /* a handshake waiting for its peer's first contact to end */
+	PROBE_EVENT,	   /* a handshake waiting for a handshake event (listen_hs_waits_event()) */
 };
 
 /* A connection whose bytes the accept thread is waiting for. */
@@ -122,8 +122,8 @@ static void probe_forget(struct usmc_listener *l, struct probing *p)
 
 	if (!p)
 		return;
-	if (p->wait == PROBE_RETRY)
-		atomic_fetch_sub(&l->claim_waiters, 1);
+	if (p->wait == PROBE_EVENT)
+		atomic_fetch_sub(&l->event_waiters, 1);
 	probe_unlink(l, p);
 	if (p->armed)
 		epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->c->fd, NULL);
@@ -313,9 +313,9 @@ static void probe_arm(struct usmc_listener *l, struct probing *p, int op)
 
 /* Watch @c (not watched yet) for @wait until @deadline_ns; -errno if it
  * cannot be watched (then @c is untouched and still the caller's). A
- * handshake that waits for a first contact (PROBE_RETRY) waits for no
- * byte: its client has nothing to send before our ACCEPT, and bytes it
- * sends anyway would run the handshake again on every one. */
+ * handshake that waits for an event (PROBE_EVENT) waits for no byte: its
+ * client has nothing to send before our next message, and bytes it sends
+ * anyway would run the handshake again on every one. */
 static int probe_start(struct usmc_listener *l, struct usmc_conn *c, enum probe_wait wait,
 		       uint64_t deadline_ns, struct probing **out)
 {
@@ -326,14 +326,14 @@ static int probe_start(struct usmc_listener *l, struct usmc_conn *c, enum probe_
 	p->c = c;
 	p->wait = wait;
 	p->deadline_ns = deadline_ns;
-	if (wait != PROBE_RETRY) {
+	if (wait != PROBE_EVENT) {
 		probe_arm(l, p, EPOLL_CTL_ADD);
 		if (!p->armed) {
 			free(p);
 			return -errno;
 		}
 	} else {
-		atomic_fetch_add(&l->claim_waiters, 1);
+		atomic_fetch_add(&l->event_waiters, 1);
 	}
 	probe_insert(l, p);
 	/* bytes that arrive between the caller's peek and the ADD are
@@ -476,13 +476,13 @@ static void probe_step(struct usmc_listener *l, struct probing *p, bool expired)
 		else
 			probe_arm(l, p, EPOLL_CTL_MOD);
 		return;
-	case PROBE_RETRY: /* its deadline: the last try, which declines */
+	case PROBE_EVENT: /* its bound: the step ends what it waited for */
 		probe_forget(l, p);
 		listener_hs_submit(l, c);
 		return;
 	case PROBE_PARKED:
-		/* the worker takes it from here: the CONFIRM, or its
-		 * timeout at the deadline */
+		/* the worker takes it from here: the message, or the
+		 * step's bound */
 		if (whole_message(p) || expired) {
 			probe_forget(l, p);
 			listener_hs_submit(l, c);
@@ -552,37 +552,44 @@ int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms)
 			   clock_now_ns() + (uint64_t)wait_ms * CLOCK_NSEC_PER_MSEC, &p);
 }
 
+/* When @c's parked step is due at the latest. */
+static uint64_t park_until_ns(const struct usmc_conn *c)
+{
+	return (uint64_t)listen_hs_park_until_ms(c) * CLOCK_NSEC_PER_MSEC;
+}
+
 /*
- * @c's handshake found its peer's first contact in progress: ask again
- * when a first contact of the context ends (probes_claims_ended()) or at
- * the deadline, not before. Counted in claim_waiters before it looks
- * whether one ended since the handshake asked; lgr_unclaim() counts the
- * end before the listener's watcher reads claim_waiters: so either this
- * look sees the end, or the watcher sees the waiter and wakes us.
+ * @c's handshake waits for a handshake event (its peer's first contact, an
+ * LLC flow): ask again when one of the context came and may be what it
+ * waits for (probes_hs_events()), or at its bound, not before. Counted in
+ * event_waiters before it looks whether that came since the handshake
+ * asked; the context counts an event before the listener's watcher reads
+ * event_waiters: so either this look sees the event, or the watcher sees
+ * the waiter and wakes us.
  */
-static void wait_claim(struct usmc_listener *l, struct usmc_conn *c)
+static void wait_event(struct usmc_listener *l, struct usmc_conn *c)
 {
 	struct probing *p;
 
-	if (probe_start(l, c, PROBE_RETRY, hs_deadline_ns(c), &p)) {
+	if (probe_start(l, c, PROBE_EVENT, park_until_ns(c), &p)) {
 		listener_hs_submit(l, c); /* cannot be watched: ask again now */
 		return;
 	}
-	if (listen_hs_claim_ended(c)) {
+	if (listen_hs_event_ready(c)) {
 		probe_forget(l, p);
 		listener_hs_submit(l, c);
 	}
 }
 
-void probes_claims_ended(struct usmc_listener *l)
+void probes_hs_events(struct usmc_listener *l)
 {
 	struct probing *p, *next;
 
-	if (!atomic_load(&l->claim_waiters) || !atomic_exchange(&l->claims_moved, false))
+	if (!atomic_load(&l->event_waiters) || !atomic_exchange(&l->hs_moved, false))
 		return;
 	for (p = l->probes; p; p = next) {
 		next = p->next;
-		if (p->wait == PROBE_RETRY && listen_hs_claim_ended(p->c)) {
+		if (p->wait == PROBE_EVENT && listen_hs_event_ready(p->c)) {
 			struct usmc_conn *c = p->c;
 
 			probe_forget(l, p);
@@ -595,11 +602,11 @@ void probe_park(struct usmc_listener *l, struct usmc_conn *c)
 {
 	struct probing *p;
 
-	if (listen_hs_waits_claim(c)) {
-		wait_claim(l, c);
+	if (listen_hs_waits_event(c)) {
+		wait_event(l, c);
 		return;
 	}
-	if (probe_start(l, c, PROBE_PARKED, hs_deadline_ns(c), &p)) {
+	if (probe_start(l, c, PROBE_PARKED, park_until_ns(c), &p)) {
 		listener_hs_submit(l, c); /* cannot be watched: a worker waits */
 		return;
 	}

@@ -41,17 +41,18 @@ enum probe_verdict probe_classify(const uint8_t *buf, size_t len);
 int probe_new(struct usmc_listener *l, struct usmc_conn *c, long wait_ms);
 
 /*
- * probe_park() - a worker sent @c's ACCEPT and the client's CONFIRM is not
- * whole yet: wait for it here, without a worker, until the handshake's
- * deadline, then give @c back to the pool (listen_handshake() resumes).
- * Or @c's handshake waits for its peer's first contact: back to the pool
- * when a first contact of the context ends, or at the deadline.
+ * probe_park() - a worker parked @c's handshake (LISTEN_HS_PARKED): it
+ * waits here, without a worker, for the client's next CLC message (the
+ * CONFIRM, or a DECLINE) or for a handshake event of the context
+ * (listen_hs_waits_event()), then goes back to the pool
+ * (listen_handshake() resumes), at listen_hs_park_until_ms() at the latest.
  */
 void probe_park(struct usmc_listener *l, struct usmc_conn *c);
 
-/* Retry the handshakes parked for their peer's first contact, if a first
- * contact of the context ended since they asked. */
-void probes_claims_ended(struct usmc_listener *l);
+/* Retry the handshakes parked for a handshake event whose event may have
+ * come (listen_hs_event_ready()), if the context had one since the last
+ * call. */
+void probes_hs_events(struct usmc_listener *l);
 
 /* The epoll entry of probe @p fired. */
 void probe_event(struct usmc_listener *l, struct probing *p);

@@ -159,6 +159,16 @@ void smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm
 	smcr_conn_set_peer(sc, &peer);
 }
 
+/* Our CONFIRM_RKEY request for @sc's RMB. */
+static void rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
+{
+	memset(req, 0, sizeof(*req));
+	req->version = LLC_V2;
+	req->type = LLC_CONFIRM_RKEY;
+	req->confirm_rkey.rkey = sc->rmb->rkey;
+	req->confirm_rkey.vaddr = (uintptr_t)sc->rmb->addr;
+}
+
 /*
  * CONFIRM_RKEY for an RMB on a reused link group (both roles), unless the
  * peer holds its rkey already: an RMB that comes back from the pool with
@@ -167,23 +177,35 @@ void smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm
  */
 int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
 {
-	struct llc_msg req = {.version = LLC_V2, .type = LLC_CONFIRM_RKEY}, resp;
-	int rc;
+	struct llc_msg req, resp;
 
 	if (sc->rmb->rkey_confirmed)
 		return 0;
-	req.confirm_rkey.rkey = sc->rmb->rkey;
-	req.confirm_rkey.vaddr = (uintptr_t)sc->rmb->addr;
-	rc = smcr_llc_flow(lgr, &req, &resp);
-	if (!rc && (resp.flags & LLC_FLAG_RKEY_NEG))
+	rkey_request(sc, &req);
+	return smcr_clc_rkey_answered(sc, smcr_llc_flow(lgr, &req, &resp), &resp);
+}
+
+int smcr_clc_rkey_start(struct lgr *lgr, struct smcr_conn *sc, uint32_t *flow)
+{
+	struct llc_msg req;
+
+	*flow = 0;
+	if (sc->rmb->rkey_confirmed)
+		return 0;
+	rkey_request(sc, &req);
+	return smcr_llc_flow_start(lgr, &req, flow);
+}
+
+int smcr_clc_rkey_answered(struct smcr_conn *sc, int rc, const struct llc_msg *resp)
+{
+	if (!rc && (resp->flags & LLC_FLAG_RKEY_NEG))
 		rc = -EIO;
 	if (!rc)
 		sc->rmb->rkey_confirmed = true;
 	return rc;
 }
 
-/* The handshake ends on TCP for @reason. */
-static int hs_tcp(struct smcr_hs *hs, uint32_t reason, bool peer_declined)
+int smcr_hs_tcp(struct smcr_hs *hs, uint32_t reason, bool peer_declined)
 {
 	hs->reason = reason;
 	hs->peer_declined = peer_declined;
@@ -210,7 +232,7 @@ int smcr_hs_classify(struct smcr_hs *hs, const uint8_t *buf, int len, const stru
 		rc = clc_decline_decode(buf, (size_t)len, &d);
 		if (rc)
 			return USMC_EPROTO_CLC;
-		hs_tcp(hs, d.diagnosis, true);
+		smcr_hs_tcp(hs, d.diagnosis, true);
 		usmc_log(hs->sctx->log, USMC_LOG_INFO, "CLC: DECLINE from %s: %s (0x%08x)%s",
 			 log_peer(hs->fd).s, log_reason(d.diagnosis), d.diagnosis,
 			 d.out_of_sync ? ", out of sync" : "");
@@ -264,17 +286,10 @@ int smcr_hs_decline(struct smcr_hs *hs, uint32_t reason, bool out_of_sync)
 		 log_peer(hs->fd).s, log_reason(reason), reason,
 		 out_of_sync ? ", out of sync" : "");
 	rc = len < 0 ? len : clc_io_send(hs->fd, buf, (size_t)len);
-	return rc ? rc : hs_tcp(hs, reason, false);
+	return rc ? rc : smcr_hs_tcp(hs, reason, false);
 }
 
-/*
- * Wait up to @timeout_ms (within the deadline) for a DECLINE at the start
- * of the stream and take it (CLC_RX_DECLINED*, @hs records it). 0 when
- * the stream starts with anything else: the peer is on TCP already and
- * those bytes are its application's, left for ours. Else -ETIMEDOUT or
- * an error.
- */
-static int hs_await_decline(struct smcr_hs *hs, int timeout_ms)
+int smcr_hs_await_decline(struct smcr_hs *hs, int timeout_ms)
 {
 	uint8_t buf[CLC_DECLINE_V2_LEN];
 	long left = smcr_hs_deadline(hs, timeout_ms) - clock_now_ms();
@@ -282,49 +297,6 @@ static int hs_await_decline(struct smcr_hs *hs, int timeout_ms)
 	int len = clc_io_await_decline(hs->fd, buf, sizeof(buf), left > 0 ? (int)left : 0, &hdr);
 
 	return len > 0 ? smcr_hs_classify(hs, buf, len, &hdr, CLC_DECLINE, NULL) : len;
-}
-
-static bool rx_declined(int rc)
-{
-	return rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC;
-}
-
-/*
- * The server's first-contact CONFIRM_LINK got no answer. Linux's client
- * gives up after 2 x SMC_LLC_WAIT_TIME plus CLC_WAIT_TIME_SHORT
- * (net/smc/af_smc.c smcr_clnt_conf_first_link()) and then declines
- * itself; ours never does (smcr_hs_await_server_decline()). Take the
- * client's DECLINE if it comes within CLC_WAIT_SHORT_MS (as
- * smcr_serv_conf_first_link() does), else send ours with @reason, long
- * before that client gives up. If ours was held in the network past the
- * client's bound, the client's DECLINE crosses it: it is taken here (until
- * SMCR_SRV_CROSS_WAIT_MS after the CONFIRM), never left for the
- * application. The first bytes that are not a DECLINE are the client's
- * data: it is on TCP already, and ours is not sent.
- */
-int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason, long confirmed_ms)
-{
-	long cross_ms;
-	int rc = hs_await_decline(hs, CLC_WAIT_SHORT_MS);
-
-	if (rx_declined(rc))
-		return SMCR_HS_TCP;
-	if (!rc)
-		return hs_tcp(hs, reason, false);
-	if (rc != -ETIMEDOUT)
-		return rc;
-	rc = smcr_hs_decline(hs, reason, false);
-	if (rc != SMCR_HS_TCP)
-		return rc;
-	cross_ms = confirmed_ms + SMCR_SRV_CROSS_WAIT_MS - clock_now_ms();
-	rc = hs_await_decline(hs, cross_ms > 0 ? (int)cross_ms : 0);
-	if (rx_declined(rc))
-		usmc_log(hs->sctx->log, USMC_LOG_INFO,
-			 "CLC: %s's DECLINE crossed ours: taken, not the application's",
-			 log_peer(hs->fd).s);
-	if (rc < 0 && rc != -ETIMEDOUT)
-		return rc;
-	return hs_tcp(hs, reason, false);
 }
 
 /*
@@ -339,23 +311,27 @@ int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason, long co
  * TCP with @reason. Linux's client declines itself after its wait
  * (smc_connect_decline_fallback()): where we deviate, docs/smcr.md.
  */
-int smcr_hs_await_server_decline(struct smcr_hs *hs, uint32_t reason, int window_ms)
+int smcr_hs_server_declined(struct smcr_hs *hs, uint32_t reason, int rc)
 {
-	int rc = hs_await_decline(hs, window_ms);
-
-	if (rx_declined(rc))
+	if (smcr_hs_rx_declined(rc))
 		return SMCR_HS_TCP;
 	if (rc < 0 && rc != -ETIMEDOUT)
 		return rc;
 	usmc_log(hs->sctx->log, USMC_LOG_INFO, "CLC: no DECLINE from %s %s: TCP without one",
 		 log_peer(hs->fd).s, rc ? "in time" : "before other bytes");
-	return hs_tcp(hs, reason, false);
+	return smcr_hs_tcp(hs, reason, false);
+}
+
+int smcr_hs_await_server_decline(struct smcr_hs *hs, uint32_t reason, int window_ms)
+{
+	return smcr_hs_server_declined(hs, reason, smcr_hs_await_decline(hs, window_ms));
 }
 
 /* After a handshake step: a DECLINE received means TCP, else the error. */
 int smcr_hs_declined_or(struct smcr_hs *hs, int rc)
 {
-	return rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC ? SMCR_HS_TCP : rc;
+	(void)hs;
+	return smcr_hs_rx_declined(rc) ? SMCR_HS_TCP : rc;
 }
 
 int smcr_hs_established(struct smcr_hs *hs, struct smcr_conn *sc)

@@ -26,20 +26,25 @@ struct smcr_conn;
 
 /* How a handshake ended, when it did not fail (negative errno). */
 enum smcr_hs_result {
-	SMCR_HS_SMCR = 1,      /* on SMC-R: hs->sc is the connection */
-	SMCR_HS_TCP,	       /* on TCP: a DECLINE went or came, hs->reason says why */
-	SMCR_HS_NODEV,	       /* client: no SMC-R device for the local address, no CLC sent */
-	SMCR_HS_AWAIT_CONFIRM, /* server: ACCEPT sent; smcr_clc_serve_confirm() next */
-	SMCR_HS_AWAIT_CLAIM,   /* server: a first contact with the peer is in progress:
-				* smcr_clc_serve_accept() again once a first
-				* contact ended (st->claims_seen moved on) */
-	SMCR_HS_AWAIT_ANSWER,  /* client, not waiting: the server's answer is not
-				* (all) there yet: smcr_clc_answer() again once
-				* the socket is readable */
-	SMCR_HS_AWAIT_LGR,     /* client, not waiting: the link group the ACCEPT
-				* names is still being set up by a first contact of
-				* ours with that server: smcr_clc_answer() again a
-				* little later */
+	SMCR_HS_SMCR = 1,     /* on SMC-R: hs->sc is the connection */
+	SMCR_HS_TCP,	      /* on TCP: a DECLINE went or came, hs->reason says why */
+	SMCR_HS_NODEV,	      /* client: no SMC-R device for the local address, no CLC sent */
+	SMCR_HS_AWAIT_READ,   /* server: smcr_clc_serve() again once the client's
+			       * next bytes are there (the CONFIRM, or a DECLINE),
+			       * or at st->wait_until_ms */
+	SMCR_HS_AWAIT_EVENT,  /* server: smcr_clc_serve() again after a handshake
+			       * event of the context (smcr_serve_event_ready()),
+			       * or at st->wait_until_ms: a first contact with the
+			       * peer or an LLC flow is in progress */
+	SMCR_HS_AWAIT_ANSWER, /* client, not waiting: the server's answer is not
+			       * (all) there yet: smcr_clc_answer() again once
+			       * the socket is readable */
+	SMCR_HS_AWAIT_LGR,    /* client, not waiting: the link group the ACCEPT
+			       * names is still being set up by a first contact of
+			       * ours with that server, or an LLC step runs (the
+			       * server's CONFIRM_LINK, our CONFIRM_RKEY's answer):
+			       * smcr_clc_answer() again a little later, by
+			       * cl->due_ms at the latest */
 };
 
 struct smcr_hs {
@@ -71,24 +76,41 @@ struct serve_neg {
 	struct in_addr peer_addr; /* the client's TCP address */
 };
 
+/* Where a server handshake stands between its steps (smcr_clc_serve()). */
+enum smcr_serve_phase {
+	SERVE_NEW = 0,	     /* the PROPOSAL: negotiate, claim or reuse (again while
+			      * a first contact with the peer is in progress) */
+	SERVE_RKEY,	     /* reuse: our RMB's CONFIRM_RKEY, then the ACCEPT */
+	SERVE_CONFIRM,	     /* the ACCEPT went: the client's CONFIRM */
+	SERVE_CONFIRM_LINK,  /* first contact: the answer to our CONFIRM_LINK */
+	SERVE_PEER_DECLINE,  /* it failed: the client's DECLINE, before ours */
+	SERVE_CROSS_DECLINE, /* ours went: one that crossed it */
+};
+
 /*
- * A server handshake from the PROPOSAL to the client's CONFIRM. Between
- * its two steps it holds a connection (and, on a first contact, a link
- * group that is not yet published and the claim on its peer) while the
- * listener waits for the CONFIRM without a worker.
+ * A server handshake from the PROPOSAL to its end. Between its steps it
+ * holds a connection (and, on a first contact, a link group that is not
+ * yet published and the claim on its peer) while the listener waits for
+ * what it needs without a worker: no step waits for the peer.
  */
 struct smcr_serve {
 	struct clc_proposal prop; /* in: the client's, decoded */
 	struct smcr_ctx *sctx;
+	enum smcr_serve_phase phase;
 	struct serve_neg neg;
 	struct smcr_dev dev;
 	struct smcr_conn *sc; /* the new connection */
 	struct lgr *lgr;      /* first contact: ours, until published */
 	bool claimed;	      /* first contact: @pending is registered */
-	bool accepted;	      /* the ACCEPT went: the CONFIRM is next */
-	/* lgr_claims_ended() when the claim was last asked: SMCR_HS_AWAIT_CLAIM
-	 * is worth asking again once it moved on */
-	unsigned int claims_seen;
+	/* SMCR_HS_AWAIT_*: the step is due again by then (clock_now_ms()) */
+	long wait_until_ms;
+	bool waits_event; /* the last step returned SMCR_HS_AWAIT_EVENT */
+	/* smcr_ctx_hs_events() before the step looked at what it waits for:
+	 * SMCR_HS_AWAIT_EVENT is worth a step once it moved on */
+	unsigned int events_seen;
+	uint32_t flow; /* the LLC flow it runs (smcr_llc_flow_start()), 0 none */
+	long flow_due_ms;
+	long confirmed_ms;	    /* first contact: when the client's CONFIRM came */
 	struct lgr_pending pending; /* first contact: the claim on the peer */
 };
 
@@ -98,15 +120,28 @@ struct smcr_serve {
  * came back so far.
  */
 struct smcr_client {
+	struct smcr_ctx *sctx;
 	struct smcr_dev dev;		/* the local device the PROPOSAL offered */
 	struct in_addr server;		/* the server's TCP address */
 	uint8_t rx[CLC_ACCEPT_MAX_LEN]; /* the server's answer, read so far */
 	size_t rx_have;			/* ... this many bytes of it (not waiting) */
 	bool accepted;			/* @accept holds the server's ACCEPT */
 	struct clc_accept_confirm accept;
-	/* a reuse ACCEPT: until when a first contact of ours with that server
-	 * may still publish the link group it names (0: not yet asked) */
-	long reuse_deadline_ms;
+	/* after the ACCEPT, what the handshake waits for (not waiting) */
+	enum {
+		CL_LGR,		   /* the link group a reuse ACCEPT names */
+		CL_RKEY,	   /* reuse: our CONFIRM_RKEY's flow, then its answer */
+		CL_CONFIRM_LINK,   /* first contact: the server's CONFIRM_LINK */
+		CL_SERVER_DECLINE, /* ... which did not come: the server's DECLINE */
+	} phase;
+	long due_ms; /* the phase ends by then (0: not started) */
+	/* the link group and connection being set up, and what they hold */
+	struct lgr *lgr;	    /* first contact: ours, until published */
+	struct smcr_conn *sc;	    /* the new connection */
+	bool reserved;		    /* first contact: @pending is registered */
+	struct lgr_pending pending; /* ... the reservation (lgr_reserve()) */
+	uint8_t release;	    /* first contact: negotiated */
+	uint32_t flow;		    /* CL_RKEY: our flow (smcr_llc_flow_start()), 0 none */
 };
 
 /*
@@ -123,29 +158,35 @@ struct smcr_client {
  * again (the caller keeps the deadline). The LLC steps of a first contact
  * (CONFIRM_LINK, at most SMCR_CL_WAIT_MS, and if it fails the server's
  * DECLINE, at most SMCR_CL_DECLINE_WAIT_MS more) and a CONFIRM_RKEY on
- * reuse run to their end in either case.
+ * reuse: with @wait they run to their end, without it each call looks
+ * and returns SMCR_HS_AWAIT_LGR while they are not over (never waits).
+ * smcr_clc_client_abort() - release what an unfinished client handshake
+ * holds (the connection is being closed). Safe after it ended.
  * smcr_clc_connect() - both, waiting: the blocking client.
- * smcr_clc_serve_accept() - server, with the client's decoded PROPOSAL in
- * @st->prop: negotiate, claim or reuse a link group, send the ACCEPT.
- * SMCR_HS_AWAIT_CONFIRM then (@st holds the handshake), or
- * SMCR_HS_AWAIT_CLAIM (nothing held: call it again later, at the latest
- * at the deadline, which declines), else it ended.
- * smcr_clc_serve_confirm() - server, once the client's answer is there (or
- * to wait for it until the deadline): the CONFIRM, and the link. @st is
- * released whatever the outcome.
+ * smcr_clc_serve() - server, one step: first with the client's decoded
+ * PROPOSAL in @st->prop (negotiate, claim or reuse a link group, the
+ * ACCEPT), then from where the last step returned SMCR_HS_AWAIT_READ or
+ * SMCR_HS_AWAIT_EVENT (the CONFIRM, the link's LLC steps, a failed first
+ * contact's DECLINEs). It never waits for the peer: an LLC flow runs as
+ * events, and every step honours hs->deadline_ms. Once it ended, @st holds
+ * nothing.
  * They return an enum smcr_hs_result, or a negative errno /
  * USMC_EPROTO_CLC (a malformed or unexpected CLC message): then the
  * connection is unusable.
  */
 int smcr_clc_propose(struct smcr_hs *hs, struct smcr_client *cl);
 int smcr_clc_answer(struct smcr_hs *hs, struct smcr_client *cl, bool wait);
+void smcr_clc_client_abort(struct smcr_client *cl);
 int smcr_clc_connect(struct smcr_hs *hs);
-int smcr_clc_serve_accept(struct smcr_hs *hs, struct smcr_serve *st);
-int smcr_clc_serve_confirm(struct smcr_hs *hs, struct smcr_serve *st);
+int smcr_clc_serve(struct smcr_hs *hs, struct smcr_serve *st);
 
 /* smcr_serve_first_contact() - @st runs a first contact (a new link
  * group), not a reuse. */
 bool smcr_serve_first_contact(const struct smcr_serve *st);
+
+/* smcr_serve_event_ready() - after SMCR_HS_AWAIT_EVENT: what @st waits for
+ * may have happened (a hint, cheap: the listener's accept thread asks). */
+bool smcr_serve_event_ready(const struct smcr_serve *st);
 
 /* smcr_clc_serve_abort() - release @st without a word to the peer (the
  * connection is being dropped). Safe on a released @st. */
@@ -220,8 +261,18 @@ int smcr_clc_send_ac(int fd, const struct clc_accept_confirm *m);
 /* The peer's RMB as its ACCEPT or CONFIRM describes it. */
 void smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m);
 
-/* CONFIRM_RKEY for @sc's RMB on a reused link group, unless already confirmed. */
+/*
+ * CONFIRM_RKEY for @sc's RMB on a reused link group, unless the peer holds
+ * its rkey already (0 at once).
+ * smcr_clc_confirm_rkey() - waiting for the flow and its answer.
+ * smcr_clc_rkey_start() - as events: the flow started (*@flow), or 0 with
+ * *@flow 0 (nothing to confirm), or smcr_llc_flow_start()'s error; then
+ * smcr_clc_rkey_answered() with smcr_llc_flow_result()'s @rc and @resp:
+ * 0 once the peer took it, else an error.
+ */
 int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc);
+int smcr_clc_rkey_start(struct lgr *lgr, struct smcr_conn *sc, uint32_t *flow);
+int smcr_clc_rkey_answered(struct smcr_conn *sc, int rc, const struct llc_msg *resp);
 
 /*
  * smcr_hs_classify() - the CLC message in @buf (@len bytes, or the error of
@@ -245,20 +296,30 @@ int smcr_hs_wait_ms(const struct smcr_hs *hs);
 /* Send a DECLINE of @reason: SMCR_HS_TCP, or the error sending it. */
 int smcr_hs_decline(struct smcr_hs *hs, uint32_t reason, bool out_of_sync);
 
+/* The handshake ends on TCP for @reason: SMCR_HS_TCP. */
+int smcr_hs_tcp(struct smcr_hs *hs, uint32_t reason, bool peer_declined);
+
+/* A step's result is a DECLINE received (CLC_RX_DECLINED*). */
+static inline bool smcr_hs_rx_declined(int rc)
+{
+	return rc == CLC_RX_DECLINED || rc == CLC_RX_DECLINED_SYNC;
+}
+
 /*
- * A first contact's CONFIRM_LINK failed (docs/smcr.md "A failed first
- * contact"): exactly one DECLINE, the server's, and none in an
- * application's stream.
- * smcr_hs_decline_unless_declined() - server: the client's DECLINE if it
- * comes soon, else ours with @reason, then a crossing one taken until
- * SMCR_SRV_CROSS_WAIT_MS after @confirmed_ms (clock_now_ms() when the
- * client's CONFIRM came).
- * smcr_hs_await_server_decline() - client: the server's DECLINE, waited
- * for up to @window_ms; never one of ours.
- * Both: SMCR_HS_TCP, or an error.
+ * smcr_hs_await_decline() - wait up to @timeout_ms (within the deadline; 0:
+ * only look) for a DECLINE at the start of the stream and take it
+ * (CLC_RX_DECLINED*, @hs records it). 0 when the stream starts with
+ * anything else: the peer is on TCP already and those bytes are its
+ * application's, left for ours. Else -ETIMEDOUT or an error.
+ * smcr_hs_await_server_decline() - client, after a first contact's
+ * CONFIRM_LINK did not come: the server's DECLINE, waited for up to
+ * @window_ms; never one of ours (docs/smcr.md "A failed first contact").
+ * SMCR_HS_TCP, or an error.
  */
-int smcr_hs_decline_unless_declined(struct smcr_hs *hs, uint32_t reason, long confirmed_ms);
+int smcr_hs_await_decline(struct smcr_hs *hs, int timeout_ms);
 int smcr_hs_await_server_decline(struct smcr_hs *hs, uint32_t reason, int window_ms);
+/* What smcr_hs_await_decline()'s @rc means for such a client. */
+int smcr_hs_server_declined(struct smcr_hs *hs, uint32_t reason, int rc);
 
 /* After a step: a DECLINE received (CLC_RX_DECLINED*) is SMCR_HS_TCP. */
 int smcr_hs_declined_or(struct smcr_hs *hs, int rc);

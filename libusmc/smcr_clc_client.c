@@ -108,118 +108,211 @@ static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm 
 	return 0;
 }
 
-static int client_first_contact(struct smcr_hs *hs, const struct smcr_dev *dev,
-				const struct clc_accept_confirm *a, struct in_addr server)
+/* Phase @ph of the handshake after the ACCEPT, due @ms from now. */
+static void phase_begin(struct smcr_client *cl, int ph, long ms)
 {
-	struct lgr_config cfg = smcr_clc_lgr_config(hs->opts);
-	uint8_t release = a->fce.release > SMCR_RELEASE ? SMCR_RELEASE : a->fce.release;
-	uint32_t reason = client_check_fc(a, server);
-	struct smcr_conn *sc = NULL;
+	cl->phase = ph;
+	cl->due_ms = clock_now_ms() + ms;
+}
+
+/* Milliseconds left of the phase, at least 0. */
+static int phase_left_ms(const struct smcr_client *cl)
+{
+	long left = cl->due_ms - clock_now_ms();
+
+	return left > 0 ? (int)left : 0;
+}
+
+/* A look that found nothing (@rc -ETIMEDOUT) while the phase is not over:
+ * a client that does not wait comes back (SMCR_HS_AWAIT_LGR). */
+static bool phase_pending(const struct smcr_client *cl, bool wait, int rc)
+{
+	return !wait && rc == -ETIMEDOUT && clock_now_ms() < cl->due_ms;
+}
+
+/* The connection the handshake set up, handed to its answer. */
+static struct smcr_conn *client_take_conn(struct smcr_client *cl)
+{
+	struct smcr_conn *sc = cl->sc;
+
+	cl->sc = NULL;
+	return sc;
+}
+
+/* The server's CONFIRM_LINK did not come: it cannot have had our answer,
+ * so it declines; take its DECLINE (smcr_hs_await_server_decline()). */
+static int client_decline_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
+{
+	int rc = smcr_hs_await_decline(hs, wait ? phase_left_ms(cl) : 0);
+
+	if (phase_pending(cl, wait, rc))
+		return SMCR_HS_AWAIT_LGR;
+	return smcr_hs_server_declined(hs, SMC_CLC_DECL_TIMEOUT_CL, rc);
+}
+
+/* The server's CONFIRM_LINK: answer it, and the link group is up
+ * (net/smc/af_smc.c smcr_clnt_conf_first_link()). */
+static int client_link_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
+{
+	const struct clc_accept_confirm *a = &cl->accept;
 	struct llc_msg req;
-	struct lgr *lgr;
+	int rc = smcr_llc_wait_confirm_link(cl->lgr, wait ? phase_left_ms(cl) : 0, &req);
+
+	if (phase_pending(cl, wait, rc))
+		return SMCR_HS_AWAIT_LGR;
+	if (rc) {
+		smcr_clc_client_abort(cl); /* the link group is of no use now */
+		phase_begin(cl, CL_SERVER_DECLINE, SMCR_CL_DECLINE_WAIT_MS);
+		return client_decline_step(hs, cl, wait);
+	}
+	if (!(req.flags & LLC_FLAG_NO_RMBE_EYEC))
+		return smcr_hs_decline(hs, SMC_CLC_DECL_RMBE_EC, false);
+	if (smcr_link_qp_rts(lgr_conn_link(cl->lgr)))
+		return smcr_hs_decline(hs, SMC_CLC_DECL_TIMEOUT_CL, false);
+	rc = client_confirm_link_resp(cl->lgr, &req);
+	if (!rc)
+		rc = lgr_activate(cl->lgr, req.confirm_link.link_num,
+				  cl->release >= CLC_RELEASE_1 ? a->fce.max_conns : SMCR_MAX_CONNS);
+	if (rc)
+		return rc;
+	lgr_publish(cl->lgr);
+	cl->lgr = NULL; /* published: the connection holds it now */
+	return smcr_hs_established(hs, client_take_conn(cl));
+}
+
+/* A first contact: a new link group (within the caps), its QP, the
+ * CONFIRM, then the server's CONFIRM_LINK. */
+static int client_first_contact(struct smcr_hs *hs, struct smcr_client *cl, bool wait,
+				const struct lgr_key *key)
+{
+	const struct clc_accept_confirm *a = &cl->accept;
+	struct lgr_config cfg = smcr_clc_lgr_config(hs->opts);
+	uint32_t reason = client_check_fc(a, cl->server);
 	int rc;
 
 	if (reason)
 		return smcr_hs_decline(hs, reason, false);
-	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, false, dev, &lgr))
+	cl->release = a->fce.release > SMCR_RELEASE ? SMCR_RELEASE : a->fce.release;
+	/* the server decides first contact: no lock, only the caps */
+	if (lgr_reserve(hs->sctx, key, &cfg, &cl->pending))
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
-	reason = client_link_up(lgr, a, server, &sc, hs);
+	cl->reserved = true;
+	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, false, &cl->dev, &cl->lgr))
+		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
+	reason = client_link_up(cl->lgr, a, cl->server, &cl->sc, hs);
 	if (reason)
-		goto decline;
-	rc = client_send_confirm(hs, lgr, sc, a, release);
+		return smcr_hs_decline(hs, reason, false);
+	rc = client_send_confirm(hs, cl->lgr, cl->sc, a, cl->release);
 	if (rc)
-		goto fail;
-	if (smcr_llc_wait_confirm_link(lgr, SMCR_CL_WAIT_MS, &req)) {
-		rc = smcr_hs_await_server_decline(hs, SMC_CLC_DECL_TIMEOUT_CL,
-						  SMCR_CL_DECLINE_WAIT_MS);
-		goto fail;
+		return rc;
+	phase_begin(cl, CL_CONFIRM_LINK, SMCR_CL_WAIT_MS);
+	return client_link_step(hs, cl, wait);
+}
+
+/* Not waiting: our CONFIRM_RKEY's flow started when the link group's flow
+ * is free, its answer taken when it came. -EAGAIN while neither is over. */
+static int client_rkey_async(struct smcr_client *cl)
+{
+	struct lgr *lgr = cl->sc->lgr;
+	struct llc_msg resp;
+	int rc;
+
+	if (!cl->flow) {
+		rc = smcr_clc_rkey_start(lgr, cl->sc, &cl->flow);
+		if (rc == -EBUSY && clock_now_ms() < cl->due_ms)
+			return -EAGAIN;
+		if (rc || !cl->flow)
+			return rc;
+		cl->due_ms = clock_now_ms() + SMCR_LLC_WAIT_MS;
 	}
-	reason = SMC_CLC_DECL_RMBE_EC;
-	if (!(req.flags & LLC_FLAG_NO_RMBE_EYEC))
-		goto decline;
-	reason = SMC_CLC_DECL_TIMEOUT_CL;
-	if (smcr_link_qp_rts(lgr_conn_link(lgr)))
-		goto decline;
-	rc = client_confirm_link_resp(lgr, &req);
-	if (!rc)
-		rc = lgr_activate(lgr, req.confirm_link.link_num,
-				  release >= CLC_RELEASE_1 ? a->fce.max_conns : SMCR_MAX_CONNS);
+	rc = smcr_llc_flow_result(lgr, cl->flow, cl->due_ms, &resp);
+	if (rc == -EAGAIN)
+		return rc;
+	cl->flow = 0;
+	return smcr_clc_rkey_answered(cl->sc, rc, &resp);
+}
+
+/* Reuse: CONFIRM_RKEY for our RMB unless the server holds its rkey, then
+ * the CONFIRM. */
+static int client_rkey_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
+{
+	struct clc_accept_confirm m;
+	int rc = wait ? smcr_clc_confirm_rkey(cl->sc->lgr, cl->sc) : client_rkey_async(cl);
+
+	if (rc == -EAGAIN)
+		return SMCR_HS_AWAIT_LGR;
 	if (rc)
-		goto fail;
-	lgr_publish(lgr);
-	return smcr_hs_established(hs, sc);
-decline:
-	rc = smcr_hs_decline(hs, reason, false);
-fail:
-	if (sc)
-		smcr_conn_discard(sc);
-	lgr_free(lgr);
-	return rc;
+		return smcr_hs_decline(hs, SMC_CLC_DECL_ERR_REGBUF, false);
+	smcr_clc_fill_ac(&m, CLC_CONFIRM, cl->sc->lgr, cl->sc, false);
+	memcpy(m.eid, cl->accept.eid, CLC_EID_LEN);
+	rc = smcr_clc_send_ac(hs->fd, &m);
+	return rc ? rc : smcr_hs_established(hs, client_take_conn(cl));
 }
 
 /* Reuse @lgr (from lgr_find_wait(), NULL if none: out of sync). */
-static int client_reuse(struct smcr_hs *hs, const struct clc_accept_confirm *a, struct lgr *lgr)
+static int client_reuse(struct smcr_hs *hs, struct smcr_client *cl, bool wait, struct lgr *lgr)
 {
-	struct clc_accept_confirm m;
-	struct smcr_conn *sc;
 	int rc;
 
 	if (!lgr)
 		return smcr_hs_decline(hs, SMC_CLC_DECL_SYNCERR, true);
-	rc = smcr_hs_conn_new(hs, lgr, &sc);
+	rc = smcr_hs_conn_new(hs, lgr, &cl->sc);
 	lgr_put(lgr);
 	if (rc)
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
-	smcr_clc_set_peer_rmb(sc, a);
-	if (smcr_clc_confirm_rkey(lgr, sc)) {
-		smcr_conn_discard(sc);
-		return smcr_hs_decline(hs, SMC_CLC_DECL_ERR_REGBUF, false);
-	}
-	smcr_clc_fill_ac(&m, CLC_CONFIRM, lgr, sc, false);
-	memcpy(m.eid, a->eid, CLC_EID_LEN);
-	rc = smcr_clc_send_ac(hs->fd, &m);
-	if (rc) {
-		smcr_conn_discard(sc);
-		return rc;
-	}
-	return smcr_hs_established(hs, sc);
+	smcr_clc_set_peer_rmb(cl->sc, &cl->accept);
+	/* Linux waits up to 20 s for a running flow (SMC_LLC_WAIT_FIRST_TIME) */
+	phase_begin(cl, CL_RKEY, SMCR_FLOW_WAIT_MS);
+	return client_rkey_step(hs, cl, wait);
 }
 
 /* After the ACCEPT: a new link group (within the caps), or the one it
  * names. SMCR_HS_AWAIT_LGR (without @wait only): a first contact of ours
- * with that server is still setting up the link group named. */
+ * with that server is still setting up the link group named, or an LLC
+ * step is not over. */
 static int client_after_accept(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
 {
 	const struct clc_accept_confirm *a = &cl->accept;
-	struct lgr_config cfg = smcr_clc_lgr_config(hs->opts);
 	struct lgr_key key = {.role = SMCR_ROLE_CLIENT,
 			      .peer_id = a->peer_id,
 			      .peer_gid = a->gid,
 			      .peer_addr = cl->server,
 			      .peer_qpn = a->qpn,
 			      .match_qpn = true};
-	struct lgr_pending pending;
 	struct lgr *lgr;
 	bool busy;
-	int rc;
 
-	if (!a->first_contact) {
-		if (!cl->reuse_deadline_ms)
-			cl->reuse_deadline_ms = clock_now_ms() + CLIENT_REUSE_WAIT_MS;
-		/* waits (or asks again) only while a first contact with that
-		 * server is in progress: only it can still publish the link
-		 * group; else it is out of sync at once */
-		lgr = lgr_find_wait(hs->sctx, &key, wait ? cl->reuse_deadline_ms : 0, &busy);
-		if (!lgr && busy && !wait && clock_now_ms() < cl->reuse_deadline_ms)
-			return SMCR_HS_AWAIT_LGR;
-		return client_reuse(hs, a, lgr);
-	}
-	/* the server decides first contact: no lock, only the caps */
-	if (lgr_reserve(hs->sctx, &key, &cfg, &pending))
-		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
-	rc = client_first_contact(hs, &cl->dev, a, cl->server);
-	lgr_unclaim(hs->sctx, &pending);
-	return rc;
+	if (cl->due_ms && cl->phase != CL_LGR) /* a phase that was not over */
+		return cl->phase == CL_RKEY	      ? client_rkey_step(hs, cl, wait)
+		       : cl->phase == CL_CONFIRM_LINK ? client_link_step(hs, cl, wait)
+						      : client_decline_step(hs, cl, wait);
+	if (a->first_contact)
+		return client_first_contact(hs, cl, wait, &key);
+	if (!cl->due_ms)
+		phase_begin(cl, CL_LGR, CLIENT_REUSE_WAIT_MS);
+	/* waits (or asks again) only while a first contact with that server
+	 * is in progress: only it can still publish the link group; else it
+	 * is out of sync at once */
+	lgr = lgr_find_wait(hs->sctx, &key, wait ? cl->due_ms : 0, &busy);
+	if (!lgr && busy && !wait && clock_now_ms() < cl->due_ms)
+		return SMCR_HS_AWAIT_LGR;
+	return client_reuse(hs, cl, wait, lgr);
+}
+
+void smcr_clc_client_abort(struct smcr_client *cl)
+{
+	if (cl->flow)
+		smcr_llc_flow_abandon(cl->sc->lgr, cl->flow);
+	cl->flow = 0;
+	if (cl->sc)
+		smcr_conn_discard(cl->sc);
+	cl->sc = NULL;
+	if (cl->lgr)
+		lgr_free(cl->lgr);
+	cl->lgr = NULL;
+	if (cl->reserved)
+		lgr_unclaim(cl->sctx, &cl->pending);
+	cl->reserved = false;
 }
 
 int smcr_clc_propose(struct smcr_hs *hs, struct smcr_client *cl)
@@ -229,6 +322,7 @@ int smcr_clc_propose(struct smcr_hs *hs, struct smcr_client *cl)
 	int len;
 
 	memset(cl, 0, sizeof(*cl));
+	cl->sctx = hs->sctx;
 	/* no device: not a byte of CLC, the server sees a TCP client */
 	if (smcr_hs_find_dev(hs, &cl->dev) || smcr_hs_peer_ipv4(hs, &cl->server)) {
 		hs->reason = USMC_REASON_NOSMCRDEV;
@@ -274,6 +368,7 @@ int smcr_clc_answer(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
 		rc = client_after_accept(hs, cl, wait);
 	if (rc == SMCR_HS_AWAIT_LGR)
 		return rc;
+	smcr_clc_client_abort(cl); /* what the connection did not take */
 	return usmc_err_of_wire(smcr_hs_declined_or(hs, rc));
 }
 

@@ -46,6 +46,7 @@ int smcr_ctx_init(struct smcr_ctx *s, const char *const *env)
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->dev_lock, NULL);
 	pthread_mutex_init(&s->ueid_lock, NULL);
+	pthread_mutex_init(&s->watch_lock, NULL);
 	/*
 	 * Every independent stack needs its own system ID, or peers would mix
 	 * up link groups of different processes (RFC 7609 3.3.1). Linux uses 2
@@ -63,10 +64,46 @@ int smcr_ctx_init(struct smcr_ctx *s, const char *const *env)
 void smcr_ctx_fini(struct smcr_ctx *s)
 {
 	lgr_destroy_all(s);
+	pthread_mutex_destroy(&s->watch_lock);
 	pthread_mutex_destroy(&s->ueid_lock);
 	pthread_mutex_destroy(&s->dev_lock);
 	pthread_cond_destroy(&s->lgrs_cond);
 	pthread_mutex_destroy(&s->lock);
+}
+
+unsigned int smcr_ctx_hs_events(struct smcr_ctx *s)
+{
+	return atomic_load(&s->hs_events);
+}
+
+void smcr_ctx_hs_event(struct smcr_ctx *s)
+{
+	/* counted before the watchers look, so that a handshake parked
+	 * meanwhile sees either the count move or the watcher's call */
+	atomic_fetch_add(&s->hs_events, 1);
+	pthread_mutex_lock(&s->watch_lock);
+	for (struct smcr_hs_watch *w = s->hs_watch; w; w = w->next)
+		w->moved(w);
+	pthread_mutex_unlock(&s->watch_lock);
+}
+
+void smcr_ctx_hs_watch(struct smcr_ctx *s, struct smcr_hs_watch *w)
+{
+	pthread_mutex_lock(&s->watch_lock);
+	w->next = s->hs_watch;
+	s->hs_watch = w;
+	pthread_mutex_unlock(&s->watch_lock);
+}
+
+void smcr_ctx_hs_unwatch(struct smcr_ctx *s, struct smcr_hs_watch *w)
+{
+	pthread_mutex_lock(&s->watch_lock);
+	for (struct smcr_hs_watch **pp = &s->hs_watch; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	pthread_mutex_unlock(&s->watch_lock);
 }
 
 /* A cached lookup of @addr; requires @s->dev_lock. */

@@ -28,14 +28,16 @@ struct lgr_pending;
 struct usmc_logger;
 
 /*
- * Told when a first contact of the context ends (lgr_unclaim()): a
- * listener whose handshakes wait for their peer's first contact retries
- * them then, not on a timer. @ended runs with the context's lock held, so
- * it must take no lock (a listener writes its eventfd).
+ * Told when something a parked handshake may be waiting for happened in
+ * the context (smcr_ctx_hs_event()): a first contact ended (lgr_unclaim()),
+ * an LLC flow ended or its answer came, a link group died (smcr_llc.c). A
+ * listener retries its waiting handshakes then, not on a timer. @moved runs
+ * with watch_lock held, so it must take no lock (a listener writes its
+ * eventfd).
  */
-struct smcr_claim_watch {
-	void (*ended)(struct smcr_claim_watch *w);
-	struct smcr_claim_watch *next; /* with the context's lock */
+struct smcr_hs_watch {
+	void (*moved)(struct smcr_hs_watch *w);
+	struct smcr_hs_watch *next; /* with the context's watch_lock */
 };
 
 struct smcr_ctx {
@@ -55,8 +57,10 @@ struct smcr_ctx {
 	/* with lock: a link group was published, a first contact ended, or
 	 * lgrs_open hit 0 */
 	pthread_cond_t lgrs_cond;
-	atomic_uint claims_ended;	       /* first contacts ended (lgr_unclaim()) */
-	struct smcr_claim_watch *claim_watch;  /* with lock: told when one ends */
+	/* handshake events so far (smcr_ctx_hs_event()) and who hears of them */
+	atomic_uint hs_events;
+	pthread_mutex_t watch_lock; /* protects hs_watch; a leaf */
+	struct smcr_hs_watch *hs_watch;
 	uint8_t system_id[SMCR_SYSTEM_ID_LEN]; /* set once at init */
 	struct usmc_logger *log;	       /* the context's (log.h), set once; may be NULL */
 
@@ -83,6 +87,21 @@ struct smcr_ctx {
 int smcr_ctx_init(struct smcr_ctx *s, const char *const *env);
 /* Frees every link group, then the context's own state. */
 void smcr_ctx_fini(struct smcr_ctx *s);
+
+/*
+ * smcr_ctx_hs_events() - how many handshake events @s had so far: a
+ * handshake that reads it before it looks at what it waits for can tell
+ * later whether anything moved since.
+ * smcr_ctx_hs_event() - count one, then tell every watcher. Any thread,
+ * any lock held but watch_lock.
+ * smcr_ctx_hs_watch() - @w->moved is called after each event (after the
+ * count moved on) until smcr_ctx_hs_unwatch(), which returns once no call
+ * is running.
+ */
+unsigned int smcr_ctx_hs_events(struct smcr_ctx *s);
+void smcr_ctx_hs_event(struct smcr_ctx *s);
+void smcr_ctx_hs_watch(struct smcr_ctx *s, struct smcr_hs_watch *w);
+void smcr_ctx_hs_unwatch(struct smcr_ctx *s, struct smcr_hs_watch *w);
 
 /* The engine counters of every link group @s ever had, added into @out. */
 void smcr_ctx_engine_stats(struct smcr_ctx *s, struct usmc_engine_stats *out);

@@ -60,7 +60,8 @@ struct smcr_llc {
 	/* One locally started flow at a time (net/smc/smc_llc.c
 	 * smc_llc_flow_initiate()): set for the whole request/response. */
 	bool flow_busy;
-	uint8_t wait_type; /* response type the running flow waits for, 0 none */
+	uint32_t flow_ticket; /* the running flow's (smcr_llc_flow_start()) */
+	uint8_t wait_type;    /* response type the running flow waits for, 0 none */
 	bool resp_valid;
 	struct llc_msg resp;
 	bool confirm_req_valid;	    /* client: the server's CONFIRM_LINK arrived */
@@ -100,7 +101,28 @@ int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m);
  */
 int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp);
 
-/* Client: wait for the server's CONFIRM_LINK request. */
+/*
+ * The same flow run as events, for a handshake that must not wait on its
+ * thread (a listener's worker, the asynchronous client):
+ * smcr_llc_flow_start() - own the flow and send @req: 0 (*@ticket names the
+ * flow), -EBUSY while another flow runs (ask again after the next
+ * handshake event, smcr_ctx_hs_event()), or the error sending it.
+ * smcr_llc_flow_result() - the flow's response into @resp: 0, -EAGAIN
+ * while it may still come before @due_ms, -ETIMEDOUT past it,
+ * -ECONNABORTED if the link group died. Anything but -EAGAIN ends the flow.
+ * smcr_llc_flow_settled() - smcr_llc_flow_result() would find the answer or
+ * the link group's death (a hint: the listener's accept thread asks).
+ * smcr_llc_flow_abandon() - end the flow without its answer (its owner is
+ * going away). A response, the end of any flow and the link group's death
+ * are each a handshake event of the context.
+ */
+int smcr_llc_flow_start(struct lgr *lgr, const struct llc_msg *req, uint32_t *ticket);
+int smcr_llc_flow_result(struct lgr *lgr, uint32_t ticket, long due_ms, struct llc_msg *resp);
+bool smcr_llc_flow_settled(struct lgr *lgr, uint32_t ticket);
+void smcr_llc_flow_abandon(struct lgr *lgr, uint32_t ticket);
+
+/* Client: wait for the server's CONFIRM_LINK request, at most @timeout_ms
+ * (0: only look); -ETIMEDOUT, or -ECONNABORTED if the link group died. */
 int smcr_llc_wait_confirm_link(struct lgr *lgr, int timeout_ms, struct llc_msg *req);
 
 /*

@@ -112,6 +112,10 @@ static void park_claim_waiter(struct env *e, int *peer)
 	c->serve = calloc(1, sizeof(*c->serve));
 	assert_non_null(c->serve);
 	c->serve->prop.version = CLC_V2;
+	c->serve->sctx = &e->ctx->rdma;
+	c->serve->events_seen = smcr_ctx_hs_events(&e->ctx->rdma);
+	c->serve->waits_event = true; /* as smcr_clc_serve() left it */
+	c->serve->wait_until_ms = (long)(c->t_accept_ns / CLOCK_NSEC_PER_MSEC) + HS_DEADLINE_MS;
 	atomic_fetch_add(&e->l->in_handshake, 1); /* as the accept thread counts it */
 	listener_park(e->l, c);
 	*peer = sv[1];

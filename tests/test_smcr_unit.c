@@ -159,21 +159,21 @@ static void test_lgr_find_wait_pending(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
-/* lgr_unclaim() counts the first contact's end before it tells each
- * watcher, and a watcher removed is told nothing more. */
+/* lgr_unclaim() is a handshake event: counted before each watcher is told,
+ * and a watcher removed is told nothing more. */
 struct claim_seen {
-	struct smcr_claim_watch w;
+	struct smcr_hs_watch w;
 	struct smcr_ctx *sctx;
 	int calls;
 	unsigned int count_then;
 };
 
-static void claim_seen_ended(struct smcr_claim_watch *w)
+static void claim_seen_ended(struct smcr_hs_watch *w)
 {
 	struct claim_seen *s = (struct claim_seen *)w;
 
 	s->calls++;
-	s->count_then = lgr_claims_ended(s->sctx);
+	s->count_then = smcr_ctx_hs_events(s->sctx);
 }
 
 static void test_lgr_claim_watch(void **state)
@@ -181,7 +181,7 @@ static void test_lgr_claim_watch(void **state)
 	uint8_t id[SMCR_SYSTEM_ID_LEN] = {1}, gid[SMCR_GID_LEN] = {2};
 	struct lgr_config cfg = {.max_lgrs = 128, .max_per_peer = 8};
 	struct lgr_key k = {.role = SMCR_ROLE_SERVER, .peer_id = id, .peer_gid = gid};
-	struct claim_seen a = {.w.ended = claim_seen_ended}, b = {.w.ended = claim_seen_ended};
+	struct claim_seen a = {.w.moved = claim_seen_ended}, b = {.w.moved = claim_seen_ended};
 	struct lgr_pending p;
 	struct usmc_ctx *ctx;
 	unsigned int n0;
@@ -190,22 +190,22 @@ static void test_lgr_claim_watch(void **state)
 	assert_int_equal(usmc_ctx_create(&ctx), 0);
 	a.sctx = b.sctx = &ctx->rdma;
 	k.peer_addr.s_addr = htonl(0x0a000002);
-	n0 = lgr_claims_ended(&ctx->rdma);
-	lgr_claim_watch(&ctx->rdma, &a.w);
-	lgr_claim_watch(&ctx->rdma, &b.w);
+	n0 = smcr_ctx_hs_events(&ctx->rdma);
+	smcr_ctx_hs_watch(&ctx->rdma, &a.w);
+	smcr_ctx_hs_watch(&ctx->rdma, &b.w);
 	assert_int_equal(lgr_reserve(&ctx->rdma, &k, &cfg, &p), 0);
 	assert_int_equal(a.calls, 0); /* a claim is no end */
 	lgr_unclaim(&ctx->rdma, &p);
-	assert_int_equal(lgr_claims_ended(&ctx->rdma), n0 + 1);
+	assert_int_equal(smcr_ctx_hs_events(&ctx->rdma), n0 + 1);
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(b.calls, 1);
 	assert_int_equal(a.count_then, n0 + 1);
-	lgr_claim_unwatch(&ctx->rdma, &a.w);
+	smcr_ctx_hs_unwatch(&ctx->rdma, &a.w);
 	assert_int_equal(lgr_reserve(&ctx->rdma, &k, &cfg, &p), 0);
 	lgr_unclaim(&ctx->rdma, &p);
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(b.calls, 2);
-	lgr_claim_unwatch(&ctx->rdma, &b.w);
+	smcr_ctx_hs_unwatch(&ctx->rdma, &b.w);
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 

@@ -631,8 +631,12 @@ int usmc_conn_connect_fd(struct usmc_conn *c, int fd, const struct sockaddr *add
  * (usmc_conn_info() peer_declined); an ACCEPT means reusing our link
  * group to that server (a CONFIRM_RKEY round trip over RDMA when the
  * buffer is new to the peer) or creating one (first contact: the CONFIRM,
- * QP setup and the LLC CONFIRM_LINK exchange, which this call runs to its
- * end, up to 4 s; once per link group). A reuse ACCEPT that names a link
+ * QP setup and the LLC CONFIRM_LINK exchange; once per link group). The
+ * LLC answers come over RDMA, not on the socket: while one is awaited,
+ * usmc_connect_events() says 0 events and a few milliseconds, and each
+ * call only looks (the server's CONFIRM_LINK up to 4 s, then its DECLINE
+ * up to 4 s more, POLLIN; a CONFIRM_RKEY's answer up to 2 s after the
+ * link group's LLC flow is free). A reuse ACCEPT that names a link
  * group another thread's first contact with the same server is still
  * setting up returns -EINPROGRESS, never waits, and is retried by the
  * next call (for up to 2 s, then the connection falls back to TCP,

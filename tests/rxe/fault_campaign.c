@@ -630,16 +630,16 @@ int __wrap_smcr_llc_wait_confirm_link(struct lgr *lgr, int timeout_ms, struct ll
 }
 
 /* server: the CONFIRM_LINK request is on the wire, the answer not in */
-int __real_smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp);
-int __wrap_smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp);
-int __wrap_smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp)
+int __real_smcr_llc_flow_start(struct lgr *lgr, const struct llc_msg *req, uint32_t *ticket);
+int __wrap_smcr_llc_flow_start(struct lgr *lgr, const struct llc_msg *req, uint32_t *ticket);
+int __wrap_smcr_llc_flow_start(struct lgr *lgr, const struct llc_msg *req, uint32_t *ticket)
 {
 	if (req->type == LLC_CONFIRM_LINK && atomic_load(&hook_step) == STEP_CONFIRM_LINK) {
 		if (atomic_load(&hook_self))
 			smcr_llc_send(lgr, req);
 		hook(STEP_CONFIRM_LINK);
 	}
-	return __real_smcr_llc_flow(lgr, req, resp);
+	return __real_smcr_llc_flow_start(lgr, req, ticket);
 }
 
 /* ==== peer processes ================================================== */
