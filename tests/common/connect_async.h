@@ -43,6 +43,7 @@ static inline struct usmc_conn *async_connect(struct usmc_ctx *ctx, const struct
 struct drive_stats {
 	long polls;	     /* poll() calls */
 	long finishes;	     /* usmc_connect_finish() calls */
+	long max_finish_us;  /* the longest of them */
 	int pollin, pollout; /* connections asked to wait for POLLIN / POLLOUT at least once */
 };
 
@@ -80,7 +81,14 @@ static inline void drive_connects(struct usmc_conn **c, int n, int *rc, long *at
 				continue;
 			if (!(p[i].fd >= 0 && p[i].revents) && !(due[i] >= 0 && now >= due[i]))
 				goto wait; /* nothing for it yet */
-			rc[i] = usmc_connect_finish(c[i]);
+			{
+				double f0 = mono_s();
+
+				rc[i] = usmc_connect_finish(c[i]);
+				f0 = (mono_s() - f0) * 1e6;
+				if (f0 > st->max_finish_us)
+					st->max_finish_us = (long)f0;
+			}
 			st->finishes++;
 			if (rc[i] != -EINPROGRESS) {
 				left--;

@@ -44,6 +44,10 @@
  *               with size class 15 (512 MiB announced, 16 KiB registered)
  *   silentfc    PROPOSAL, then silence, in a loop: an honest client's
  *               handshake time must stay within 2x of its time without
+ *   llcsilent   first-contact CONFIRMs whose CONFIRM_LINK is never
+ *               answered, in a loop from two addresses, against a server
+ *               with two workers: no worker waits for an LLC answer, the
+ *               honest client's handshakes stay within 2x
  *   spoof       a PROPOSAL from another address of host A claiming the
  *               honest client's peer ID and GID, then an out-of-sync
  *               DECLINE: it must neither join nor end the victim's link
@@ -58,6 +62,8 @@
  *               client waits its 4 s, then the server's DECLINE, and goes
  *               on over TCP (TIMEOUT_CL) without one of its own: the
  *               server's first bytes are the client's data
+ *   srvnolinkasync the same with an asynchronous client: no
+ *               usmc_connect_finish() call blocks
  *
  * Each: the lying connection ends with an error or the liar's link group
  * ends; the honest connection keeps working; the server does not crash
@@ -72,6 +78,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "../common/connect_async.h"
 #include "../common/pattern.h"
 #include "clc_io.h"
 #include "conn.h"
@@ -1422,6 +1429,146 @@ static void run_trickle(void)
 	      atomic_load(&trickle_early));
 }
 
+/* Another address of host A, @plus above its own, on its netdev, with its
+ * RoCE GID (rxe adds it by itself), into @sa (port 0). */
+static void host_a_address(uint32_t plus, struct sockaddr_in *sa)
+{
+	const char *netdev = getenv("USMC_TEST_NETDEV_A");
+	const uint8_t *b = (const uint8_t *)&sa->sin_addr;
+	char cmd[256], ip[INET_ADDRSTRLEN];
+
+	*sa = addr_a;
+	sa->sin_addr.s_addr = htonl(ntohl(addr_a.sin_addr.s_addr) + plus);
+	inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
+	CHECK(netdev, "USMC_TEST_NETDEV_A not set");
+	snprintf(cmd, sizeof(cmd), "ip addr replace %s/24 dev %s 2>&1", ip, netdev);
+	CHECK(system(cmd) == 0, "%s failed", cmd);
+	for (int i = 0; i < 50; i++) { /* wait for the address's GID */
+		snprintf(cmd, sizeof(cmd),
+			 "grep -qs '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "
+			 "/sys/class/infiniband/*/ports/1/gids/*",
+			 b[0], b[1], b[2], b[3]);
+		if (!system(cmd))
+			return;
+		usleep(100000);
+	}
+}
+
+/* Remove an address host_a_address() added. */
+static void host_a_address_drop(const struct sockaddr_in *sa)
+{
+	char cmd[256], ip[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
+	snprintf(cmd, sizeof(cmd), "ip addr del %s/24 dev %s", ip, getenv("USMC_TEST_NETDEV_A"));
+	(void)!system(cmd);
+}
+
+/* ---- 14: first contacts that never answer CONFIRM_LINK pin no worker ---- */
+
+/*
+ * A server with the default two handshake workers. Attackers from two
+ * addresses of host A, in a loop: a PROPOSAL (a new system ID each time),
+ * the first-contact CONFIRM copied from what the ACCEPT negotiated, then
+ * silence: the server's CONFIRM_LINK is never answered (the attacker's QP
+ * stays in INIT), nor its DECLINE. No RoCE is needed for that, so it is
+ * cheap. Each attempt costs the server a link group for ~2 s and its
+ * DECLINE waits, but no worker: the honest client's handshakes all run
+ * SMC-R, the worst within 2x of its worst without the attackers, under
+ * 0.5 s.
+ */
+#define LLC_ATTACKERS 4
+#define LLC_HONEST    10
+
+static struct sockaddr_in llc_srv;
+static atomic_bool llc_stop;
+static atomic_int llc_confirms, llc_declined;
+
+static void *llc_silent_attacker(void *arg)
+{
+	struct hp_link *lk = arg;
+
+	while (!atomic_load(&llc_stop)) {
+		uint8_t buf[CLC_ACCEPT_MAX_LEN];
+		struct hp_conn c;
+		int len;
+
+		hp_propose(lk, &c, &llc_srv, edit_random_id, NULL);
+		if (hp_await_accept(&c, 8000) == 0 && c.acc.first_contact) {
+			len = hp_confirm_bytes(&c, buf, sizeof(buf));
+			CHECK(len > 0, "confirm bytes");
+			CHECK(send(c.fd, buf, (size_t)len, MSG_NOSIGNAL) == len, "confirm");
+			atomic_fetch_add(&llc_confirms, 1);
+			while (!atomic_load(&llc_stop)) { /* the server's DECLINE, then EOF */
+				struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
+
+				if (poll(&pfd, 1, 100) > 0 && recv(c.fd, buf, sizeof(buf), 0) <= 0)
+					break;
+			}
+		} else {
+			atomic_fetch_add(&llc_declined, 1);
+		}
+		close(c.fd);
+		ibv_dereg_mr(c.rmb_mr);
+		free(c.rmb);
+		lk->nconns = 0; /* c lives on this stack: hp_link_close must not see it */
+	}
+	return NULL;
+}
+
+static void run_llcsilent(void)
+{
+	struct sockaddr_in sa = host_addr("USMC_TEST_HOST_B", 0), second;
+	static struct hp_link lks[LLC_ATTACKERS];
+	pthread_t th[LLC_ATTACKERS], drain;
+	double base[LLC_HONEST], att[LLC_HONEST], mb, ma;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct usmc_listener *l;
+	struct usmc_ctx *srv;
+	int fb, fa;
+
+	host_a_address(101, &second);
+	CHECK(!usmc_ctx_create(&srv), "ctx"); /* the default two workers */
+	CHECK(!usmc_listen(srv, (struct sockaddr *)&sa, sizeof(sa), 64, USMC_LISTEN_NONBLOCK, &l),
+	      "listen");
+	CHECK(!usmc_listener_addr(l, &ss, &len), "listener addr");
+	memcpy(&llc_srv, &ss, sizeof(llc_srv));
+	pthread_create(&drain, NULL, trickle_drain, l);
+	median_connect_to(&llc_srv, 1, base, &fb); /* the honest first contact */
+	mb = median_connect_to(&llc_srv, LLC_HONEST, base, &fb);
+	CHECK(!fb, "%d honest handshakes failed without an attacker", fb);
+	for (int i = 0; i < LLC_ATTACKERS; i++) {
+		hp_link_open(&lks[i], NULL, i % 2 ? &second : &addr_a);
+		pthread_create(&th[i], NULL, llc_silent_attacker, &lks[i]);
+	}
+	sleep(3); /* every attacker's first CONFIRM_LINK has gone unanswered */
+	ma = median_connect_to(&llc_srv, LLC_HONEST, att, &fa);
+	atomic_store(&llc_stop, true);
+	atomic_store(&trickle_stop, true);
+	for (int i = 0; i < LLC_ATTACKERS; i++) {
+		pthread_join(th[i], NULL);
+		hp_link_close(&lks[i]);
+	}
+	pthread_join(drain, NULL);
+	host_a_address_drop(&second);
+	printf("  honest handshake (reuse) of %d: median %.1f ms, worst %.1f ms without "
+	       "attackers; median %.1f ms, worst %.1f ms (%d failed) beside %d LLC-silent first "
+	       "contacts in a loop from 2 addresses (%d CONFIRMs sent, %d declined at once): "
+	       "worst %.1fx\n",
+	       LLC_HONEST, mb * 1e3, base[LLC_HONEST - 1] * 1e3, ma * 1e3,
+	       att[LLC_HONEST - 1] * 1e3, fa, LLC_ATTACKERS, atomic_load(&llc_confirms),
+	       atomic_load(&llc_declined), att[LLC_HONEST - 1] / base[LLC_HONEST - 1]);
+	CHECK(!usmc_listener_close(l) && !usmc_ctx_destroy(srv), "close the server");
+	CHECK(!fa, "%d of %d honest handshakes failed beside the attackers", fa, LLC_HONEST);
+	CHECK(atomic_load(&llc_confirms) >= LLC_ATTACKERS, "only %d attacks ran",
+	      atomic_load(&llc_confirms));
+	CHECK(att[LLC_HONEST - 1] <= 2 * base[LLC_HONEST - 1] && att[LLC_HONEST - 1] < 0.5,
+	      "LLC-silent first contacts slow an honest handshake to %.1f ms (%.1fx its worst "
+	      "without; limits 2x and 500 ms)",
+	      att[LLC_HONEST - 1] * 1e3, att[LLC_HONEST - 1] / base[LLC_HONEST - 1]);
+}
+
 /* ---- 13: link groups per peer address are capped ---- */
 
 /*
@@ -1491,30 +1638,14 @@ static void run_spoof(void)
 	struct hp_link lk;
 	struct hp_conn x;
 	struct spoof sp;
-	char cmd[256], ip[INET_ADDRSTRLEN];
+	char ip[INET_ADDRSTRLEN];
 	const char *netdev = getenv("USMC_TEST_NETDEV_A");
 	uint8_t buf[CLC_DECLINE_V2_LEN];
 	bool joined;
 	int rc, len, victim_rc;
 
-	/* a second address on host A's netdev (rxe adds its GID by itself) */
-	spoof_src.sin_addr.s_addr = htonl(ntohl(addr_a.sin_addr.s_addr) + 100);
+	host_a_address(100, &spoof_src);
 	inet_ntop(AF_INET, &spoof_src.sin_addr, ip, sizeof(ip));
-	CHECK(netdev, "USMC_TEST_NETDEV_A not set");
-	snprintf(cmd, sizeof(cmd), "ip addr replace %s/24 dev %s 2>&1", ip, netdev);
-	CHECK(system(cmd) == 0, "%s failed", cmd);
-	for (int i = 0; i < 50; i++) { /* wait for the address's GID */
-		char path[128];
-		snprintf(cmd, sizeof(cmd),
-			 "grep -qs '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "
-			 "/sys/class/infiniband/*/ports/1/gids/*",
-			 ((uint8_t *)&spoof_src.sin_addr)[0], ((uint8_t *)&spoof_src.sin_addr)[1],
-			 ((uint8_t *)&spoof_src.sin_addr)[2], ((uint8_t *)&spoof_src.sin_addr)[3]);
-		(void)path;
-		if (!system(cmd))
-			break;
-		usleep(100000);
-	}
 	printf("  attacker address %s on %s (victim: %s)\n", ip, netdev,
 	       getenv("USMC_TEST_HOST_A"));
 
@@ -1554,8 +1685,7 @@ static void run_spoof(void)
 	       victim_rc ? usmc_strerror(victim_rc) : "still echoes",
 	       (unsigned long long)st0.lgrs_open, (unsigned long long)st1.lgrs_open);
 	hp_link_close(&lk);
-	snprintf(cmd, sizeof(cmd), "ip addr del %s/24 dev %s", ip, netdev);
-	(void)!system(cmd);
+	host_a_address_drop(&spoof_src);
 	CHECK(!joined && !victim_rc, "a spoofed PROPOSAL from %s %s the victim's link group%s%s",
 	      ip, joined ? "joined" : "did not join",
 	      victim_rc ? ", and its DECLINE ended it: " : "",
@@ -1696,6 +1826,70 @@ static void run_srvnolink(void)
 	hp_link_close(&lk);
 }
 
+/* An asynchronous usmc client, driven from its own thread as an event loop
+ * would (usmc_connect_events(), poll(), usmc_connect_finish()). */
+struct async_victim {
+	struct sockaddr_in addr;
+	struct usmc_conn *c;
+	int rc;
+	struct drive_stats ds;
+};
+
+static void *async_victim_connect(void *arg)
+{
+	struct async_victim *v = arg;
+
+	v->c = async_connect(ch, (struct sockaddr *)&v->addr, sizeof(v->addr), 0);
+	drive_connects(&v->c, 1, &v->rc, NULL, 20000, &v->ds);
+	return NULL;
+}
+
+/* The asynchronous usmc client of a hostile server that sends no
+ * CONFIRM_LINK and no DECLINE: no usmc_connect_finish() call waits for the
+ * server, and the connect ends over TCP (TIMEOUT_CL) after the client's
+ * waits, without a DECLINE of its own. The longest call is the one that
+ * sets the new link group up (its QP, CQs and buffers: 12 ms in the TCG
+ * guest); before, one call waited 8 s. */
+#define FINISH_MAX_US 50000
+static void run_srvnolinkasync(void)
+{
+	struct async_victim v = {0};
+	struct usmc_conn_info info;
+	struct hp_link lk;
+	struct hp_conn c;
+	uint8_t buf[64];
+	pthread_t th;
+	ssize_t n;
+	double t0;
+	int lfd, rc;
+
+	hp_link_open(&lk, NULL, &addr_a);
+	lfd = hp_listen(&lk, &v.addr);
+	t0 = mono_s();
+	pthread_create(&th, NULL, async_victim_connect, &v);
+	rc = hp_serve(&lk, &c, lfd, false); /* the usmc client's CONFIRM came */
+	CHECK(!rc, "hostile server: no CONFIRM from the usmc client: %d", rc);
+	pthread_join(th, NULL);
+	n = recv(c.fd, buf, sizeof(buf), MSG_DONTWAIT);
+	CHECK(n <= 0, "the usmc client sent %zd bytes in its handshake (a DECLINE?)", n);
+	CHECK(!v.rc, "usmc client connect: %s", usmc_strerror(v.rc));
+	CHECK(!usmc_conn_info(v.c, &info), "info");
+	printf("  no CONFIRM_LINK, asynchronous client: %s (%s) after %.2f s; %ld "
+	       "usmc_connect_finish() calls, the longest %.2f ms\n",
+	       usmc_mode_name(info.mode), usmc_reason_name(info.reason), mono_s() - t0,
+	       v.ds.finishes, v.ds.max_finish_us / 1e3);
+	CHECK(info.mode == USMC_MODE_TCP && info.reason == USMC_REASON_TIMEOUT_CL,
+	      "TCP after TIMEOUT_CL expected");
+	CHECK(v.ds.max_finish_us < FINISH_MAX_US, "a usmc_connect_finish() call took %.1f ms",
+	      v.ds.max_finish_us / 1e3);
+	send_all(v.c, "tcp!", 4);
+	n = recv(c.fd, buf, 4, MSG_WAITALL);
+	CHECK(n == 4 && !memcmp(buf, "tcp!", 4), "data over the fallback");
+	CHECK(!usmc_close(v.c), "close");
+	close(lfd);
+	hp_link_close(&lk);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = argc > 1 ? argv[1] : "";
@@ -1721,6 +1915,8 @@ int main(int argc, char **argv)
 		{"spoof", run_spoof},
 		{"srvcursor", run_srvcursor},
 		{"srvnolink", run_srvnolink},
+		{"srvnolinkasync", run_srvnolinkasync},
+		{"llcsilent", run_llcsilent},
 		{"caps", run_caps},
 	};
 	void (*run)(void) = NULL;
