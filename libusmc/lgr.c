@@ -583,16 +583,17 @@ void lgr_put(struct lgr *lgr)
 /*
  * No reference left (no connection, no finder) and idle for idle_ms or
  * dead: unlink from the context (no one can find it any more) and report
- * true; the caller frees.
+ * true; the caller frees. One reclaimed at a full cap is unlinked already.
  */
 static bool lgr_idle_unlink(struct lgr *lgr)
 {
 	struct smcr_ctx *s = lgr->sctx;
-	bool expired = false;
+	bool expired;
 
 	pthread_mutex_lock(&s->lock);
 	pthread_mutex_lock(&lgr->lock);
-	if (!lgr->nconns && !atomic_load(&lgr->refs) && lgr->idle_since_ms &&
+	expired = lgr->reclaimed;
+	if (!expired && !lgr->nconns && !atomic_load(&lgr->refs) && lgr->idle_since_ms &&
 	    (clock_now_ms() - lgr->idle_since_ms > lgr->cfg.idle_ms ||
 	     atomic_load(&lgr->state) == LGR_DEAD)) {
 		for (struct lgr **pp = &s->lgrs; *pp; pp = &(*pp)->next)
@@ -669,6 +670,7 @@ static void lgr_count_freed(struct smcr_ctx *s, struct lgr *lgr)
 			break;
 		}
 	eng_stats_merge(&s->retired, &lgr->st);
+	s->lgrs_leaving -= lgr->reclaimed;
 	if (atomic_fetch_sub(&s->lgrs_open, 1) == 1)
 		pthread_cond_broadcast(&s->lgrs_cond);
 	pthread_mutex_unlock(&s->lock);

@@ -94,6 +94,7 @@ struct lgr {
 	_Atomic int state; /* enum lgr_state; changed only in lgr.c */
 
 	struct lgr *next;     /* sctx->lgrs; sctx->lock protects it */
+	bool reclaimed;	      /* unlinked idle for a first contact (sctx->lock): lgr_find.c */
 	struct lgr *all_next; /* sctx->all; sctx->lock protects it */
 	struct eng_stats st;  /* data-path counters (eng_stats.h), lock-free */
 	/*
@@ -205,7 +206,9 @@ struct lgr_pending {
  * @deadline_ms for a first contact with the same peer that is in progress,
  * none (*@reuse NULL): then @p is registered and the caller runs the first
  * contact and calls lgr_unclaim(). -EUSERS when the caps of @cfg leave no
- * room for another link group, -ETIMEDOUT when the wait ran out.
+ * room for another link group even after reclaiming idle ones (lgr_cap.h;
+ * a reclaimed one is unlinked at once and freed by its progress thread),
+ * -ETIMEDOUT when the wait ran out.
  * lgr_reserve() - the same without looking for a link group to reuse (a
  * client told "first contact" by its server).
  */

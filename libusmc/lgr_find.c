@@ -4,8 +4,9 @@
  * net/smc/smc_core.c smc_conn_create() looks for one before it makes one:
  * a published, active link group with that peer (and, for a server, room);
  * else a first contact, one per peer at a time and within the context's
- * caps (Linux serialises first contacts per role with
- * smc_server_lgr_pending and smc_client_lgr_pending, net/smc/af_smc.c).
+ * caps (lgr_cap.h), idle link groups reclaimed for it at a full cap (Linux
+ * serialises first contacts per role with smc_server_lgr_pending and
+ * smc_client_lgr_pending, net/smc/af_smc.c, and has no cap).
  * Also the client link groups to a peer held while a handshake waits for
  * its ACCEPT (lgr_hold_peer()).
  */
@@ -15,6 +16,8 @@
 
 #include "clock.h"
 #include "lgr.h"
+#include "lgr_cap.h"
+#include "log.h"
 
 void lgr_publish(struct lgr *lgr)
 {
@@ -130,20 +133,122 @@ struct lgr *lgr_find_wait(struct smcr_ctx *sctx, const struct lgr_key *k, long d
 	return l;
 }
 
-/* Room for another link group with @addr under @cfg's caps, counting
- * first contacts in progress; requires sctx->lock. */
-static bool caps_allow_locked(const struct smcr_ctx *sctx, struct in_addr addr,
+/* ---- the caps (lgr_cap.h): room for a first contact ------------------- */
+
+/* When @l went idle, if it is reclaimable now (no connection, and no
+ * reference: none can be taken while sctx->lock is held); else 0.
+ * Requires sctx->lock; takes l->lock (the documented order). */
+static long lgr_idle_since_locked(struct lgr *l)
+{
+	long since;
+
+	pthread_mutex_lock(&l->lock);
+	since = !l->nconns && !atomic_load(&l->refs) ? l->idle_since_ms : 0;
+	pthread_mutex_unlock(&l->lock);
+	return since;
+}
+
+/*
+ * Places of max_lgrs taken: every link group created and not yet freed
+ * (less those reclaimed for a first contact), where a first contact's
+ * claim stands for its link group from the claim on, so that claims
+ * admitted side by side never overshoot the cap before their link groups
+ * exist. Requires sctx->lock.
+ */
+static int cap_open_locked(const struct smcr_ctx *sctx)
+{
+	int open = atomic_load(&sctx->lgrs_open) - sctx->lgrs_leaving;
+
+	/* a handshake's INIT link group is counted by its claim */
+	for (const struct lgr *l = sctx->all; l; l = l->all_next)
+		open -= atomic_load(&l->state) == LGR_INIT;
+	for (const struct lgr_pending *p = sctx->pending; p; p = p->next)
+		open++;
+	return open;
+}
+
+/* The context's link groups as a first contact with @addr sees them;
+ * requires sctx->lock. */
+static void cap_load_locked(const struct smcr_ctx *sctx, struct in_addr addr,
+			    struct lgr_cap_load *ld)
+{
+	*ld = (struct lgr_cap_load){.open = cap_open_locked(sctx)};
+	for (struct lgr *l = sctx->lgrs; l; l = l->next) {
+		bool mine = l->peer_addr.s_addr == addr.s_addr;
+		bool idle = lgr_idle_since_locked(l) != 0;
+
+		ld->peer += mine;
+		ld->idle += idle;
+		ld->peer_idle += mine && idle;
+	}
+	for (const struct lgr_pending *p = sctx->pending; p; p = p->next) {
+		bool mine = p->peer_addr.s_addr == addr.s_addr;
+
+		ld->peer += mine;
+		if (p->role == SMCR_ROLE_SERVER) {
+			ld->hs++;
+			ld->peer_hs += mine;
+		}
+	}
+}
+
+/*
+ * Reclaim the idle link group (with @addr only, if not NULL) idle the
+ * longest: unlinked, so that nobody finds it any more, its place given to
+ * the caller; its progress thread frees it at its next tick
+ * (lgr_idle_unlink()), with a DELETE_LINK as at its idle timeout (Linux
+ * smc_core.c smc_lgr_free_work()). Requires sctx->lock.
+ */
+static void reclaim_oldest_locked(struct smcr_ctx *sctx, const struct in_addr *addr)
+{
+	struct lgr **victim = NULL, *l;
+	long oldest = 0;
+
+	for (struct lgr **pp = &sctx->lgrs; *pp; pp = &(*pp)->next) {
+		long since;
+
+		if (addr && (*pp)->peer_addr.s_addr != addr->s_addr)
+			continue;
+		since = lgr_idle_since_locked(*pp);
+		if (since && (!victim || since < oldest)) {
+			victim = pp;
+			oldest = since;
+		}
+	}
+	if (!victim)
+		return; /* lgr_cap_decide() counted them: not reached */
+	l = *victim;
+	*victim = l->next;
+	l->reclaimed = true;
+	sctx->lgrs_leaving++;
+	atomic_fetch_add(&sctx->lgrs_reclaimed, 1);
+	usmc_log(sctx->log, USMC_LOG_INFO,
+		 "link group %x reclaimed after %ld s idle: the link group cap%s is full", l->id,
+		 (clock_now_ms() - oldest) / 1000, addr ? " of its peer's address" : "");
+}
+
+/* Room for a first contact with @k under @cfg's caps, after reclaiming
+ * the idle link groups it takes; requires sctx->lock. */
+static bool caps_admit_locked(struct smcr_ctx *sctx, const struct lgr_key *k,
 			      const struct lgr_config *cfg)
 {
-	int same = 0;
+	struct lgr_cap_load ld;
+	struct lgr_cap_verdict v;
 
-	if (atomic_load(&sctx->lgrs_open) >= cfg->max_lgrs)
+	cap_load_locked(sctx, k->peer_addr, &ld);
+	v = lgr_cap_decide(&ld, cfg->max_lgrs, cfg->max_per_peer, k->role == SMCR_ROLE_SERVER);
+	if (v.refused) {
+		const uint8_t *a = (const uint8_t *)&k->peer_addr.s_addr;
+
+		usmc_log(sctx->log, USMC_LOG_DEBUG, "first contact with %u.%u.%u.%u refused: %s",
+			 a[0], a[1], a[2], a[3], lgr_cap_refusal_name(v.refused));
 		return false;
-	for (const struct lgr *l = sctx->lgrs; l; l = l->next)
-		same += l->peer_addr.s_addr == addr.s_addr;
-	for (const struct lgr_pending *p = sctx->pending; p; p = p->next)
-		same += p->peer_addr.s_addr == addr.s_addr;
-	return same < cfg->max_per_peer;
+	}
+	for (int i = 0; i < v.reclaim_peer; i++)
+		reclaim_oldest_locked(sctx, &k->peer_addr);
+	for (int i = 0; i < v.reclaim_any; i++)
+		reclaim_oldest_locked(sctx, NULL);
+	return true;
 }
 
 /* Register @p as @k's first contact; requires sctx->lock. */
@@ -164,7 +269,7 @@ int lgr_reserve(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr
 	int rc = -EUSERS;
 
 	pthread_mutex_lock(&sctx->lock);
-	if (caps_allow_locked(sctx, k->peer_addr, cfg)) {
+	if (caps_admit_locked(sctx, k, cfg)) {
 		pending_add_locked(sctx, k, p);
 		rc = 0;
 	}
@@ -184,7 +289,7 @@ int lgr_claim(struct smcr_ctx *sctx, const struct lgr_key *k, const struct lgr_c
 		rc = -ETIMEDOUT;
 	} else if (!*reuse) {
 		rc = -EUSERS;
-		if (caps_allow_locked(sctx, k->peer_addr, cfg)) {
+		if (caps_admit_locked(sctx, k, cfg)) {
 			pending_add_locked(sctx, k, p);
 			rc = 0;
 		}

@@ -71,6 +71,10 @@ struct smcr_ctx {
 	atomic_uint lgr_seq;   /* the last link group id handed out */
 	atomic_uint_least64_t lgrs_created;
 	atomic_int lgrs_open; /* created and not yet freed */
+	/* with lock: of those, reclaimed for a first contact (lgr_find.c) and
+	 * not yet freed by their progress thread: their places are taken */
+	int lgrs_leaving;
+	atomic_uint_least64_t lgrs_reclaimed; /* idle ones reclaimed at a full cap */
 	/* LLC messages over all link groups (smcr_llc.c): usmc_ctx_stats() */
 	atomic_uint_least64_t llc_sent, llc_received;
 
