@@ -240,6 +240,7 @@ int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *out,
 	st->llc_sent = atomic_load(&ctx->rdma.llc_sent);
 	st->llc_received = atomic_load(&ctx->rdma.llc_received);
 	smcr_ctx_engine_stats((struct smcr_ctx *)&ctx->rdma, &st->engine);
+	st->lgrs_reclaimed = atomic_load(&ctx->rdma.lgrs_reclaimed);
 	abi_fill(out, size, &full, sizeof(full));
 	return 0;
 }

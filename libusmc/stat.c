@@ -303,6 +303,7 @@ static void jw_process(struct jw *j, struct usmc_ctx *ctx, unsigned int index)
 	jw_ku64(j, "open_conns", cs.open_conns);
 	jw_ku64(j, "lgrs_created", cs.lgrs_created);
 	jw_ku64(j, "lgrs_open", cs.lgrs_open);
+	jw_ku64(j, "lgrs_reclaimed", cs.lgrs_reclaimed);
 	jw_close(j, '}');
 	jw_fallbacks(j, &ctx->modes);
 }

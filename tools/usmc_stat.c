@@ -353,10 +353,11 @@ static void print_human(const struct jv *s)
 		       jv_str(s, "kernel_compat_cgroup"));
 	printf("  connects=%" PRIu64 " accepts=%" PRIu64 " smcr=%" PRIu64 " fallbacks=%" PRIu64
 	       " hs_errors=%" PRIu64 " open_conns=%" PRIu64 " lgrs_created=%" PRIu64
-	       " lgrs_open=%" PRIu64 "\n",
+	       " lgrs_open=%" PRIu64 " lgrs_reclaimed=%" PRIu64 "\n",
 	       jv_u64(cnt, "connects"), jv_u64(cnt, "accepts"), jv_u64(cnt, "smcr"),
 	       jv_u64(cnt, "fallbacks"), jv_u64(cnt, "hs_errors"), jv_u64(cnt, "open_conns"),
-	       jv_u64(cnt, "lgrs_created"), jv_u64(cnt, "lgrs_open"));
+	       jv_u64(cnt, "lgrs_created"), jv_u64(cnt, "lgrs_open"),
+	       jv_u64(cnt, "lgrs_reclaimed"));
 	print_fallbacks("  ", jv_get(s, "fallback_reasons"));
 	arr = jv_get(s, "listeners");
 	for (size_t i = 0; arr && i < arr->n; i++) {

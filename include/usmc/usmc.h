@@ -336,6 +336,10 @@ struct usmc_ctx_stats {
 	uint64_t llc_received;
 	/* appended after 0.2: the SMC-R engine, all link groups ever */
 	struct usmc_engine_stats engine;
+	/* appended after engine: idle link groups freed before their time
+	 * because a new one needed their place (USMC_OPT_MAX_LGRS,
+	 * USMC_OPT_MAX_LGRS_PER_PEER full) */
+	uint64_t lgrs_reclaimed;
 };
 
 /**
