@@ -206,13 +206,19 @@ enum usmc_opt {
 	 * USMC_MAX_BUFS, default 255 (Linux SMC_RMBS_PER_LGR_MAX), range 1..255. */
 	USMC_OPT_MAX_BUFS,
 	/* SMC-R: link groups a context keeps at most, handshaking ones
-	 * included (each costs a thread, a QP and pinned buffers); past it a
-	 * new peer is declined (MEM) and falls back to TCP. Read at each
+	 * included (each costs a thread, a QP and pinned buffers). Incoming
+	 * first contacts still in their handshake hold at most half of it,
+	 * and leave its last eighth (at least 1) to the context's own
+	 * connects. At the cap the link group idle the longest is freed for
+	 * the new one (usmc_ctx_stats().lgrs_reclaimed); with none idle a new
+	 * peer is declined (MEM) and falls back to TCP. Read at each
 	 * handshake. Env USMC_MAX_LGRS, default 128, range 1..4096. */
 	USMC_OPT_MAX_LGRS,
 	/* SMC-R: link groups a context keeps at most with one peer IPv4
-	 * address (a peer can claim any number of system IDs). Env
-	 * USMC_MAX_LGRS_PER_PEER, default 8, range 1..4096. */
+	 * address (a peer can claim any number of system IDs), of which its
+	 * incoming first contacts still in their handshake hold at most half;
+	 * at the cap its link group idle the longest is freed for the new
+	 * one. Env USMC_MAX_LGRS_PER_PEER, default 8, range 1..4096. */
 	USMC_OPT_MAX_LGRS_PER_PEER,
 	/* Context: publish the context's state to the usmc-stat tool (0/1)
 	 * through an abstract UNIX socket "@usmc-stat/<pid>/<n>" served by
