@@ -31,7 +31,9 @@
 #include <unistd.h>
 
 #include "../common/pattern.h"
+#include "ctx.h"
 #include "hostile_peer.h"
+#include "lgr.h"
 #include "smcr_common.h"
 
 #define CAP	     8	  /* USMC_OPT_MAX_LGRS of the server context */
@@ -174,17 +176,30 @@ static bool fresh_client_smcr(const struct sockaddr_in *srv, const char *who)
 	return smcr;
 }
 
-/* Every connection of @ctx closed: its link groups can be idle. */
-static void await_no_conns(struct usmc_ctx *ctx)
+/* Every published link group of @ctx without connection and reference:
+ * idle, reclaimable (lgr_find.c). */
+static bool all_idle(struct usmc_ctx *ctx)
 {
-	struct usmc_ctx_stats st;
+	struct smcr_ctx *s = &ctx->rdma;
+	bool idle = true;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct lgr *l = s->lgrs; l; l = l->next) {
+		pthread_mutex_lock(&l->lock);
+		idle &= !l->nconns && !atomic_load(&l->refs) && l->idle_since_ms;
+		pthread_mutex_unlock(&l->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return idle;
+}
+
+static void await_idle(struct usmc_ctx *ctx)
+{
 	double t0 = mono_s();
 
-	do {
+	while (!all_idle(ctx) && mono_s() - t0 < IDLE_WAIT_MS / 1e3)
 		usleep(20000);
-		usmc_ctx_stats(ctx, &st);
-	} while (st.open_conns && mono_s() - t0 < IDLE_WAIT_MS / 1e3);
-	usleep(100000); /* its last reference goes after the close returns */
+	CHECK(all_idle(ctx), "a closed connection's link group not idle after %d ms", IDLE_WAIT_MS);
 }
 
 /* ---- closed: complete first contacts, closed at once ---- */
@@ -230,7 +245,7 @@ static void run_closed(void)
 	server_start(&s, "USMC_TEST_HOST_B", CAP);
 	for (int i = 0; i < CLOSED_N; i++) {
 		accepted += closed_first_contact(&lk[i], &c[i], &a, &s.addr);
-		await_no_conns(s.ctx);
+		await_idle(s.ctx);
 	}
 	honest = fresh_client_smcr(&s.addr, "honest client of host A, new context");
 	usleep(500000); /* the reclaimed ones are freed at their next tick */
