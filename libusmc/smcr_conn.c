@@ -79,10 +79,18 @@ static void sc_delete_rkey(struct lgr *lgr, uint32_t rkey)
  * is held: it may write what it could not before) or abort, or a dead link
  * group (the QP in error), rules that out: a connection we ended ourselves
  * (a protocol error, an expired close) may still be written by its peer.
+ * A held EOF we gave up on (smcr_rx.c sc_eof_give_locked()) ended on our
+ * clock, not on the peer's word: its close came while it was blocked, our
+ * question opened the whole window, and a Linux peer writes what it holds
+ * whenever its send path runs (net/smc/smc_tx.c smc_tx_sndbuf_nonempty(),
+ * maybe deferred to its tx work or release_sock()): a write in flight when
+ * our close leaves lands after we released the RMB. Only a CDC without
+ * write_blocked (wire/cdc_rx.c apply_hold(), which ends the hold before
+ * any give) says it had nothing more.
  */
-static bool sc_rmb_may_be_written(const struct smcr_conn *sc)
+bool sc_rmb_may_be_written(const struct smcr_conn *sc)
 {
-	return (!sc->rx.peer_closed || sc->rx.eof_held) && !sc->rx.peer_abort &&
+	return (!sc->rx.peer_closed || sc->rx.eof_held || sc->eof_given_up) && !sc->rx.peer_abort &&
 	       atomic_load(&sc->lgr->state) != LGR_DEAD;
 }
 

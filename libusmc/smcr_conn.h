@@ -139,6 +139,10 @@ struct smcr_conn {
 	long eof_asked_ms;     /* the held EOF's question went then (SMCR_EOF_HOLD_MS), 0 none */
 	long eof_first_ask_ms; /* the held EOF's first question went then (SMCR_EOF_SETTLE_MS) */
 	bool eof_empty;	       /* the barrier came back with nothing since the last question */
+	/* we gave the held EOF ourselves (its bound passed, or it settled),
+	 * not a CDC of the peer's that says it is no longer blocked: the
+	 * peer may still write what it holds (sc_rmb_may_be_written()) */
+	bool eof_given_up;
 
 	/* ---- the user's calls (smcr_ready.c sc_user_enter_locked()), with
 	 * lock: one reader and one writer at a time, as TCP's socket lock

@@ -41,6 +41,9 @@ void sc_tcp_release_locked(struct smcr_conn *sc);
 /* The handshake is over (established or discarded): drop its hold. A
  * discarded one may leave a flow of the peer's running: @churn. */
 void sc_hs_done(struct smcr_conn *sc, bool churn);
+/* Can the peer still RDMA-write into @sc's RMB? Then its release re-keys
+ * it (a late write must not land in the next connection's ring). */
+bool sc_rmb_may_be_written(const struct smcr_conn *sc);
 
 /* ---- readiness and waits (smcr_ready.c) ------------------------------ */
 

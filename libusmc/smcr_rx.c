@@ -79,6 +79,7 @@ void sc_eof_ask_locked(struct smcr_conn *sc)
 static void sc_eof_give_locked(struct smcr_conn *sc, const char *why)
 {
 	cdc_rx_hold_end(&sc->rx);
+	sc->eof_given_up = true;
 	usmc_log(sc->lgr->sctx->log, USMC_LOG_DEBUG,
 		 "connection %08x: held EOF given at %llu bytes: %s", sc->token,
 		 (unsigned long long)sc->rx.rx_prod, why);
