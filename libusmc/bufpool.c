@@ -16,27 +16,35 @@
 #include "treiber.h"
 
 #define CACHELINE 64
+/* Rounds of shrinking one growth may take while other growths take the
+ * room it made: past them it is refused (no livelock of two growths). */
+#define BUFPOOL_BUDGET_TRIES 8
 
 /*
  * One size class. The slab and the link array are allocated at pool creation
  * with room for max_bufs buffers and never move or get freed before
  * bufpool_destroy(): a Treiber pop may read the link of a slot another thread
- * has just claimed, and that read must be of valid memory.
+ * has just claimed, and that read must be of valid memory. A slot a shrink
+ * emptied (addr NULL) waits on the vacant stack for the next growth.
  */
 struct bufpool_class {
 	_Alignas(CACHELINE) struct treiber_stack free; /* own line: no false sharing */
 	struct bufpool_buf *slab;
 	_Atomic uint32_t *links;
-	uint32_t count;	    /* slots in use (free or claimed); under grow_lock */
+	uint32_t count;	  /* slots ever used (0..count-1); under grow_lock */
+	uint32_t live;	  /* of those, holding a buffer (free or claimed); under grow_lock */
+	uint32_t *vacant; /* emptied slots, nvacant of them; under grow_lock */
+	uint32_t nvacant;
 	atomic_uint in_use; /* claimed now (statistics only; no lock) */
 };
 
 struct bufpool {
 	struct bufpool_config cfg;
 	size_t page_size;
-	pthread_mutex_t grow_lock; /* serialises growth only */
-	uint32_t total;		   /* buffers over all classes; under grow_lock */
-	uint8_t *free_marks;	   /* teardown scratch, max_bufs entries */
+	pthread_mutex_t grow_lock;   /* serialises growth only */
+	uint32_t total;		     /* buffers over all classes; under grow_lock */
+	uint8_t *free_marks;	     /* teardown scratch, max_bufs entries */
+	struct bufpool *budget_next; /* cfg.budget's list, under its lock */
 	struct bufpool_class classes[SMC_BUF_CLASSES];
 };
 
@@ -71,6 +79,7 @@ static void bufpool_free_classes(struct bufpool *pool)
 	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
 		free(pool->classes[c].slab);
 		free(pool->classes[c].links);
+		free(pool->classes[c].vacant);
 	}
 	free(pool->free_marks);
 }
@@ -79,12 +88,13 @@ static int bufpool_init_class(struct bufpool_class *cls, uint32_t capacity)
 {
 	cls->slab = calloc(capacity, sizeof(*cls->slab));
 	cls->links = calloc(capacity, sizeof(*cls->links));
-	if (!cls->slab || !cls->links)
+	cls->vacant = calloc(capacity, sizeof(*cls->vacant));
+	if (!cls->slab || !cls->links || !cls->vacant)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < capacity; i++)
 		atomic_init(&cls->slab[i].owner, 0);
 	treiber_init(&cls->free, cls->links, capacity);
-	cls->count = 0;
+	cls->count = cls->live = cls->nvacant = 0;
 	atomic_init(&cls->in_use, 0);
 	return 0;
 }
@@ -117,6 +127,12 @@ struct bufpool *bufpool_create(const struct bufpool_config *cfg)
 			goto nomem;
 	if (pthread_mutex_init(&pool->grow_lock, NULL))
 		goto nomem;
+	if (cfg->budget) {
+		pthread_mutex_lock(&cfg->budget->lock);
+		pool->budget_next = cfg->budget->pools;
+		cfg->budget->pools = pool;
+		pthread_mutex_unlock(&cfg->budget->lock);
+	}
 	return pool;
 nomem:
 	bufpool_free_classes(pool);
@@ -163,15 +179,23 @@ static int bufpool_make_buf(struct bufpool *pool, struct bufpool_buf *buf, uint8
 	return 0;
 }
 
+/* The bytes a buffer of @class pins: whole pages, as the kernel counts. */
+static uint64_t bufpool_pinned_len(const struct bufpool *pool, uint8_t class)
+{
+	return round_up(bufpool_buf_len(pool, class), pool->page_size);
+}
+
 /*
- * Adds one buffer to a class and hands it straight to the caller (it never
- * goes on the free list, so no other thread can see it yet). Growth is rare
- * and may register memory, which is slow: a plain mutex is fine here and
- * keeps the limit and the slot numbering simple.
+ * Adds one buffer to a class, in an emptied slot if there is one, and hands
+ * it straight to the caller (it never goes on the free list, so no other
+ * thread can see it yet). Growth is rare and may register memory, which is
+ * slow: a plain mutex is fine here and keeps the limit and the slot
+ * numbering simple.
  */
-static int bufpool_grow(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
+static int bufpool_grow_once(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
 {
 	struct bufpool_class *cls = &pool->classes[class];
+	uint32_t idx;
 	int rc;
 
 	pthread_mutex_lock(&pool->grow_lock);
@@ -179,14 +203,82 @@ static int bufpool_grow(struct bufpool *pool, uint8_t class, struct bufpool_buf 
 		rc = -ENOBUFS;
 		goto out;
 	}
-	rc = bufpool_make_buf(pool, &cls->slab[cls->count], class, cls->count);
+	idx = cls->nvacant ? cls->vacant[cls->nvacant - 1] : cls->count;
+	rc = bufpool_make_buf(pool, &cls->slab[idx], class, idx);
 	if (rc)
 		goto out;
-	*out = &cls->slab[cls->count];
-	cls->count++;
+	*out = &cls->slab[idx];
+	if (cls->nvacant)
+		cls->nvacant--;
+	else
+		cls->count++;
+	cls->live++;
 	pool->total++;
 out:
 	pthread_mutex_unlock(&pool->grow_lock);
+	return rc;
+}
+
+static bool bufpool_full(struct bufpool *pool)
+{
+	bool full;
+
+	pthread_mutex_lock(&pool->grow_lock);
+	full = pool->total >= pool->cfg.max_bufs;
+	pthread_mutex_unlock(&pool->grow_lock);
+	return full;
+}
+
+/* Counts @bytes into @b if they fit, shrinking the pools to make room;
+ * -ENOMEM if they do not. */
+static int budget_take(struct bufpool_budget *b, uint64_t bytes)
+{
+	uint64_t cur = atomic_load(&b->pinned);
+
+	for (int tries = 0; tries <= BUFPOOL_BUDGET_TRIES;) {
+		uint64_t max = atomic_load(&b->max);
+
+		if (!max || cur + bytes <= max) {
+			if (atomic_compare_exchange_weak(&b->pinned, &cur, cur + bytes))
+				return 0;
+			continue;
+		}
+		if (tries++ == BUFPOOL_BUDGET_TRIES || !bufpool_budget_shrink(b, cur + bytes - max))
+			break;
+		cur = atomic_load(&b->pinned);
+	}
+	atomic_fetch_add(&b->refused, 1);
+	return -ENOMEM;
+}
+
+/*
+ * bufpool_grow_once() within the pool's budget: the bytes are counted
+ * before the registration, so that growths racing each other never pass
+ * the budget together, and given back if it fails. A full pool is told
+ * first: shrinking others would not help it.
+ */
+static int bufpool_grow(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
+{
+	struct bufpool_budget *b = pool->cfg.budget;
+	uint64_t bytes = bufpool_pinned_len(pool, class);
+	int rc;
+
+	if (!b)
+		return bufpool_grow_once(pool, class, out);
+	if (bufpool_full(pool))
+		return -ENOBUFS;
+	rc = budget_take(b, bytes);
+	if (rc)
+		return rc;
+	rc = bufpool_grow_once(pool, class, out);
+	/* the kernel's limit: free buffers of ours hold some of it */
+	if (rc == -ENOMEM && bufpool_budget_shrink(b, bytes))
+		rc = bufpool_grow_once(pool, class, out);
+	if (rc) {
+		atomic_fetch_sub(&b->pinned, bytes);
+		if (rc == -ENOMEM)
+			atomic_fetch_add(&b->refused, 1);
+	}
 	return rc;
 }
 
@@ -240,7 +332,7 @@ void bufpool_usage(struct bufpool *pool, struct bufpool_class_usage out[SMC_BUF_
 {
 	pthread_mutex_lock(&pool->grow_lock);
 	for (int c = 0; c < SMC_BUF_CLASSES; c++)
-		out[c].total = pool->classes[c].count;
+		out[c].total = pool->classes[c].live;
 	pthread_mutex_unlock(&pool->grow_lock);
 	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
 		uint32_t n = atomic_load_explicit(&pool->classes[c].in_use, memory_order_relaxed);
@@ -258,7 +350,7 @@ uint32_t bufpool_class_count(struct bufpool *pool, uint8_t class)
 	if (class > SMC_BUF_CLASS_MAX)
 		return 0;
 	pthread_mutex_lock(&pool->grow_lock);
-	n = pool->classes[class].count;
+	n = pool->classes[class].live;
 	pthread_mutex_unlock(&pool->grow_lock);
 	return n;
 }
@@ -278,6 +370,8 @@ void bufpool_for_each_busy(struct bufpool *pool, void (*fn)(struct bufpool_buf *
 
 		memset(pool->free_marks, 0, cls->count);
 		treiber_for_each_quiescent(&cls->free, bufpool_mark_free, pool->free_marks);
+		for (uint32_t i = 0; i < cls->nvacant; i++)
+			pool->free_marks[cls->vacant[i]] = 1; /* no buffer at all */
 		for (uint32_t i = 0; i < cls->count; i++)
 			if (!pool->free_marks[i])
 				fn(&cls->slab[i], arg);
@@ -321,23 +415,116 @@ int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf)
 	return 0;
 }
 
+/* Out of its budget's list: no shrink reaches it any more. */
+static void bufpool_budget_unlink(struct bufpool *pool)
+{
+	struct bufpool_budget *b = pool->cfg.budget;
+
+	pthread_mutex_lock(&b->lock);
+	for (struct bufpool **pp = &b->pools; *pp; pp = &(*pp)->budget_next)
+		if (*pp == pool) {
+			*pp = pool->budget_next;
+			break;
+		}
+	pthread_mutex_unlock(&b->lock);
+}
+
 uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *rep)
 {
 	struct bufpool_teardown_report local = {0};
+	uint64_t pinned = 0;
 
 	if (!pool)
 		return 0;
+	if (pool->cfg.budget)
+		bufpool_budget_unlink(pool);
 	bufpool_for_each_busy(pool, bufpool_count_busy, &local.busy);
 	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
 		struct bufpool_class *cls = &pool->classes[c];
 
-		for (uint32_t i = 0; i < cls->count; i++)
+		for (uint32_t i = 0; i < cls->count; i++) {
+			if (!cls->slab[i].addr)
+				continue; /* emptied by a shrink */
+			pinned += round_up(cls->slab[i].len, pool->page_size);
 			bufpool_unmake_buf(pool, &cls->slab[i], &local);
+		}
 	}
+	if (pool->cfg.budget)
+		atomic_fetch_sub(&pool->cfg.budget->pinned, pinned);
 	pthread_mutex_destroy(&pool->grow_lock);
 	bufpool_free_classes(pool);
 	free(pool);
 	if (rep)
 		*rep = local;
 	return local.busy;
+}
+
+/* ---- a budget of registered memory ----------------------------------- */
+
+void bufpool_budget_init(struct bufpool_budget *b, uint64_t max)
+{
+	atomic_init(&b->pinned, 0);
+	atomic_init(&b->max, max);
+	atomic_init(&b->shrinks, 0);
+	atomic_init(&b->refused, 0);
+	pthread_mutex_init(&b->lock, NULL);
+	b->pools = NULL;
+}
+
+void bufpool_budget_fini(struct bufpool_budget *b)
+{
+	assert(!b->pools);
+	pthread_mutex_destroy(&b->lock);
+}
+
+/*
+ * Deregister and unmap free buffers of one class of @pool until @bytes are
+ * freed or its free list is empty; returns the bytes freed. A popped buffer
+ * is the shrink's alone (as a claim's): its slot is emptied under the grow
+ * lock, for the next growth. An RMB the peer holds the rkey of is told
+ * first (cfg.dropped): the peer's table of our rkeys must not fill up with
+ * dead ones (Linux's has 255 entries, net/smc/smc_core.c smc_rtoken_add()).
+ * Requires the budget's lock.
+ */
+static uint64_t bufpool_shrink_class(struct bufpool *pool, uint8_t class, uint64_t bytes)
+{
+	struct bufpool_class *cls = &pool->classes[class];
+	struct bufpool_budget *b = pool->cfg.budget;
+	struct bufpool_teardown_report ignored = {0};
+	uint64_t freed = 0;
+	uint32_t idx;
+
+	while (freed < bytes && treiber_pop(&cls->free, &idx)) {
+		struct bufpool_buf *buf = &cls->slab[idx];
+		uint64_t len = round_up(buf->len, pool->page_size);
+
+		if (buf->rkey_confirmed && pool->cfg.dropped)
+			pool->cfg.dropped(pool->cfg.dropped_arg, buf);
+		/* a dereg failure leaves a registration behind, not a buffer */
+		bufpool_unmake_buf(pool, buf, &ignored);
+		pthread_mutex_lock(&pool->grow_lock);
+		buf->addr = NULL;
+		buf->rkey_confirmed = false;
+		cls->vacant[cls->nvacant++] = idx;
+		cls->live--;
+		pool->total--;
+		pthread_mutex_unlock(&pool->grow_lock);
+		atomic_fetch_sub(&b->pinned, len);
+		atomic_fetch_add(&b->shrinks, 1);
+		freed += len;
+	}
+	return freed;
+}
+
+uint64_t bufpool_budget_shrink(struct bufpool_budget *b, uint64_t bytes)
+{
+	uint64_t freed = 0;
+
+	pthread_mutex_lock(&b->lock);
+	/* the largest first: fewest deregistrations for the room */
+	for (int c = SMC_BUF_CLASS_MAX; c >= 0 && freed < bytes; c--)
+		for (struct bufpool *p = b->pools; p && freed < bytes; p = p->budget_next)
+			freed += bufpool_shrink_class(p, (uint8_t)c, bytes - freed);
+	pthread_mutex_unlock(&b->lock);
+	return freed;
 }

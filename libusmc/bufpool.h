@@ -4,18 +4,26 @@
  * buffers, one free list per size class (net/smc/smc_core.c __smc_buf_create(),
  * smc_compress_bufsize(); docs/buffers.md).
  *
- * A buffer is allocated and registered once, the first time its class has no
- * free buffer, and then stays allocated and registered until the pool is
- * destroyed; claiming and releasing it afterwards is O(1) and lock-free (a
- * Treiber stack per class, see treiber.h). Only growing a class takes a lock.
+ * A buffer is allocated and registered once, the first time its class has
+ * no free buffer, and then stays allocated and registered until the pool
+ * is destroyed (or a budget's shrink takes it off the free list); claiming
+ * and releasing it afterwards is O(1) and lock-free (a Treiber stack per
+ * class, see treiber.h). Only growing a class takes a lock.
+ *
+ * Pools may share a budget of registered memory (struct bufpool_budget):
+ * then a growth that would pass it first deregisters free buffers of the
+ * pools that share it, and only then is refused.
  *
  * Thread safety: bufpool_claim*() and bufpool_release() may be called from
  * any number of threads concurrently. bufpool_create() and bufpool_destroy()
- * may not race with anything (see bufpool_destroy()).
+ * may not race with anything on the same pool (see bufpool_destroy()); a
+ * shrink of a shared budget may run on any of its pools concurrently with
+ * their claims and releases.
  */
 #ifndef USMC_BUFPOOL_H
 #define USMC_BUFPOOL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -85,6 +93,42 @@ struct bufpool_buf {
 	struct bufpool_mr mr;
 };
 
+struct bufpool;
+
+/*
+ * A budget of registered memory that pools share (a context's:
+ * USMC_OPT_REG_MEM_MAX). Registered memory is pinned and counted against
+ * RLIMIT_MEMLOCK (drivers/infiniband/core/umem.c ib_umem_get()), and a pool
+ * keeps its free buffers registered, for ten minutes after a link group's
+ * last close (USMC_OPT_LGR_IDLE_MS). So a growth that would take the pools
+ * past @max first deregisters free buffers of any pool that shares the
+ * budget, largest classes first, and is refused (-ENOMEM) only if that does
+ * not make room; a registration the hook refuses with -ENOMEM (the kernel's
+ * limit, which also counts what no pool holds: queues, receive buffers) is
+ * tried once more after the same shrink. Counts are in bytes of whole
+ * pages, as the kernel counts.
+ */
+struct bufpool_budget {
+	_Atomic uint64_t pinned;  /* bytes registered now by the pools */
+	_Atomic uint64_t max;	  /* 0: no cap of ours */
+	_Atomic uint64_t shrinks; /* free buffers deregistered to make room */
+	_Atomic uint64_t refused; /* registrations refused: no room made */
+	/* protects pools; taken before a pool's grow lock, never under one */
+	pthread_mutex_t lock;
+	struct bufpool *pools; /* that share it (bufpool_create() links them) */
+};
+
+void bufpool_budget_init(struct bufpool_budget *b, uint64_t max);
+/* After every pool that shares it is destroyed. */
+void bufpool_budget_fini(struct bufpool_budget *b);
+/*
+ * bufpool_budget_shrink() - deregister free buffers of @b's pools until
+ * @bytes are freed or none is left; returns the bytes freed. Lock-free
+ * against the pools' claims and releases (a buffer popped off a free list
+ * is the shrink's alone); takes @b's lock and each pool's grow lock in turn.
+ */
+uint64_t bufpool_budget_shrink(struct bufpool_budget *b, uint64_t bytes);
+
 struct bufpool_config {
 	enum bufpool_kind kind;
 	/* Most buffers over all classes; 0 = SMC_RMBS_PER_LGR_MAX. A higher value
@@ -96,9 +140,15 @@ struct bufpool_config {
 	size_t buf_bytes;
 	const struct bufpool_reg_ops *ops;
 	void *ops_ctx;
+	/* The budget its registrations count against; NULL: none. */
+	struct bufpool_budget *budget;
+	/* A shrink is about to deregister a free RMB whose rkey the peer
+	 * holds (rkey_confirmed): tell the peer to forget it. NULL: nobody to
+	 * tell. Runs in the thread that needed the room, under the budget's
+	 * lock: it may not claim from or release to any pool. */
+	void (*dropped)(void *arg, const struct bufpool_buf *buf);
+	void *dropped_arg;
 };
-
-struct bufpool;
 
 /* Creates an empty pool; NULL with errno set on failure. */
 struct bufpool *bufpool_create(const struct bufpool_config *cfg);
@@ -108,8 +158,10 @@ struct bufpool *bufpool_create(const struct bufpool_config *cfg);
  * 512 MiB get class 15, as in Linux) or, if that class has no free buffer and
  * cannot grow, of the next smaller class that has or can (down to class 0), as
  * Linux does. Returns 0 and *out, or the error of the last class tried:
- * -ENOBUFS (max_bufs reached), -ENOMEM, or the hook's error. Lock-free when
- * a free buffer exists; takes the pool's grow lock otherwise.
+ * -ENOBUFS (max_bufs reached), -ENOMEM (also: no room in the budget even
+ * after shrinking), or the hook's error. Lock-free when a free buffer
+ * exists; takes the pool's grow lock otherwise (and, to grow within a
+ * budget, the budget's lock and other pools' grow locks, never together).
  */
 int bufpool_claim(struct bufpool *pool, size_t size, struct bufpool_buf **out);
 int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf **out);
@@ -171,7 +223,8 @@ void bufpool_for_each_busy(struct bufpool *pool, void (*fn)(struct bufpool_buf *
  * group is unreachable and its connections are gone) and that the peer can
  * no longer write into RMBs. Buffers still claimed are freed too (their
  * holders must not touch them again); their number is reported in rep
- * (may be NULL) and returned: 0 is the only correct outcome.
+ * (may be NULL) and returned: 0 is the only correct outcome. The pool
+ * leaves its budget first (no shrink reaches it), and its bytes with it.
  */
 uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *rep);
 
