@@ -58,13 +58,9 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	return 0;
 }
 
-/*
- * Tell the peer to forget @rkey of our RMB, as Linux does when it frees one
- * (net/smc/smc_core.c smcr_buf_unuse() -> smc_llc_do_delete_rkey()). Not
- * waited for: this may run in the progress thread, which delivers the
- * answer.
- */
-static void sc_delete_rkey(struct lgr *lgr, uint32_t rkey)
+/* Not waited for: this may run in the progress thread, which delivers the
+ * answer. */
+void smcr_rkey_forget(struct lgr *lgr, uint32_t rkey)
 {
 	struct llc_msg m = {.version = LLC_V2, .type = LLC_DELETE_RKEY};
 
@@ -119,7 +115,7 @@ static void sc_rmb_release(struct smcr_conn *sc)
 
 	if (!sc_rmb_may_be_written(sc)) {
 		if (held && !sc_keep_rkey(sc->lgr)) {
-			sc_delete_rkey(sc->lgr, rmb->rkey);
+			smcr_rkey_forget(sc->lgr, rmb->rkey);
 			rmb->rkey_confirmed = false;
 		}
 		/* the peer wrote the ring from offset 0 as its CDCs announced:
@@ -133,7 +129,7 @@ static void sc_rmb_release(struct smcr_conn *sc)
 	 * a buffer it may still write gets a new rkey first (the old one
 	 * deleted at the peer, the new one confirmed at its next use) */
 	if (held)
-		sc_delete_rkey(sc->lgr, rmb->rkey);
+		smcr_rkey_forget(sc->lgr, rmb->rkey);
 	if (!bufpool_rekey(sc->lgr->rmbs, rmb))
 		bufpool_release(sc->lgr->rmbs, rmb);
 }

@@ -190,6 +190,13 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 void smcr_conn_put(struct smcr_conn *sc);
 /* Undo smcr_conn_new() of a handshake that failed: out of the table, freed. */
 void smcr_conn_discard(struct smcr_conn *sc);
+/*
+ * smcr_rkey_forget() - tell the peer of @lgr to forget @rkey of our RMB
+ * (DELETE_RKEY, on an active link group), as Linux does when it frees one
+ * (net/smc/smc_core.c smcr_buf_unuse() -> smc_llc_do_delete_rkey()). The
+ * caller holds a reference on @lgr.
+ */
+void smcr_rkey_forget(struct lgr *lgr, uint32_t rkey);
 /* The peer's RMB, from its CLC message; applies a CDC that came first. */
 void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer);
 /* The handshake is done: watch @tcp_fd for the peer's death (from
