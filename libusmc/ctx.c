@@ -58,6 +58,7 @@ int usmc_ctx_create_env(struct usmc_ctx **out, const char *const *env)
 	if (rc)
 		goto err_log;
 	ctx->rdma.log = &ctx->log;
+	smcr_ctx_regmem_apply(&ctx->rdma, ctx->opts.v[USMC_OPT_REG_MEM_MAX]);
 	rc = smcr_dev_discover(&ctx->devs, &ctx->ndevs);
 	if (rc)
 		goto err_log;
@@ -163,6 +164,8 @@ int usmc_ctx_setopt(struct usmc_ctx *ctx, enum usmc_opt opt, long value)
 	rc = opts_set_locked(&ctx->opts, &ctx->lock, opt, value);
 	if (!rc && opt == USMC_OPT_STAT)
 		ctx_stat_apply(ctx, value != 0);
+	if (!rc && opt == USMC_OPT_REG_MEM_MAX)
+		smcr_ctx_regmem_apply(&ctx->rdma, value);
 	return rc;
 }
 

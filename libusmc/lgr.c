@@ -104,10 +104,12 @@ static int lgr_pools(struct lgr *lgr)
 				     .ops = &bufpool_verbs_hooks,
 				     .ops_ctx = lgr->lnk[LGR_FIRST_LINK].pd};
 
+	smcr_ctx_pool_config(lgr->sctx, lgr, &cfg); /* USMC_OPT_REG_MEM_MAX */
 	lgr->rmbs = bufpool_create(&cfg);
 	if (!lgr->rmbs)
 		return -errno;
 	cfg.kind = BUFPOOL_SNDBUF;
+	smcr_ctx_pool_config(lgr->sctx, lgr, &cfg);
 	lgr->sndbufs = bufpool_create(&cfg);
 	return lgr->sndbufs ? 0 : -errno;
 }

@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT
 /* Per-context SMC-R state (smcr_ctx.h). */
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "env.h"
 #include "lgr.h"
+#include "smcr_conn.h"
 #include "smcr_ctx.h"
 
 int smcr_ueid_pad(const char *in, uint8_t out[SMCR_UEID_LEN])
@@ -47,6 +52,7 @@ int smcr_ctx_init(struct smcr_ctx *s, const char *const *env)
 	pthread_mutex_init(&s->dev_lock, NULL);
 	pthread_mutex_init(&s->ueid_lock, NULL);
 	pthread_mutex_init(&s->watch_lock, NULL);
+	bufpool_budget_init(&s->regmem, 0); /* the caller applies the option */
 	/*
 	 * Every independent stack needs its own system ID, or peers would mix
 	 * up link groups of different processes (RFC 7609 3.3.1). Linux uses 2
@@ -65,6 +71,7 @@ void smcr_ctx_fini(struct smcr_ctx *s)
 {
 	lgr_destroy_all(s);
 	pthread_mutex_destroy(&s->watch_lock);
+	bufpool_budget_fini(&s->regmem);
 	pthread_mutex_destroy(&s->ueid_lock);
 	pthread_mutex_destroy(&s->dev_lock);
 	pthread_cond_destroy(&s->lgrs_cond);
@@ -160,4 +167,72 @@ void smcr_ctx_ueid(struct smcr_ctx *s, uint8_t out[SMCR_UEID_LEN])
 	pthread_mutex_lock(&s->ueid_lock);
 	memcpy(out, s->ueid, SMCR_UEID_LEN);
 	pthread_mutex_unlock(&s->ueid_lock);
+}
+
+/* ---- registered memory (USMC_OPT_REG_MEM_MAX) ------------------------ */
+
+/* The kernel pins for this process without limit: CAP_IPC_LOCK
+ * (drivers/infiniband/core/umem.c ib_umem_get() checks it with the limit). */
+static bool smcr_pins_unlimited(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d))
+		return false;
+	return d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK);
+}
+
+/* The budget in bytes that USMC_OPT_REG_MEM_MAX @opt stands for, 0: none. */
+static uint64_t smcr_regmem_max(long opt)
+{
+	struct rlimit rl;
+
+	if (opt)
+		return opt > 0 ? (uint64_t)opt : 0;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || smcr_pins_unlimited())
+		return 0;
+	return rl.rlim_cur;
+}
+
+void smcr_ctx_regmem_apply(struct smcr_ctx *s, long opt)
+{
+	uint64_t max = smcr_regmem_max(opt), pinned;
+
+	atomic_store(&s->regmem.max, max);
+	pinned = atomic_load(&s->regmem.pinned);
+	if (max && pinned > max)
+		bufpool_budget_shrink(&s->regmem, pinned - max);
+}
+
+/*
+ * A shrink is about to deregister a free RMB of link group @arg whose rkey
+ * its peer holds: the peer forgets it, or its table of our rkeys fills up
+ * with dead ones (smcr_conn.c sc_keep_rkey()). The link group may be idle
+ * (no reference) and on its way out: told only while still published,
+ * under a reference taken there (lgr.h: from 0 only under our lock).
+ */
+static void smcr_pool_dropped(void *arg, const struct bufpool_buf *rmb)
+{
+	struct lgr *lgr = arg;
+	struct smcr_ctx *s = lgr->sctx;
+	bool found = false;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct lgr *l = s->lgrs; l && !found; l = l->next)
+		found = l == lgr;
+	if (found)
+		lgr_get(lgr);
+	pthread_mutex_unlock(&s->lock);
+	if (!found)
+		return;
+	smcr_rkey_forget(lgr, rmb->rkey);
+	lgr_put(lgr);
+}
+
+void smcr_ctx_pool_config(struct smcr_ctx *s, struct lgr *lgr, struct bufpool_config *cfg)
+{
+	cfg->budget = &s->regmem;
+	cfg->dropped = cfg->kind == BUFPOOL_RMB ? smcr_pool_dropped : NULL; /* no rkey */
+	cfg->dropped_arg = lgr;
 }

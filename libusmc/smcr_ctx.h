@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "bufpool.h"
 #include "eng_stats.h"
 #include "smcr_dev.h"
 
@@ -77,6 +78,9 @@ struct smcr_ctx {
 	atomic_uint_least64_t lgrs_reclaimed; /* idle ones reclaimed at a full cap */
 	/* LLC messages over all link groups (smcr_llc.c): usmc_ctx_stats() */
 	atomic_uint_least64_t llc_sent, llc_received;
+	/* the registered memory of all its link groups' pools
+	 * (USMC_OPT_REG_MEM_MAX; smcr_ctx_pool_config()) */
+	struct bufpool_budget regmem;
 
 	/* last device lookups (address -> port/GID), so that a PROPOSAL leaves
 	 * right after the connect instead of after a GID table scan */
@@ -106,6 +110,17 @@ unsigned int smcr_ctx_hs_events(struct smcr_ctx *s);
 void smcr_ctx_hs_event(struct smcr_ctx *s);
 void smcr_ctx_hs_watch(struct smcr_ctx *s, struct smcr_hs_watch *w);
 void smcr_ctx_hs_unwatch(struct smcr_ctx *s, struct smcr_hs_watch *w);
+
+/*
+ * smcr_ctx_regmem_apply() - the budget of registered memory from
+ * USMC_OPT_REG_MEM_MAX @opt (0: RLIMIT_MEMLOCK's soft limit, unless the
+ * kernel pins without one; -1: none); free buffers beyond a lowered budget
+ * are deregistered at once.
+ */
+void smcr_ctx_regmem_apply(struct smcr_ctx *s, long opt);
+/* The budget the link group @lgr's pools (@cfg) count against, and who
+ * tells its peer about an RMB a shrink takes (DELETE_RKEY). */
+void smcr_ctx_pool_config(struct smcr_ctx *s, struct lgr *lgr, struct bufpool_config *cfg);
 
 /* The engine counters of every link group @s ever had, added into @out. */
 void smcr_ctx_engine_stats(struct smcr_ctx *s, struct usmc_engine_stats *out);

@@ -242,6 +242,20 @@ enum usmc_opt {
 	 * sleeps at once, for machines whose CPUs are all taken. Read when a
 	 * link group is created. Env USMC_SPIN, default 1. */
 	USMC_OPT_SPIN,
+	/* Context: bytes of SMC-R buffers (RMBs and send buffers) the context
+	 * keeps registered with its devices at most, over all its link groups.
+	 * Registered memory is pinned (counted against RLIMIT_MEMLOCK) and a
+	 * link group keeps its free buffers registered while it lingers
+	 * (USMC_OPT_LGR_IDLE_MS): a new buffer past the budget first
+	 * deregisters free buffers of any link group, and only if that makes
+	 * no room is the handshake declined (USMC_REASON_MEM; so is one the
+	 * kernel's own limit refuses, after the same shrink). 0 = the soft
+	 * RLIMIT_MEMLOCK when usmc_ctx_create() or usmc_ctx_setopt() runs, or
+	 * no cap if it is unlimited or the process has CAP_IPC_LOCK (the
+	 * kernel then pins without limit); -1 = no cap. Lowering it frees
+	 * free buffers at once (docs/buffers.md). Env USMC_REG_MEM_MAX (not
+	 * read by a privileged process), default 0, range -1..LONG_MAX. */
+	USMC_OPT_REG_MEM_MAX,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
