@@ -242,6 +242,10 @@ int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *out,
 	st->lgrs_open = (uint64_t)atomic_load(&ctx->rdma.lgrs_open);
 	st->llc_sent = atomic_load(&ctx->rdma.llc_sent);
 	st->llc_received = atomic_load(&ctx->rdma.llc_received);
+	st->pinned_bytes = atomic_load(&ctx->rdma.regmem.pinned);
+	st->pinned_max = atomic_load(&ctx->rdma.regmem.max);
+	st->pool_shrinks = atomic_load(&ctx->rdma.regmem.shrinks);
+	st->pinned_refused = atomic_load(&ctx->rdma.regmem.refused);
 	smcr_ctx_engine_stats((struct smcr_ctx *)&ctx->rdma, &st->engine);
 	st->lgrs_reclaimed = atomic_load(&ctx->rdma.lgrs_reclaimed);
 	abi_fill(out, size, &full, sizeof(full));

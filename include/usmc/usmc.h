@@ -253,8 +253,9 @@ enum usmc_opt {
 	 * RLIMIT_MEMLOCK when usmc_ctx_create() or usmc_ctx_setopt() runs, or
 	 * no cap if it is unlimited or the process has CAP_IPC_LOCK (the
 	 * kernel then pins without limit); -1 = no cap. Lowering it frees
-	 * free buffers at once (docs/buffers.md). Env USMC_REG_MEM_MAX (not
-	 * read by a privileged process), default 0, range -1..LONG_MAX. */
+	 * free buffers at once (docs/buffers.md); the bytes pinned now:
+	 * usmc_ctx_stats().pinned_bytes. Env USMC_REG_MEM_MAX (not read by a
+	 * privileged process), default 0, range -1..LONG_MAX. */
 	USMC_OPT_REG_MEM_MAX,
 	USMC_OPT_COUNT_ /* not an option */
 };
@@ -360,6 +361,12 @@ struct usmc_ctx_stats {
 	 * because a new one needed their place (USMC_OPT_MAX_LGRS,
 	 * USMC_OPT_MAX_LGRS_PER_PEER full) */
 	uint64_t lgrs_reclaimed;
+	/* appended after lgrs_reclaimed: registered (pinned) buffer memory
+	 * (USMC_OPT_REG_MEM_MAX) */
+	uint64_t pinned_bytes;	 /* bytes of buffers registered now */
+	uint64_t pinned_max;	 /* the budget in force, 0: no cap */
+	uint64_t pool_shrinks;	 /* free buffers deregistered to make room */
+	uint64_t pinned_refused; /* buffer registrations refused for want of room */
 };
 
 /**
