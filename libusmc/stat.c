@@ -304,6 +304,10 @@ static void jw_process(struct jw *j, struct usmc_ctx *ctx, unsigned int index)
 	jw_ku64(j, "lgrs_created", cs.lgrs_created);
 	jw_ku64(j, "lgrs_open", cs.lgrs_open);
 	jw_ku64(j, "lgrs_reclaimed", cs.lgrs_reclaimed);
+	jw_ku64(j, "pinned_bytes", cs.pinned_bytes);
+	jw_ku64(j, "pinned_max", cs.pinned_max);
+	jw_ku64(j, "pool_shrinks", cs.pool_shrinks);
+	jw_ku64(j, "pinned_refused", cs.pinned_refused);
 	jw_close(j, '}');
 	jw_fallbacks(j, &ctx->modes);
 }

@@ -25,7 +25,8 @@ BOOL = "bool"
 
 COUNTERS = {k: U64 for k in ("connects", "accepts", "smcr", "fallbacks", "hs_errors",
                              "open_conns", "lgrs_created", "lgrs_open",
-                             "lgrs_reclaimed")}
+                             "lgrs_reclaimed", "pinned_bytes", "pinned_max",
+                             "pool_shrinks", "pinned_refused")}
 FALLBACK = {"name": STR, "code": STR, "count": U64}
 DEVICE = {"name": STR, "port": INT, "netdev": STR, "gid_index": INT}
 LISTENER_COUNTERS = {k: U64 for k in (

@@ -341,6 +341,23 @@ static void print_pool(const char *name, const struct jv *arr)
 		       jv_u64(arr->items[i], "free"));
 }
 
+/* The registered buffer memory (USMC_OPT_REG_MEM_MAX): a publisher older
+ * than these counters sends none, and shows no line. */
+static void print_pinned(const struct jv *cnt)
+{
+	uint64_t max = jv_u64(cnt, "pinned_max");
+
+	if (!jv_get(cnt, "pinned_bytes"))
+		return;
+	printf("  pinned=%" PRIu64 "K max=", jv_u64(cnt, "pinned_bytes") / 1024);
+	if (max)
+		printf("%" PRIu64 "K", max / 1024);
+	else
+		printf("none");
+	printf(" pool_shrinks=%" PRIu64 " pinned_refused=%" PRIu64 "\n",
+	       jv_u64(cnt, "pool_shrinks"), jv_u64(cnt, "pinned_refused"));
+}
+
 static void print_human(const struct jv *s)
 {
 	const struct jv *cnt = jv_get(s, "counters"), *arr;
@@ -358,6 +375,7 @@ static void print_human(const struct jv *s)
 	       jv_u64(cnt, "fallbacks"), jv_u64(cnt, "hs_errors"), jv_u64(cnt, "open_conns"),
 	       jv_u64(cnt, "lgrs_created"), jv_u64(cnt, "lgrs_open"),
 	       jv_u64(cnt, "lgrs_reclaimed"));
+	print_pinned(cnt);
 	print_fallbacks("  ", jv_get(s, "fallback_reasons"));
 	arr = jv_get(s, "listeners");
 	for (size_t i = 0; arr && i < arr->n; i++) {
