@@ -14,6 +14,10 @@
  *   testlink   an idle link is tested and answered; the connection lives on
  *   idle       an idle link group is freed after USMC_OPT_LGR_IDLE_MS
  *   nobufs     the server is out of RMBs: DECLINE, TCP, data still flows
+ *   regmem     the server's budget of registered memory (USMC_OPT_REG_MEM_MAX)
+ *              holds one connection's buffers: the next, with a larger RMB,
+ *              runs SMC-R in the room the idle ones made (shrunk, never past
+ *              the budget)
  *   linger     close with unsent data: the peer still reads all of it, then EOF
  *   lingerlong the same with a reader that starts after the linger ended:
  *              the close returns after the linger, the rest and the close
@@ -953,6 +957,65 @@ static void run_nobufs(void)
 	CHECK(!usmc_close(c1) && !usmc_close(s1) && !usmc_close(c2) && !usmc_close(s2), "close");
 }
 
+/* ---- server within its budget of registered memory ---- */
+
+#define REGMEM_BUF     65536L
+#define REGMEM_WAIT_MS 5000
+#define REGMEM_BIG_RMB (2 * REGMEM_BUF)
+#define REGMEM_BUDGET  (REGMEM_BIG_RMB + REGMEM_BUF) /* the second connection's */
+
+/* The server's pools hold no claimed buffer (its connections fully gone). */
+static bool regmem_server_idle(void)
+{
+	struct lgr_info info;
+	uint32_t busy = 0;
+
+	if (lgr_info_all(&cs->rdma, &info, 1) != 1)
+		return false;
+	for (int c = 0; c < SMC_BUF_CLASSES; c++)
+		busy += info.rmbs[c].in_use + info.sndbufs[c].in_use;
+	return !busy;
+}
+
+static void run_regmem(void)
+{
+	struct usmc_conn *c, *s;
+	struct usmc_ctx_stats st;
+	char buf[4];
+	long waited = 0;
+
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_REG_MEM_MAX, REGMEM_BUDGET), "setopt REG_MEM_MAX");
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_RMB_SIZE, REGMEM_BUF), "setopt RMB_SIZE");
+	c = connect_b(cc);
+	s = accept_one();
+	expect_smcr(c, "client 1");
+	CHECK(!usmc_close(c) && !usmc_close(s), "close 1");
+	while (!regmem_server_idle() && waited < REGMEM_WAIT_MS) {
+		usleep(10000);
+		waited += 10;
+	}
+	CHECK(waited < REGMEM_WAIT_MS, "the server's first connection still holds its buffers");
+	usmc_ctx_stats(cs, &st);
+	CHECK(st.pinned_bytes == 2 * REGMEM_BUF && !st.pool_shrinks,
+	      "pinned %llu shrinks %llu after one connection", (unsigned long long)st.pinned_bytes,
+	      (unsigned long long)st.pool_shrinks);
+	/* a larger RMB does not fit beside the idle buffers: they make room */
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_RMB_SIZE, REGMEM_BIG_RMB), "setopt RMB_SIZE");
+	c = connect_b(cc);
+	s = accept_one();
+	expect_smcr(c, "client 2");
+	expect_smcr(s, "server 2");
+	send_all(c, "smc!", 4);
+	recv_all(s, buf, 4);
+	CHECK(!memcmp(buf, "smc!", 4), "data over SMC-R");
+	usmc_ctx_stats(cs, &st);
+	CHECK(st.pinned_bytes <= REGMEM_BUDGET && st.pool_shrinks == 2 && !st.pinned_refused,
+	      "pinned %llu of %ld, shrinks %llu, refused %llu", (unsigned long long)st.pinned_bytes,
+	      REGMEM_BUDGET, (unsigned long long)st.pool_shrinks,
+	      (unsigned long long)st.pinned_refused);
+	CHECK(!usmc_close(c) && !usmc_close(s), "close 2");
+}
+
 /* ---- close with data still unsent: it all arrives, then EOF ---- */
 
 static long linger_reader_delay_ms = 300; /* the client closes meanwhile */
@@ -1164,6 +1227,8 @@ int main(int argc, char **argv)
 		run_liar();
 	} else if (!strcmp(sc, "nobufs")) {
 		run_nobufs();
+	} else if (!strcmp(sc, "regmem")) {
+		run_regmem();
 	} else if (!strcmp(sc, "rdmacut")) {
 		run_rdmacut();
 	} else if (!strcmp(sc, "lgrdown")) {
