@@ -11,6 +11,8 @@
 #ifndef USMC_SMCR_CLC_H
 #define USMC_SMCR_CLC_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -130,6 +132,7 @@ struct smcr_client {
 	/* after the ACCEPT, what the handshake waits for (not waiting) */
 	enum {
 		CL_LGR,		   /* the link group a reuse ACCEPT names */
+		CL_SETUP,	   /* first contact: our link group set up on its thread */
 		CL_RKEY,	   /* reuse: our CONFIRM_RKEY's flow, then its answer */
 		CL_CONFIRM_LINK,   /* first contact: the server's CONFIRM_LINK */
 		CL_SERVER_DECLINE, /* ... which did not come: the server's DECLINE */
@@ -142,6 +145,12 @@ struct smcr_client {
 	struct lgr_pending pending; /* ... the reservation (lgr_reserve()) */
 	uint8_t release;	    /* first contact: negotiated */
 	uint32_t flow;		    /* CL_RKEY: our flow (smcr_llc_flow_start()), 0 none */
+	/* CL_SETUP: the thread that sets the link group up (not waiting) */
+	pthread_t setup_th;
+	bool setup_running;		/* setup_th is to be joined */
+	atomic_bool setup_done;		/* setup_rc is there */
+	int setup_rc;			/* 0, a decline reason, or an error */
+	const struct smcr_hs *setup_hs; /* what it sets up for */
 };
 
 /*

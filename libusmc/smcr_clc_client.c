@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "bufpool.h"
@@ -63,7 +65,7 @@ static uint32_t client_check_fc(const struct clc_accept_confirm *a, struct in_ad
 }
 
 /* The first-contact CONFIRM: our link and RMB, the negotiated FCE. */
-static int client_send_confirm(struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn *sc,
+static int client_send_confirm(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn *sc,
 			       const struct clc_accept_confirm *a, uint8_t release)
 {
 	const struct smcr_link *lnk = lgr_conn_link(lgr);
@@ -180,6 +182,68 @@ static int client_link_step(struct smcr_hs *hs, struct smcr_client *cl, bool wai
 	return smcr_hs_established(hs, client_take_conn(cl));
 }
 
+/* The new link group, its QP toward the server and our connection, then
+ * the CONFIRM: local work (verbs objects, buffer registration), no wait
+ * for the server. 0, a decline reason (positive), or a negative error. */
+static int client_fc_setup(const struct smcr_hs *hs, struct smcr_client *cl)
+{
+	struct lgr_config cfg = smcr_clc_lgr_config(hs->opts);
+	uint32_t reason;
+
+	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, false, &cl->dev, &cl->lgr))
+		return (int)SMC_CLC_DECL_MEM;
+	reason = client_link_up(cl->lgr, &cl->accept, cl->server, &cl->sc, hs);
+	if (reason)
+		return (int)reason;
+	return client_send_confirm(hs, cl->lgr, cl->sc, &cl->accept, cl->release);
+}
+
+/* The first contact's set-up ended with @rc (client_fc_setup()): the
+ * server's CONFIRM_LINK next. */
+static int client_fc_set_up(struct smcr_hs *hs, struct smcr_client *cl, bool wait, int rc)
+{
+	if (rc > 0)
+		return smcr_hs_decline(hs, (uint32_t)rc, false);
+	if (rc)
+		return rc;
+	phase_begin(cl, CL_CONFIRM_LINK, SMCR_CL_WAIT_MS);
+	return client_link_step(hs, cl, wait);
+}
+
+static void *client_fc_setup_thread(void *arg)
+{
+	struct smcr_client *cl = arg;
+
+	cl->setup_rc = client_fc_setup(cl->setup_hs, cl);
+	atomic_store_explicit(&cl->setup_done, true, memory_order_release);
+	return NULL;
+}
+
+/*
+ * Not waiting: a new link group's verbs objects and buffers take
+ * milliseconds of system calls (tens in an emulated guest), which an
+ * event loop's call must not spend: they are set up on a thread of their
+ * own, once per link group, and the calls look whether it is done.
+ * False if no thread could be started (then the caller sets up itself).
+ */
+static bool client_fc_setup_start(const struct smcr_hs *hs, struct smcr_client *cl)
+{
+	cl->setup_hs = hs;
+	atomic_store(&cl->setup_done, false);
+	cl->setup_running = !pthread_create(&cl->setup_th, NULL, client_fc_setup_thread, cl);
+	return cl->setup_running;
+}
+
+/* CL_SETUP: the set-up thread's result, once it is there. */
+static int client_fc_setup_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
+{
+	if (!atomic_load_explicit(&cl->setup_done, memory_order_acquire))
+		return SMCR_HS_AWAIT_LGR;
+	pthread_join(cl->setup_th, NULL);
+	cl->setup_running = false;
+	return client_fc_set_up(hs, cl, wait, cl->setup_rc);
+}
+
 /* A first contact: a new link group (within the caps), its QP, the
  * CONFIRM, then the server's CONFIRM_LINK. */
 static int client_first_contact(struct smcr_hs *hs, struct smcr_client *cl, bool wait,
@@ -188,7 +252,6 @@ static int client_first_contact(struct smcr_hs *hs, struct smcr_client *cl, bool
 	const struct clc_accept_confirm *a = &cl->accept;
 	struct lgr_config cfg = smcr_clc_lgr_config(hs->opts);
 	uint32_t reason = client_check_fc(a, cl->server);
-	int rc;
 
 	if (reason)
 		return smcr_hs_decline(hs, reason, false);
@@ -197,16 +260,10 @@ static int client_first_contact(struct smcr_hs *hs, struct smcr_client *cl, bool
 	if (lgr_reserve(hs->sctx, key, &cfg, &cl->pending))
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
 	cl->reserved = true;
-	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, false, &cl->dev, &cl->lgr))
-		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
-	reason = client_link_up(cl->lgr, a, cl->server, &cl->sc, hs);
-	if (reason)
-		return smcr_hs_decline(hs, reason, false);
-	rc = client_send_confirm(hs, cl->lgr, cl->sc, a, cl->release);
-	if (rc)
-		return rc;
-	phase_begin(cl, CL_CONFIRM_LINK, SMCR_CL_WAIT_MS);
-	return client_link_step(hs, cl, wait);
+	phase_begin(cl, CL_SETUP, SMCR_CL_WAIT_MS);
+	if (!wait && client_fc_setup_start(hs, cl))
+		return SMCR_HS_AWAIT_LGR;
+	return client_fc_set_up(hs, cl, wait, client_fc_setup(hs, cl));
 }
 
 /* Not waiting: our CONFIRM_RKEY's flow started when the link group's flow
@@ -266,6 +323,24 @@ static int client_reuse(struct smcr_hs *hs, struct smcr_client *cl, bool wait, s
 	return client_rkey_step(hs, cl, wait);
 }
 
+/* The phase after the ACCEPT that was not over. */
+static int client_phase_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
+{
+	switch (cl->phase) {
+	case CL_SETUP:
+		return client_fc_setup_step(hs, cl, wait);
+	case CL_RKEY:
+		return client_rkey_step(hs, cl, wait);
+	case CL_CONFIRM_LINK:
+		return client_link_step(hs, cl, wait);
+	case CL_SERVER_DECLINE:
+		return client_decline_step(hs, cl, wait);
+	case CL_LGR:
+		break;
+	}
+	return -EINVAL;
+}
+
 /* After the ACCEPT: a new link group (within the caps), or the one it
  * names. SMCR_HS_AWAIT_LGR (without @wait only): a first contact of ours
  * with that server is still setting up the link group named, or an LLC
@@ -283,9 +358,7 @@ static int client_after_accept(struct smcr_hs *hs, struct smcr_client *cl, bool 
 	bool busy;
 
 	if (cl->due_ms && cl->phase != CL_LGR) /* a phase that was not over */
-		return cl->phase == CL_RKEY	      ? client_rkey_step(hs, cl, wait)
-		       : cl->phase == CL_CONFIRM_LINK ? client_link_step(hs, cl, wait)
-						      : client_decline_step(hs, cl, wait);
+		return client_phase_step(hs, cl, wait);
 	if (a->first_contact)
 		return client_first_contact(hs, cl, wait, &key);
 	if (!cl->due_ms)
@@ -301,6 +374,9 @@ static int client_after_accept(struct smcr_hs *hs, struct smcr_client *cl, bool 
 
 void smcr_clc_client_abort(struct smcr_client *cl)
 {
+	if (cl->setup_running) /* closed while its link group is set up */
+		pthread_join(cl->setup_th, NULL);
+	cl->setup_running = false;
 	if (cl->flow)
 		smcr_llc_flow_abandon(cl->sc->lgr, cl->flow);
 	cl->flow = 0;
