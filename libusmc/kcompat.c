@@ -34,6 +34,7 @@
 #define KC_ENV_CGROUP  "USMC_KERNEL_COMPAT_CGROUP"
 #define KC_ENV_VERBOSE "USMC_KERNEL_COMPAT_VERBOSE" /* let libbpf print its errors */
 #define KC_PROG_NAME   "usmc_smc_synopt"
+#define KC_ADOPT_NAME  "usmc_adopt_listener" /* cgroup/setsockopt: adopted listeners */
 
 /* ---- pure helpers ------------------------------------------------------ */
 
@@ -143,9 +144,10 @@ int kcompat_take_decline(enum kc_peer peer, int fd, uint8_t *buf, ssize_t n, uin
 struct kcompat {
 	struct bpf_object *obj;
 	struct bpf_link *link;
-	int socks_fd;	       /* usmc_socks: per-socket flags, keyed by fd */
-	int listeners_fd;      /* usmc_listeners: per-port congestion + counters */
-	char cgroup[PATH_MAX]; /* where the program is attached (set once) */
+	struct bpf_link *adopt_link; /* NULL: adopted listeners stay probed */
+	int socks_fd;		     /* usmc_socks: per-socket flags, keyed by fd */
+	int listeners_fd;	     /* usmc_listeners: per-port congestion + counters */
+	char cgroup[PATH_MAX];	     /* where the program is attached (set once) */
 
 	/* usmc_peers, mapped read-only (NULL: not mappable, every client
 	 * asks with bpf()); a connecting client holds one slot, taken from
@@ -243,10 +245,22 @@ static void log_attached(struct usmc_logger *log, const char *path)
 			"and below)");
 }
 
+/* Program @name attached to cgroup @cg with a link, which is detached
+ * when this process exits, whatever happens; NULL if it cannot be. */
+static struct bpf_link *attach_prog(struct kcompat *kc, const char *name, int cg)
+{
+	struct bpf_program *prog = bpf_object__find_program_by_name(kc->obj, name);
+
+	if (!prog || !bpf_program__autoload(prog)) {
+		errno = ENOENT;
+		return NULL;
+	}
+	return bpf_program__attach_cgroup(prog, cg); /* NULL with errno */
+}
+
 /* Attach to @cgroup (USMC_KERNEL_COMPAT_CGROUP), or NULL: the process's own. */
 static int attach(struct kcompat *kc, struct usmc_logger *log, const char *cgroup)
 {
-	struct bpf_program *prog;
 	char path[PATH_MAX];
 	int cg, rc;
 
@@ -254,15 +268,14 @@ static int attach(struct kcompat *kc, struct usmc_logger *log, const char *cgrou
 		return -ENAMETOOLONG;
 	if (!cgroup && (rc = own_cgroup(path, sizeof(path))))
 		return rc;
-	prog = bpf_object__find_program_by_name(kc->obj, KC_PROG_NAME);
-	if (!prog)
-		return -ENOENT;
 	cg = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cg < 0)
 		return -errno;
-	/* a link: detached when this process exits, whatever happens */
-	kc->link = bpf_program__attach_cgroup(prog, cg);
+	kc->link = attach_prog(kc, KC_PROG_NAME, cg);
 	rc = kc->link ? 0 : -errno;
+	/* without it only listeners adopted already listening are probed */
+	if (!rc)
+		kc->adopt_link = attach_prog(kc, KC_ADOPT_NAME, cg);
 	close(cg);
 	if (rc) {
 		kc->link = NULL;
@@ -308,14 +321,31 @@ static void map_client_slots(struct kcompat *kc)
 		treiber_push(&kc->free_slots, i);
 }
 
-static int load(struct kcompat *kc, struct usmc_logger *log, const char *cgroup)
+/* Open and load the object; without @adopt its cgroup/setsockopt hook is
+ * left out. */
+static int load_obj(struct kcompat *kc, bool adopt)
 {
-	int rc;
+	struct bpf_program *prog;
 
 	kc->obj = bpf_object__open_mem(usmc_synopt_bpf, usmc_synopt_bpf_len, NULL);
 	if (!kc->obj)
 		return -errno ? -errno : -EINVAL;
-	rc = bpf_object__load(kc->obj);
+	prog = bpf_object__find_program_by_name(kc->obj, KC_ADOPT_NAME);
+	if (prog && !adopt)
+		bpf_program__set_autoload(prog, false);
+	return bpf_object__load(kc->obj);
+}
+
+static int load(struct kcompat *kc, struct usmc_logger *log, const char *cgroup)
+{
+	int rc = load_obj(kc, true);
+
+	/* a kernel older than bpf_setsockopt() in cgroup/setsockopt (Linux
+	 * 5.15) refuses the hook: the sock_ops program alone, as before */
+	if (rc && rc != -EPERM) {
+		bpf_object__close(kc->obj);
+		rc = load_obj(kc, false);
+	}
 	if (rc)
 		return rc;
 	kc->socks_fd = map_fd(kc->obj, "usmc_socks");
@@ -337,6 +367,7 @@ void kcompat_close(struct kcompat *kc)
 		munmap((void *)kc->peers, kc->peers_len);
 	if (kc->estab)
 		munmap((void *)kc->estab, kc->estab_len);
+	bpf_link__destroy(kc->adopt_link);
 	bpf_link__destroy(kc->link);
 	bpf_object__close(kc->obj);
 	free(kc);
@@ -479,6 +510,20 @@ void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 	ls->active = peer_of(kc, fd) != KC_PEER_UNKNOWN;
 	if (!ls->active)
 		kcompat_listener_forget(kc, ls);
+}
+
+void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+{
+	int one = 1;
+
+	kcompat_listener_prepare(kc, fd, ls);
+	if (!kc || !ls->key.port)
+		return;
+	/* the program saw no listen() of ours: its setsockopt hook gives the
+	 * listener what on_connect_or_listen() gives one at listen() */
+	if (kc->adopt_link)
+		(void)setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one));
+	kcompat_listener_started(kc, fd, ls);
 }
 
 void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, bool congested)
@@ -626,6 +671,11 @@ enum kc_peer kcompat_client_peer(struct kcompat *kc, int fd, uint32_t *ticket)
 }
 
 void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+{
+	memset(ls, 0, sizeof(*ls));
+}
+
+void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 {
 	memset(ls, 0, sizeof(*ls));
 }

@@ -124,6 +124,16 @@ void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 /* After listen(): ls->active says whether the program saw the listener. */
 void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls);
 
+/*
+ * A socket that was listening before libusmc had it (usmc_listen_fd():
+ * inherited, or the preload's): mark @fd and register its port, then have
+ * the program's setsockopt hook give it the option callbacks its listen()
+ * did not (KC_SOCKOPT_ADOPT); ls->active as after kcompat_listener_started().
+ * Inactive where the hook is missing or the kernel cannot set the flags
+ * (before Linux 6.12): its clients are then probed.
+ */
+void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls);
+
 /* Congested listeners answer SMC SYNs without the option (SMC_LIMIT_HS). */
 void kcompat_listener_set_congested(struct kcompat *kc, struct kcompat_lsn *ls, bool congested);
 

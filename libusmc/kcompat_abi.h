@@ -158,6 +158,16 @@ static inline __u32 kc_listen_slot(__u64 netns_cookie, __u32 port)
 	return (__u32)(h >> 32) & (KC_LSN_SLOTS - 1);
 }
 
+/*
+ * setsockopt(fd, SOL_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(int)) on a
+ * listening socket marked KC_SOCK_USMC: the program's cgroup/setsockopt
+ * hook gives it the option callbacks that its listen() did not (it was
+ * listening before libusmc had it) and sets KC_SOCK_SEEN; the kernel's
+ * setsockopt() is not called. No TCP option has this number ("USMC"), so
+ * without the hook the kernel answers ENOPROTOOPT.
+ */
+#define KC_SOCKOPT_ADOPT 0x55534d43
+
 #define KC_MAX_LISTENERS 1024
 #define KC_MAX_PENDING	 65536 /* SYN-ACKs awaiting their ACK; LRU beyond */
 

@@ -236,11 +236,10 @@ int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags
 		listener_free(l); /* l->lfd is still -1: @fd stays the caller's */
 		return rc;
 	}
-	/* kernel-compat marks sockets at listen(): an adopted one was not
-	 * seen, so started() finds it inactive and its clients are probed */
+	/* kernel-compat: the socket listens already, so the program saw no
+	 * listen() of a marked socket; adopting it asks for what it missed */
 	if (l->opts.v[USMC_OPT_SMC])
-		kcompat_listener_prepare(ctx->kc, fd, &l->kc);
-	kcompat_listener_started(ctx->kc, fd, &l->kc);
+		kcompat_listener_adopt(ctx->kc, fd, &l->kc);
 	l->lfd = fd;
 	rc = listener_start(l, out);
 	if (rc) {

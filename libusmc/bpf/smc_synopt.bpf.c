@@ -29,6 +29,11 @@
 #define SOL_TCP		6
 #define TCP_MAX_HDR_LEN 60
 #define ENOENT		2 /* bpf_load_hdr_opt(): no SYN to search */
+#define IPPROTO_TCP	6
+/* bpf_{get,set}sockopt() of a socket's sock_ops callback flags (Linux
+ * 6.12, include/uapi/linux/bpf.h; newer than the UAPI headers we build
+ * with) */
+#define KC_TCP_BPF_SOCK_OPS_CB_FLAGS 1008
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -339,6 +344,44 @@ int usmc_smc_synopt(struct bpf_sock_ops *skops)
 		passive_established(skops);
 		break;
 	}
+	return 1;
+}
+
+/*
+ * A socket that was listening before libusmc had it (usmc_listen_fd():
+ * inherited, or listened to by the program under the preload): its
+ * listen() ran no callback that libusmc had marked it for, so its SYN-ACKs
+ * have no option callbacks, and only a program running on the listener
+ * itself can ask for them (tcp_output.c bpf_skops_hdr_opt_len() tests the
+ * listener's flags). libusmc's setsockopt(SOL_TCP, KC_SOCKOPT_ADOPT) on
+ * the marked socket runs this hook under the socket's lock
+ * (kernel/bpf/cgroup.c __cgroup_bpf_run_filter_setsockopt()), which does
+ * here what on_connect_or_listen() does at listen(). Setting the flags
+ * needs TCP_BPF_SOCK_OPS_CB_FLAGS in bpf_setsockopt() (Linux 6.12): where
+ * it fails, the setsockopt() fails and the listener keeps the
+ * userspace-only rule. Any other setsockopt goes on to the kernel.
+ */
+SEC("cgroup/setsockopt")
+int usmc_adopt_listener(struct bpf_sockopt *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct kc_sock *s;
+	int f = 0;
+
+	if (ctx->level != SOL_TCP || ctx->optname != KC_SOCKOPT_ADOPT)
+		return 1;
+	if (!sk || sk->protocol != IPPROTO_TCP || sk->state != BPF_TCP_LISTEN)
+		return 1; /* the kernel answers ENOPROTOOPT */
+	s = bpf_sk_storage_get(&usmc_socks, sk, NULL, 0);
+	if (!s || !(s->flags & KC_SOCK_USMC))
+		return 1;
+	if (bpf_getsockopt(sk, SOL_TCP, KC_TCP_BPF_SOCK_OPS_CB_FLAGS, &f, sizeof(f)))
+		return 0; /* EPERM: this kernel cannot */
+	f |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
+	if (bpf_setsockopt(sk, SOL_TCP, KC_TCP_BPF_SOCK_OPS_CB_FLAGS, &f, sizeof(f)))
+		return 0;
+	s->flags |= KC_SOCK_SEEN;
+	ctx->optlen = -1; /* done: the kernel's setsockopt() is not called */
 	return 1;
 }
 
