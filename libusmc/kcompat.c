@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -512,6 +513,17 @@ void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 		kcompat_listener_forget(kc, ls);
 }
 
+/* The connections in the accept queue of listener @fd: TCP_INFO of a
+ * listener reports sk_ack_backlog in tcpi_unacked (net/ipv4/tcp.c
+ * tcp_get_info()); 0 if unknown. */
+static uint32_t accept_queue_len(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) ? 0 : ti.tcpi_unacked;
+}
+
 void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 {
 	int one = 1;
@@ -521,8 +533,10 @@ void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 		return;
 	/* the program saw no listen() of ours: its setsockopt hook gives the
 	 * listener what on_connect_or_listen() gives one at listen() */
-	if (kc->adopt_link)
-		(void)setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one));
+	if (kc->adopt_link && !setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one)))
+		/* queued before the port was registered: not counted in
+		 * usmc_estab (read after registering: an upper bound) */
+		atomic_init(&ls->uncounted, accept_queue_len(fd));
 	kcompat_listener_started(kc, fd, ls);
 }
 
@@ -606,6 +620,17 @@ static int estab_kind(struct kcompat *kc, struct kcompat_lsn *ls)
 	return kc_estab_deduce(est, taken);
 }
 
+/* One of the sockets queued when an adopted listener was registered? The
+ * first ones accepted are: the queue is taken in order. */
+static bool take_uncounted(struct kcompat_lsn *ls)
+{
+	unsigned int n = atomic_load_explicit(&ls->uncounted, memory_order_relaxed);
+
+	while (n && !atomic_compare_exchange_weak(&ls->uncounted, &n, n - 1))
+		;
+	return n != 0;
+}
+
 enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int fd)
 {
 	enum kc_peer p;
@@ -613,6 +638,14 @@ enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int
 
 	if (!kc || !ls->active)
 		return KC_PEER_UNKNOWN;
+	if (take_uncounted(ls)) {
+		/* established before the program counted the port's sockets:
+		 * the socket's storage answers, and taken[] stays as it is, as
+		 * more taken than counted would hide a pending socket */
+		atomic_fetch_add_explicit(&ls->lookups, 1, memory_order_relaxed);
+		p = peer_of(kc, fd);
+		return p == KC_PEER_UNKNOWN ? KC_PEER_NOSMC : p;
+	}
 	kind = estab_kind(kc, ls);
 	if (kind >= 0) {
 		p = peer_of_kind[kind];

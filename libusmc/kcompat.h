@@ -116,6 +116,9 @@ struct kcompat_lsn {
 	 * program's usmc_estab counts; and how many needed a bpf() lookup */
 	atomic_uint_least64_t taken[KC_ESTAB_KINDS];
 	atomic_uint_least64_t lookups;
+	/* an adopted listener's connections queued before its port was
+	 * registered, which the program did not count: each asks bpf() */
+	atomic_uint uncounted;
 };
 
 /* Between bind() and listen(): mark @fd and register its port. */
