@@ -200,6 +200,15 @@ static void hdr_len(struct bpf_sock_ops *skops)
 	bpf_reserve_hdr_opt(skops, KC_OPT_LEN, 0);
 }
 
+/* Is the option in the SYN-ACK being written (by an earlier program)? */
+static int option_written(struct bpf_sock_ops *skops)
+{
+	__u8 opt[KC_OPT_LEN];
+
+	kc_opt_fill(opt);
+	return bpf_load_hdr_opt(skops, opt, sizeof(opt), 0) > 0;
+}
+
 static void write_synack(struct bpf_sock_ops *skops)
 {
 	__u8 opt[KC_OPT_LEN];
@@ -222,12 +231,18 @@ static void write_synack(struct bpf_sock_ops *skops)
 	}
 	if (!had)
 		return;
+	/* another usmc program of the cgroup wrote it: several processes
+	 * share the listener (pre-fork workers, each with its own program),
+	 * and its SYN-ACK carries the option whatever ours decides */
+	if (option_written(skops))
+		goto echoed;
 	if (suppressed(l)) { /* became congested since the length callback */
 		note_suppressed(l, &k);
 		return;
 	}
 	if (bpf_store_hdr_opt(skops, opt, sizeof(opt), 0))
 		return;
+echoed:
 	bpf_map_update_elem(&usmc_flows, &k, &echoed, BPF_ANY);
 	__sync_fetch_and_add(&l->echoed, 1);
 }
