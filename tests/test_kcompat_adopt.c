@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Kernel-compat mode for a socket that was listening before libusmc had it
+ * (usmc_listen_fd(): the preload's listeners, nginx's workers, a socket
+ * inherited across exec; docs/kernel-compat.md "Adopted listeners"). Its
+ * listen() ran before the program could know it, so its SYN-ACKs carried
+ * no option and every kernel-compatible client fell back with PEERNOSMC.
+ * Over loopback, with libusmc's own client (its SYN carries the option):
+ * the SYN-ACK must carry it too, so both ends see an SMC peer, and without
+ * a device the client declines (NOSMCRDEV) instead of PEERNOSMC.
+ *
+ * Needs the BPF program (root, cgroup v2) and Linux 6.12 for the adoption
+ * hook; elsewhere, and with USMC_KERNEL_COMPAT=0 (the valgrind run),
+ * every test is reported skipped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <usmc/usmc.h>
+
+#include "common/loopback.h"
+#include "ctx.h"
+#include "kcompat.h"
+#include "listen_core.h"
+
+#define MSG	       "hello after the option"
+#define CHILD_ARG      "--adopt-child" /* argv[1] of the exec'd server */
+#define CHILD_OK       0
+#define CHILD_FAILED   1
+#define WORKER_CLIENTS 4
+
+/* A plain TCP socket listening on 127.0.0.1, port chosen by the kernel. */
+static int plain_listener(struct sockaddr_storage *addr, socklen_t *alen, int sock_flags)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | sock_flags, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	*alen = sizeof(*addr);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)addr, alen), 0);
+	return fd;
+}
+
+static int setup(void **state)
+{
+	struct usmc_ctx *ctx;
+
+	if (usmc_ctx_create(&ctx))
+		return -1;
+	*state = ctx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	usmc_ctx_destroy(*state);
+	return 0;
+}
+
+static struct usmc_ctx *need_kcompat(void **state)
+{
+	struct usmc_ctx *ctx = *state;
+
+	if (!usmc_ctx_kernel_compat(ctx)) {
+		print_message("kernel-compat mode off or unavailable here (USMC_KERNEL_COMPAT=0, "
+			      "not root, no BPF or no cgroup v2): skipped\n");
+		skip();
+	}
+	return ctx;
+}
+
+/* Connect to @addr with libusmc's client and check it saw the option: it
+ * declined (no device here), not PEERNOSMC. */
+static struct usmc_conn *smc_client(struct usmc_ctx *ctx, const struct sockaddr_storage *addr,
+				    socklen_t alen)
+{
+	struct usmc_conn_info ci;
+	struct usmc_conn *c;
+
+	assert_int_equal(usmc_connect(ctx, (const struct sockaddr *)addr, alen, 0, &c), 0);
+	assert_int_equal(usmc_send(c, MSG, strlen(MSG), 0), (ssize_t)strlen(MSG));
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	assert_int_equal(ci.mode, USMC_MODE_TCP);
+	if (ci.reason == USMC_REASON_PEERNOSMC)
+		fail_msg("the adopted listener's SYN-ACK had no SMC option (PEERNOSMC)");
+	return c;
+}
+
+/* The server's end: the client's DECLINE taken, then its data. */
+static void check_server_end(struct usmc_conn *s, uint32_t client_reason)
+{
+	struct usmc_conn_info si;
+	char buf[sizeof(MSG)] = {0};
+
+	conn_read_exact(s, buf, strlen(MSG));
+	assert_string_equal(buf, MSG); /* the DECLINE was not handed over */
+	assert_int_equal(usmc_conn_info(s, &si), 0);
+	assert_int_equal(si.mode, USMC_MODE_TCP);
+	assert_int_equal(si.reason, client_reason);
+	assert_int_equal(si.peer_declined, 1);
+}
+
+/* listen() first, then usmc_listen_fd(): the SYN-ACK carries the option. */
+static void test_listening_socket_adopted(void **state)
+{
+	struct usmc_ctx *ctx = need_kcompat(state);
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int fd = plain_listener(&addr, &alen, SOCK_CLOEXEC);
+	struct usmc_listener *l;
+	struct usmc_conn *c, *s;
+	struct usmc_conn_info ci;
+	struct kc_listen_val v;
+
+	assert_int_equal(usmc_listen_fd(ctx, fd, 0, 0, &l), 0);
+	c = smc_client(ctx, &addr, alen);
+	assert_true(l->kc.active);
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	assert_int_equal(usmc_conn_info(c, &ci), 0);
+	check_server_end(s, ci.reason);
+	assert_int_equal(kcompat_listener_counters(ctx->kc, &l->kc, &v), 0);
+	assert_int_equal(v.echoed, 1);
+	usmc_close(s);
+	usmc_close(c);
+	usmc_listener_close(l);
+}
+
+/*
+ * A connection queued before the adoption was not counted by the program:
+ * the first accepted socket is that plain one, although the counts show
+ * one SMC socket pending (the client after it). It must read plain.
+ */
+static void test_queued_before_adoption(void **state)
+{
+	struct usmc_ctx *ctx = need_kcompat(state);
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int lfd = plain_listener(&addr, &alen, SOCK_CLOEXEC);
+	int plain = plain_connect_to(&addr, alen), smc, a1, a2;
+	struct kcompat_lsn ls;
+	uint32_t ticket;
+
+	kcompat_listener_adopt(ctx->kc, lfd, &ls);
+	assert_true(ls.active);
+	assert_int_equal(atomic_load(&ls.uncounted), 1);
+	smc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(smc >= 0);
+	ticket = kcompat_mark_client(ctx->kc, smc);
+	assert_int_equal(connect(smc, (struct sockaddr *)&addr, alen), 0);
+	assert_int_equal(kcompat_client_peer(ctx->kc, smc, &ticket), KC_PEER_SMC);
+	a1 = accept(lfd, NULL, NULL);
+	a2 = accept(lfd, NULL, NULL);
+	assert_true(a1 >= 0 && a2 >= 0);
+	assert_int_equal(kcompat_server_peer(ctx->kc, &ls, a1), KC_PEER_NOSMC);
+	assert_int_equal(kcompat_server_peer(ctx->kc, &ls, a2), KC_PEER_SMC);
+	kcompat_listener_forget(ctx->kc, &ls);
+	close(a1);
+	close(a2);
+	close(smc);
+	close(plain);
+	close(lfd);
+}
+
+/*
+ * Pre-fork workers: each process adopts the one listening socket with a
+ * context, and so a program, of its own; here two contexts of one process
+ * stand for them. Each program registers the port and runs for each
+ * SYN-ACK: the one attached first writes the option, and the other must
+ * know that the SYN-ACK carries it (its own store fails, the option is
+ * there), as its worker may take the connection. Here it takes them all:
+ * the first worker's listener is registered and has no accept thread.
+ */
+static void test_workers_share_listener(void **state)
+{
+	struct usmc_ctx *ctx = need_kcompat(state), *ctx2;
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int fd = plain_listener(&addr, &alen, SOCK_CLOEXEC);
+	struct usmc_listener *l;
+	struct usmc_conn_info ci;
+	struct usmc_conn *c, *s;
+	struct kcompat_lsn first;
+	struct kc_listen_val v;
+
+	kcompat_listener_adopt(ctx->kc, fd, &first);
+	assert_true(first.active);
+	assert_int_equal(usmc_ctx_create(&ctx2), 0); /* attached after ctx's */
+	assert_int_equal(usmc_listen_fd(ctx2, fd, 0, 0, &l), 0);
+	assert_true(l->kc.active);
+	for (int i = 0; i < WORKER_CLIENTS; i++) {
+		c = smc_client(ctx, &addr, alen);
+		assert_int_equal(usmc_accept(l, 0, &s), 0);
+		assert_int_equal(usmc_conn_info(c, &ci), 0);
+		check_server_end(s, ci.reason);
+		usmc_close(s);
+		usmc_close(c);
+	}
+	/* each program counts the SYN-ACKs that carried the option */
+	assert_int_equal(kcompat_listener_counters(ctx->kc, &first, &v), 0);
+	assert_int_equal(v.echoed, WORKER_CLIENTS);
+	assert_int_equal(kcompat_listener_counters(ctx2->kc, &l->kc, &v), 0);
+	assert_int_equal(v.echoed, WORKER_CLIENTS);
+	usmc_listener_close(l);
+	kcompat_listener_forget(ctx->kc, &first);
+	usmc_ctx_destroy(ctx2);
+}
+
+/* The exec'd server's one connection: the client's DECLINE taken, then
+ * its data; 1 if so. */
+static int child_serve(struct usmc_listener *l)
+{
+	struct usmc_conn_info si = {0};
+	struct usmc_conn *s;
+	char buf[sizeof(MSG)] = {0};
+	int ok;
+
+	if (usmc_accept(l, 0, &s))
+		return 0;
+	ok = usmc_recv(s, buf, strlen(MSG), MSG_WAITALL) == (ssize_t)strlen(MSG) &&
+	     !strcmp(buf, MSG) && !usmc_conn_info(s, &si) && si.peer_declined == 1 &&
+	     si.reason != USMC_REASON_PEERNOSMC;
+	if (!ok)
+		fprintf(stderr, "adopt child: reason %s, declined %u\n",
+			usmc_reason_name(si.reason), si.peer_declined);
+	usmc_close(s);
+	return ok;
+}
+
+/* The exec'd server: a context of its own, the inherited socket @fd
+ * adopted, then a byte on @ready, one connection checked. Its exit status
+ * is the verdict. */
+static int adopt_child(int fd, int ready)
+{
+	struct usmc_listener *l;
+	struct usmc_ctx *ctx;
+	int ok;
+
+	if (usmc_ctx_create(&ctx) || usmc_listen_fd(ctx, fd, 0, 0, &l))
+		return CHILD_FAILED;
+	ok = l->kc.active;
+	if (!ok)
+		fprintf(stderr, "adopt child: the adopted listener is not active\n");
+	ok &= write(ready, "r", 1) == 1;
+	close(ready);
+	ok = ok && child_serve(l);
+	usmc_listener_close(l);
+	usmc_ctx_destroy(ctx);
+	return ok ? CHILD_OK : CHILD_FAILED;
+}
+
+/* A listening socket inherited across fork + exec (socket activation, a
+ * binary upgrade): the new program adopts it, and its SYN-ACKs carry the
+ * option although neither process marked it before its listen(). */
+static void test_inherited_across_exec(void **state)
+{
+	struct usmc_ctx *ctx = need_kcompat(state);
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int fd = plain_listener(&addr, &alen, 0), st, ready[2];
+	struct usmc_conn *c;
+	char arg[16], rarg[16], b;
+	pid_t pid;
+
+	assert_int_equal(pipe(ready), 0); /* both inherited: no O_CLOEXEC */
+	snprintf(arg, sizeof(arg), "%d", fd);
+	snprintf(rarg, sizeof(rarg), "%d", ready[1]);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/proc/self/exe", "test_kcompat_adopt", CHILD_ARG, arg, rarg, (char *)NULL);
+		_exit(127);
+	}
+	close(fd);
+	close(ready[1]);
+	/* a SYN before the adoption would get a plain SYN-ACK */
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	close(ready[0]);
+	c = smc_client(ctx, &addr, alen);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), CHILD_OK);
+	usmc_close(c);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_listening_socket_adopted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_queued_before_adoption, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inherited_across_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_workers_share_listener, setup, teardown),
+	};
+
+	if (argc == 4 && !strcmp(argv[1], CHILD_ARG))
+		return adopt_child(atoi(argv[2]), atoi(argv[3]));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
