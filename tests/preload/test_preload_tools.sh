@@ -8,6 +8,8 @@
 # usmc_run's default (PEERNOSMC from a plain server).
 #   python3 -m http.server + curl: a 4 MiB file, SHA-256 checked (curl also
 #     through the gate of a non-blocking connect with a device)
+#   python3 http.server + curl both in kernel-compatible mode: the server's
+#     adopted listener answers curl's SMC SYN with the option
 #   wrk (epoll, non-blocking connects) against examples/httpd: 0 errors
 #   nc (netcat-openbsd, poll) on both ends
 #   a pre-fork python server (the master listens, three workers accept)
@@ -85,6 +87,32 @@ kc=$(sed -n "s/.*curl: fd [0-9]* connected .* -> 127.0.0.1:$port: TCP, fallback 
 	fail "curl, usmc_run's default (kernel-compatible mode auto): $(cat "$dir/kc.log")"
 echo "ok: curl without USMC_RUN_SMC_PEERS proposes nothing (DISABLED), in kernel-compatible" \
 	"mode only as the SYN-ACK says ($kc)"
+
+# --- kernel-compatible mode on both ends (usmc_run's default): the server's
+# socket listens before the preload adopts it (at its first accept), and
+# its SYN-ACKs carry the SMC option from then on (Linux 6.12 or later), so
+# curl declines for want of a device instead of PEERNOSMC; where the mode
+# cannot load, curl proposes nothing (DISABLED)
+(cd "$dir/www" && exec env -u USMC_RUN_SMC_PEERS -u USMC_KERNEL_COMPAT "$usmc_run" -vv \
+	-o "$dir/kcs.log" python3 -u -m http.server 0 --bind 127.0.0.1) >"$dir/kchttp.log" 2>&1 &
+pids+=($!)
+kport=$(wait_port "$dir/kchttp.log" '.*port \([0-9]*\).*')
+got=$(env -u USMC_RUN_SMC_PEERS -u USMC_KERNEL_COMPAT "$usmc_run" -vv -o "$dir/kcs.log" \
+	curl -sS --max-time 20 "http://127.0.0.1:$kport/big" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ] || fail "curl to a kernel-compatible server: SHA-256 $got, want $want"
+kc=$(sed -n "s/.*curl: fd [0-9]* connected .* -> 127.0.0.1:$kport: TCP, fallback \([A-Z]*\).*/\1/p" \
+	"$dir/kcs.log")
+kmaj=$(uname -r | cut -d. -f1) kmin=$(uname -r | cut -d. -f2)
+if [ "$kc" = NOSMCRDEV ]; then
+	grep -q "python3: fd [0-9]* accepted 127.0.0.1:$kport <- .*: TCP, fallback NOSMCRDEV from the peer" \
+		"$dir/kcs.log" || fail "kernel-compatible server: $(cat "$dir/kcs.log")"
+	echo "ok: kernel-compatible mode on both ends: the adopted listener's SYN-ACK had the option" \
+		"(NOSMCRDEV, declined)"
+elif [ "$kc" = DISABLED ] || { [ "$kc" = PEERNOSMC ] && [ $((kmaj * 100 + kmin)) -lt 612 ]; }; then
+	echo "skip: kernel-compatible mode on both ends ($kc: no BPF here, or Linux before 6.12)"
+else
+	fail "kernel-compatible mode on both ends: curl $kc: $(cat "$dir/kcs.log")"
+fi
 
 # --- wrk (epoll, non-blocking connect) against examples/httpd, keep-alive and close
 "$httpd" -a 127.0.0.1 -p 0 >"$dir/httpd.log" 2>&1 &
