@@ -390,6 +390,35 @@ static void test_kernel_client_usmc_server_smcr(void **state)
 	assert_int_equal(usmc_ctx_destroy(ctx), 0);
 }
 
+/* (issue 37) The same, with a socket that was listening before libusmc
+ * had it (the preload's listeners, pre-fork workers, socket activation):
+ * usmc_listen_fd() asks the program for its SYN-ACK option, and the
+ * kernel client runs SMC-R with it instead of falling back PEERNOSMC. */
+static void test_kernel_client_adopted_listener_smcr(void **state)
+{
+	struct usmc_ctx *ctx = ctx_with("1");
+	struct sockaddr_in a = addr_of(host_b, next_port++);
+	int port = ntohs(a.sin_port), fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct usmc_listener *l;
+	struct usmc_conn_info si;
+	struct kdiag d;
+
+	assert_int_equal(usmc_ctx_set_ueid(ctx, UEID), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(usmc_listen_fd(ctx, fd, 0, 0, &l), 0);
+	assert_true(l->kc.active);
+	kernel_client_run(l, port, &d, &si);
+	print_message("  kernel client: %s fallback %#x diag %#x; adopted usmc listener: %s %s\n",
+		      d.mode, d.fallback, d.peer_diagnosis, usmc_mode_name(si.mode),
+		      usmc_reason_name(si.reason));
+	assert_string_equal(d.mode, "SMC-R");
+	assert_int_equal(si.mode, USMC_MODE_SMCR);
+	usmc_listener_close(l);
+	assert_int_equal(usmc_ctx_destroy(ctx), 0);
+}
+
 static int setup(void **state)
 {
 	char cmd[512];
@@ -410,6 +439,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_usmc_client_smc_off_kernel_server),
 		cmocka_unit_test(test_usmc_client_kernel_server_smcr),
 		cmocka_unit_test(test_kernel_client_usmc_server_smcr),
+		cmocka_unit_test(test_kernel_client_adopted_listener_smcr),
 	};
 
 	kctl = argc > 1 ? argv[1] : NULL;
