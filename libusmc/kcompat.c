@@ -52,6 +52,9 @@ static int kcompat_env_mode(const char *const *env, enum kc_mode *mode)
 
 #ifdef USMC_HAVE_BPF
 
+/* The maps a child of fork() borrows (borrow_parent()), by index. */
+enum { KC_MAP_SOCKS, KC_MAP_LISTENERS, KC_MAP_ESTAB, KC_MAPS_SHARED };
+
 struct kcompat {
 	struct bpf_object *obj;
 	struct bpf_link *link;
@@ -59,6 +62,14 @@ struct kcompat {
 	int socks_fd;		     /* usmc_socks: per-socket flags, keyed by fd */
 	int listeners_fd;	     /* usmc_listeners: per-port congestion + counters */
 	char cgroup[PATH_MAX];	     /* where the program is attached (set once) */
+	pid_t pid;		     /* the process that loaded it */
+	bool can_adopt;		     /* the setsockopt hook is attached */
+	/* a child of fork() using its parent's program (borrow_parent()): obj
+	 * and the links are the parent's, socks_fd and listeners_fd duplicates,
+	 * link_fd holds the program attached */
+	bool borrowed;
+	int link_fd;
+	uint32_t ids[KC_MAPS_SHARED]; /* the maps' IDs, which a child checks */
 
 	/* usmc_peers, mapped read-only (NULL: not mappable, every client
 	 * asks with bpf()); a connecting client holds one slot, taken from
@@ -71,6 +82,11 @@ struct kcompat {
 	_Atomic uint32_t slot_next[KC_PEER_SLOTS]; /* free_slots' links */
 	uint32_t slot_gen[KC_PEER_SLOTS];	   /* each written by its slot's holder */
 };
+
+/* The instance this process loaded, for its children of fork() that
+ * cannot load their own (borrow_parent()); its pid is written first. */
+static _Atomic(struct kcompat *) kc_live;
+static _Atomic pid_t kc_live_pid;
 
 /* ---- loading ----------------------------------------------------------- */
 
@@ -133,9 +149,18 @@ static int map_fd(struct bpf_object *obj, const char *name)
 	return m ? bpf_map__fd(m) : -ENOENT;
 }
 
+/* The ID of the map behind @fd, 0 if it is none. */
+static uint32_t map_id(int fd)
+{
+	struct bpf_map_info info = {0};
+	uint32_t len = sizeof(info);
+
+	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
+}
+
 /* The program runs for every TCP socket of every process in the cgroup
  * and its descendants: say where, loudly if that is the whole host. */
-static void log_attached(struct usmc_logger *log, const char *path)
+static void log_attached(struct usmc_logger *log, const char *path, const char *how)
 {
 	char mnt[PATH_MAX];
 	size_t n;
@@ -148,7 +173,7 @@ static void log_attached(struct usmc_logger *log, const char *path)
 		/* the mount point itself, with or without trailing slashes */
 		root = !strncmp(path, mnt, n) && strspn(path + n, "/") == strlen(path + n);
 	}
-	usmc_log(log, USMC_LOG_INFO, "kernel-compat: BPF sock_ops program attached to cgroup %s%s",
+	usmc_log(log, USMC_LOG_INFO, "kernel-compat: BPF sock_ops program %s cgroup %s%s", how,
 		 path,
 		 root ? " (the root cgroup: it runs for every TCP connection of the host; "
 			"USMC_KERNEL_COMPAT_CGROUP narrows it)"
@@ -187,25 +212,25 @@ static int attach(struct kcompat *kc, struct usmc_logger *log, const char *cgrou
 	/* without it only listeners adopted already listening are probed */
 	if (!rc)
 		kc->adopt_link = attach_prog(kc, KC_ADOPT_NAME, cg);
+	kc->can_adopt = kc->adopt_link != NULL;
 	close(cg);
 	if (rc) {
 		kc->link = NULL;
 		return rc;
 	}
 	snprintf(kc->cgroup, sizeof(kc->cgroup), "%s", path);
-	log_attached(log, path);
+	log_attached(log, path, "attached to");
 	return 0;
 }
 
 const char *kcompat_cgroup(const struct kcompat *kc)
 {
-	return kc && kc->link ? kc->cgroup : NULL;
+	return kc && kc->cgroup[0] ? kc->cgroup : NULL;
 }
 
 /* A BPF_F_MMAPABLE array, mapped read-only: NULL if it cannot be. */
-static const void *map_array(struct kcompat *kc, const char *name, size_t size, size_t *len)
+static const void *map_array_fd(int fd, size_t size, size_t *len)
 {
-	int fd = map_fd(kc->obj, name);
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *p;
 
@@ -214,6 +239,11 @@ static const void *map_array(struct kcompat *kc, const char *name, size_t size, 
 		return NULL;
 	p = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+static const void *map_array(struct kcompat *kc, const char *name, size_t size, size_t *len)
+{
+	return map_array_fd(map_fd(kc->obj, name), size, len);
 }
 
 /* The mapping's stride is the array's element size, a multiple of 8
@@ -263,6 +293,9 @@ static int load(struct kcompat *kc, struct usmc_logger *log, const char *cgroup)
 	kc->listeners_fd = map_fd(kc->obj, "usmc_listeners");
 	if (kc->socks_fd < 0 || kc->listeners_fd < 0)
 		return -ENOENT;
+	kc->ids[KC_MAP_SOCKS] = map_id(kc->socks_fd);
+	kc->ids[KC_MAP_LISTENERS] = map_id(kc->listeners_fd);
+	kc->ids[KC_MAP_ESTAB] = map_id(map_fd(kc->obj, "usmc_estab"));
 	/* not mappable: every accepted socket's kind by a bpf() lookup */
 	kc->estab = map_array(kc, "usmc_estab", sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS,
 			      &kc->estab_len);
@@ -278,10 +311,85 @@ void kcompat_close(struct kcompat *kc)
 		munmap((void *)kc->peers, kc->peers_len);
 	if (kc->estab)
 		munmap((void *)kc->estab, kc->estab_len);
+	if (kc->borrowed) { /* the parent's object, our duplicates */
+		int fds[] = {kc->socks_fd, kc->listeners_fd, kc->link_fd};
+
+		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		free(kc);
+		return;
+	}
+	if (atomic_load(&kc_live_pid) == kc->pid) {
+		struct kcompat *live = kc;
+
+		atomic_compare_exchange_strong(&kc_live, &live, NULL);
+	}
 	bpf_link__destroy(kc->adopt_link);
 	bpf_link__destroy(kc->link);
 	bpf_object__close(kc->obj);
 	free(kc);
+}
+
+/* A duplicate of the parent's map descriptor @fd, if it is still map @id:
+ * the child may have closed it, and the number be another file now. */
+static int dup_map(int fd, uint32_t id)
+{
+	int own = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+
+	if (own >= 0 && (!id || map_id(own) != id)) {
+		close(own);
+		return -1;
+	}
+	return own;
+}
+
+/* The parent's usmc_estab, mapped again from a duplicate; NULL if not. */
+static const struct kc_lsn_estab *borrow_estab(const struct kcompat *parent, size_t *len)
+{
+	int fd = dup_map(map_fd(parent->obj, "usmc_estab"), parent->ids[KC_MAP_ESTAB]);
+	const void *p;
+
+	if (fd < 0)
+		return NULL;
+	p = map_array_fd(fd, sizeof(struct kc_lsn_estab) * KC_LSN_SLOTS, len);
+	close(fd); /* the mapping holds the map */
+	return p;
+}
+
+/*
+ * A child of fork() that cannot load its own program (it dropped its
+ * privileges before making its context: nginx's workers) uses the one its
+ * parent loaded, through the descriptors it inherited: the maps, and the
+ * program's link, which a duplicate keeps attached while the child lives.
+ * One program then serves the parent and all its children (their
+ * listeners share the port's entry), whose sockets it already sees: they
+ * are in the parent's cgroup unless moved. Without client slots (the
+ * parent's free list is a copy): each connect asks with bpf().
+ */
+static struct kcompat *borrow_parent(struct usmc_logger *log)
+{
+	struct kcompat *parent = atomic_load(&kc_live), *kc;
+
+	if (atomic_load(&kc_live_pid) == getpid() || !parent || !parent->link)
+		return NULL;
+	kc = calloc(1, sizeof(*kc));
+	if (!kc)
+		return NULL;
+	kc->borrowed = true;
+	kc->socks_fd = dup_map(parent->socks_fd, parent->ids[KC_MAP_SOCKS]);
+	kc->listeners_fd = dup_map(parent->listeners_fd, parent->ids[KC_MAP_LISTENERS]);
+	kc->link_fd = fcntl(bpf_link__fd(parent->link), F_DUPFD_CLOEXEC, 0);
+	if (kc->socks_fd < 0 || kc->listeners_fd < 0 || kc->link_fd < 0) {
+		kcompat_close(kc);
+		return NULL;
+	}
+	kc->estab = borrow_estab(parent, &kc->estab_len);
+	kc->can_adopt = parent->can_adopt;
+	kc->pid = getpid();
+	snprintf(kc->cgroup, sizeof(kc->cgroup), "%s", parent->cgroup);
+	log_attached(log, kc->cgroup, "of the parent process, attached to");
+	return kc;
 }
 
 int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *const *env)
@@ -308,8 +416,14 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *cons
 	if (rc) {
 		usmc_log(log, USMC_LOG_DEBUG, "kernel-compat: not attached: %s", log_errname(rc));
 		kcompat_close(kc);
-		return mode == KC_MODE_ON ? rc : 0;
+		*out = borrow_parent(log);
+		return *out || mode != KC_MODE_ON ? 0 : rc;
 	}
+	kc->pid = getpid();
+	/* the pid first: a reader that sees its own pid does not follow the
+	 * pointer, which another thread may be closing */
+	atomic_store(&kc_live_pid, kc->pid);
+	atomic_store(&kc_live, kc);
 	*out = kc;
 	return 0;
 }
@@ -443,7 +557,7 @@ void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 		return;
 	/* the program saw no listen() of ours: its setsockopt hook gives the
 	 * listener what on_connect_or_listen() gives one at listen() */
-	if (kc->adopt_link && !setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one)))
+	if (kc->can_adopt && !setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one)))
 		/* queued before the port was registered: not counted in
 		 * usmc_estab (read after registering: an upper bound) */
 		atomic_init(&ls->uncounted, accept_queue_len(fd));
@@ -494,7 +608,10 @@ int kcompat_listener_counters(struct kcompat *kc, const struct kcompat_lsn *ls,
 
 void kcompat_listener_forget(struct kcompat *kc, struct kcompat_lsn *ls)
 {
-	if (kc && ls->key.port)
+	/* a borrowed program's entry is the process tree's: pre-fork workers
+	 * share it, and one that ends must not take it from the others (it
+	 * outlives them: without a marked listener no SYN-ACK reads it) */
+	if (kc && ls->key.port && !kc->borrowed)
 		(void)bpf_map_delete_elem(kc->listeners_fd, &ls->key);
 	memset(ls, 0, sizeof(*ls));
 }
