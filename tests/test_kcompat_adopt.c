@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@
 #define CHILD_OK       0
 #define CHILD_FAILED   1
 #define WORKER_CLIENTS 4
+#define NOBODY	       65534 /* the uid and gid nginx's workers run as by default */
 
 /* A plain TCP socket listening on 127.0.0.1, port chosen by the kernel. */
 static int plain_listener(struct sockaddr_storage *addr, socklen_t *alen, int sock_flags)
@@ -296,6 +298,67 @@ static void test_inherited_across_exec(void **state)
 	usmc_close(c);
 }
 
+/*
+ * The child of fork() of the test, the inherited socket @fd's server after
+ * dropping root as nginx's workers do: it cannot load a program, so its
+ * context must use the parent's (and still be in kernel-compat mode).
+ */
+static int unprivileged_child(int fd, int ready)
+{
+	struct usmc_listener *l;
+	struct usmc_ctx *ctx;
+	int ok;
+
+	if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+		return CHILD_FAILED;
+	if (usmc_ctx_create(&ctx) || usmc_ctx_kernel_compat(ctx) != 1 ||
+	    usmc_listen_fd(ctx, fd, 0, 0, &l)) {
+		fprintf(stderr, "unprivileged child: no kernel-compat context or listener\n");
+		return CHILD_FAILED;
+	}
+	ok = l->kc.active;
+	if (!ok)
+		fprintf(stderr, "unprivileged child: the adopted listener is not active\n");
+	ok &= write(ready, "r", 1) == 1;
+	close(ready);
+	ok = ok && child_serve(l);
+	usmc_listener_close(l);
+	usmc_ctx_destroy(ctx);
+	return ok ? CHILD_OK : CHILD_FAILED;
+}
+
+/* A pre-fork server whose worker drops root before it adopts the socket. */
+static void test_unprivileged_worker(void **state)
+{
+	struct usmc_ctx *ctx = need_kcompat(state);
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int fd = plain_listener(&addr, &alen, SOCK_CLOEXEC), st, ready[2];
+	struct usmc_conn *c;
+	char b;
+	pid_t pid;
+
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(ready[0]);
+		_exit(unprivileged_child(fd, ready[1]));
+	}
+	close(fd);
+	close(ready[1]);
+	if (read(ready[0], &b, 1) != 1) { /* the child failed before */
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		fail_msg("the unprivileged child exited %d", WEXITSTATUS(st));
+	}
+	close(ready[0]);
+	c = smc_client(ctx, &addr, alen);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), CHILD_OK);
+	usmc_close(c);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +366,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_queued_before_adoption, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inherited_across_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_workers_share_listener, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unprivileged_worker, setup, teardown),
 	};
 
 	if (argc == 4 && !strcmp(argv[1], CHILD_ARG))
