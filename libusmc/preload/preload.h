@@ -109,6 +109,8 @@ bool preload_may_propose(struct usmc_ctx *ctx, const struct sockaddr *sa);
 
 /* preload_ctx.c */
 struct usmc_ctx *preload_ctx(void);
+/* At the program's listen(): the context now, in kernel-compatible mode */
+void preload_ctx_at_listen(void);
 bool preload_ctx_has_devices(void);
 void ctx_fork_prepare(void);
 void ctx_fork_parent(void);

@@ -5,7 +5,9 @@
  * of fork() makes its own, as the parent's stays the parent's (usmc.h).
  */
 #include <stdio.h>
+#include <string.h>
 
+#include "../env.h"
 #include "preload.h"
 
 #define CTX_DEVICES_MAX 16 /* devices looked at for an address (a GID) */
@@ -47,6 +49,23 @@ struct usmc_ctx *preload_ctx(void)
 	}
 	pthread_mutex_unlock(&ctx_lock);
 	return ctx;
+}
+
+/*
+ * Kernel-compatible mode needs its BPF program loaded by a process that
+ * may (root): a pre-fork server's master listens as root, and its workers,
+ * which adopt the socket where they accept, have dropped root by then
+ * (nginx's `user`). They use the program of their parent (libusmc,
+ * kcompat.c borrow_parent()) if it has one: so the process that listens
+ * makes its context at once, not at its first accept or poll. Unless the
+ * mode is off: then nothing needs it before then.
+ */
+void preload_ctx_at_listen(void)
+{
+	const char *s = env_get(preload_settings(), "USMC_KERNEL_COMPAT");
+
+	if (!s || strcmp(s, "0"))
+		(void)preload_ctx();
 }
 
 bool preload_ctx_has_devices(void)

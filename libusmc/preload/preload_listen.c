@@ -34,8 +34,10 @@ PRELOAD_EXPORT int listen(int fd, int backlog)
 		obj_put(o);
 		return 0;
 	}
-	if (fd_is_inet_tcp(fd))
+	if (fd_is_inet_tcp(fd)) {
 		tab_add_listen(fd, backlog); /* without memory: a plain socket */
+		preload_ctx_at_listen();
+	}
 	return 0;
 }
 
