@@ -9,7 +9,8 @@
 #   python3 -m http.server + curl: a 4 MiB file, SHA-256 checked (curl also
 #     through the gate of a non-blocking connect with a device)
 #   python3 http.server + curl both in kernel-compatible mode: the server's
-#     adopted listener answers curl's SMC SYN with the option
+#     adopted listener answers curl's SMC SYN with the option; and nginx,
+#     whose workers adopt the socket after dropping root
 #   wrk (epoll, non-blocking connects) against examples/httpd: 0 errors
 #   nc (netcat-openbsd, poll) on both ends
 #   a pre-fork python server (the master listens, three workers accept)
@@ -283,6 +284,36 @@ NGX
 	grep -q "nginx: worker process.*: accepted 0 SMC-R, [1-9][0-9]* TCP" "$log" ||
 		fail "nginx: no worker summary at exit"
 	echo "ok: nginx (2 workers, sendfile): 64 MiB SHA-256, wrk keep-alive and close without errors"
+	# kernel-compatible mode: the master (root) loads the BPF program at
+	# its listen(), the workers (nobody by then) adopt the socket with it
+	kport=$(free_port)
+	sed "s/listen 127.0.0.1:$gport;/listen 127.0.0.1:$kport;/; s|$dir/ngx/nginx.pid|$dir/ngx/kc.pid|" \
+		"$dir/ngx/nginx.conf" >"$dir/ngx/kc.conf"
+	env -u USMC_KERNEL_COMPAT -u USMC_RUN_SMC_PEERS "$usmc_run" -vv -o "$dir/kcngx.log" \
+		nginx -p "$dir/ngx" -c "$dir/ngx/kc.conf" >"$dir/kcnginx.log" 2>&1 &
+	ngxpid=$!
+	pids+=($ngxpid)
+	for _ in $(seq 100); do
+		curl -s -o /dev/null "http://127.0.0.1:$kport/index.html" && break
+		sleep 0.05
+	done
+	env -u USMC_KERNEL_COMPAT -u USMC_RUN_SMC_PEERS "$usmc_run" -vv -o "$dir/kcngx.log" \
+		curl -fsS -o /dev/null --max-time 20 "http://127.0.0.1:$kport/index.html" ||
+		fail "curl to nginx in kernel-compatible mode"
+	kill -QUIT "$ngxpid"
+	wait "$ngxpid" || true
+	kc=$(sed -n "s/.*curl: fd [0-9]* connected .* -> 127.0.0.1:$kport: TCP, fallback \([A-Z]*\).*/\1/p" \
+		"$dir/kcngx.log")
+	if [ "$kc" = NOSMCRDEV ]; then
+		grep -q "nginx: worker process: fd [0-9]* accepted 127.0.0.1:$kport <- .*NOSMCRDEV from the peer" \
+			"$dir/kcngx.log" || fail "nginx, kernel-compatible mode: $(cat "$dir/kcngx.log")"
+		echo "ok: nginx in kernel-compatible mode: its workers (not root) answer curl's SMC SYN" \
+			"with the option (NOSMCRDEV, declined)"
+	elif [ "$kc" = DISABLED ] || { [ "$kc" = PEERNOSMC ] && [ $((kmaj * 100 + kmin)) -lt 612 ]; }; then
+		echo "skip: nginx in kernel-compatible mode ($kc: no BPF here, or Linux before 6.12)"
+	else
+		fail "nginx in kernel-compatible mode: curl $kc: $(cat "$dir/kcngx.log")"
+	fi
 else
 	echo "skip: nginx not installed"
 fi
