@@ -235,7 +235,8 @@ static int peer_decline_step(struct smcr_hs *hs, struct smcr_serve *st)
 	if (rc != SMCR_HS_TCP)
 		return rc;
 	st->phase = SERVE_CROSS_DECLINE;
-	st->wait_until_ms = st->confirmed_ms + SMCR_SRV_CROSS_WAIT_MS;
+	st->wait_until_ms =
+		smcr_hs_deadline(hs, st->confirmed_ms + SMCR_SRV_CROSS_WAIT_MS - clock_now_ms());
 	return cross_decline_step(hs, st);
 }
 
@@ -257,7 +258,7 @@ static int decline_first_contact(struct smcr_hs *hs, struct smcr_serve *st)
 {
 	smcr_clc_serve_abort(st); /* the link group is of no use now */
 	st->phase = SERVE_PEER_DECLINE;
-	st->wait_until_ms = clock_now_ms() + CLC_WAIT_SHORT_MS;
+	st->wait_until_ms = smcr_hs_deadline(hs, CLC_WAIT_SHORT_MS);
 	return peer_decline_step(hs, st);
 }
 
