@@ -48,6 +48,8 @@
  *               answered, in a loop from two addresses, against a server
  *               with two workers: no worker waits for an LLC answer, the
  *               honest client's handshakes stay within 2x
+ *   llcsilentauto the same against an auto-fallback listener: SMC-R is
+ *               back within seconds after the attack stops
  *   spoof       a PROPOSAL from another address of host A claiming the
  *               honest client's peer ID and GID, then an out-of-sync
  *               DECLINE: it must neither join nor end the victim's link
@@ -1482,7 +1484,7 @@ static void host_a_address_drop(const struct sockaddr_in *sa)
 
 static struct sockaddr_in llc_srv;
 static atomic_bool llc_stop;
-static atomic_int llc_confirms, llc_declined;
+static atomic_int llc_confirms, llc_declined, llc_server_declined;
 
 static void *llc_silent_attacker(void *arg)
 {
@@ -1499,11 +1501,16 @@ static void *llc_silent_attacker(void *arg)
 			CHECK(len > 0, "confirm bytes");
 			CHECK(send(c.fd, buf, (size_t)len, MSG_NOSIGNAL) == len, "confirm");
 			atomic_fetch_add(&llc_confirms, 1);
-			while (!atomic_load(&llc_stop)) { /* the server's DECLINE, then EOF */
+			/* the server's DECLINE (or EOF), then at once the next:
+			 * as many attempts as the server's bounds allow */
+			while (!atomic_load(&llc_stop)) {
 				struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
 
-				if (poll(&pfd, 1, 100) > 0 && recv(c.fd, buf, sizeof(buf), 0) <= 0)
+				if (poll(&pfd, 1, 100) > 0) {
+					if (recv(c.fd, buf, sizeof(buf), 0) > 0)
+						atomic_fetch_add(&llc_server_declined, 1);
 					break;
+				}
 			}
 		} else {
 			atomic_fetch_add(&llc_declined, 1);
@@ -1516,49 +1523,75 @@ static void *llc_silent_attacker(void *arg)
 	return NULL;
 }
 
+/* A server context with the default two workers and @flags, listening on
+ * host B; its listener in *@l, its address in llc_srv; a thread takes its
+ * connections (trickle_drain). */
+static struct usmc_ctx *llc_server(unsigned int flags, struct usmc_listener **l, pthread_t *drain)
+{
+	struct sockaddr_in sa = host_addr("USMC_TEST_HOST_B", 0);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct usmc_ctx *srv;
+
+	CHECK(!usmc_ctx_create(&srv), "ctx");
+	CHECK(!usmc_listen(srv, (struct sockaddr *)&sa, sizeof(sa), 64,
+			   USMC_LISTEN_NONBLOCK | flags, l),
+	      "listen");
+	CHECK(!usmc_listener_addr(*l, &ss, &len), "listener addr");
+	memcpy(&llc_srv, &ss, sizeof(llc_srv));
+	pthread_create(drain, NULL, trickle_drain, *l);
+	return srv;
+}
+
+/* LLC_ATTACKERS attackers, every other one from @second. */
+static void llc_attack_start(struct hp_link *lks, pthread_t *th, const struct sockaddr_in *second)
+{
+	for (int i = 0; i < LLC_ATTACKERS; i++) {
+		hp_link_open(&lks[i], NULL, i % 2 ? second : &addr_a);
+		pthread_create(&th[i], NULL, llc_silent_attacker, &lks[i]);
+	}
+	sleep(3); /* every attacker's first CONFIRM_LINK has gone unanswered */
+}
+
+static void llc_attack_stop(struct hp_link *lks, pthread_t *th)
+{
+	atomic_store(&llc_stop, true);
+	for (int i = 0; i < LLC_ATTACKERS; i++) {
+		pthread_join(th[i], NULL);
+		hp_link_close(&lks[i]);
+	}
+}
+
 static void run_llcsilent(void)
 {
-	struct sockaddr_in sa = host_addr("USMC_TEST_HOST_B", 0), second;
 	static struct hp_link lks[LLC_ATTACKERS];
 	pthread_t th[LLC_ATTACKERS], drain;
 	double base[LLC_HONEST], att[LLC_HONEST], mb, ma;
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
+	struct sockaddr_in second;
 	struct usmc_listener *l;
 	struct usmc_ctx *srv;
 	int fb, fa;
 
 	host_a_address(101, &second);
-	CHECK(!usmc_ctx_create(&srv), "ctx"); /* the default two workers */
-	CHECK(!usmc_listen(srv, (struct sockaddr *)&sa, sizeof(sa), 64, USMC_LISTEN_NONBLOCK, &l),
-	      "listen");
-	CHECK(!usmc_listener_addr(l, &ss, &len), "listener addr");
-	memcpy(&llc_srv, &ss, sizeof(llc_srv));
-	pthread_create(&drain, NULL, trickle_drain, l);
+	srv = llc_server(0, &l, &drain);
 	median_connect_to(&llc_srv, 1, base, &fb); /* the honest first contact */
 	mb = median_connect_to(&llc_srv, LLC_HONEST, base, &fb);
 	CHECK(!fb, "%d honest handshakes failed without an attacker", fb);
-	for (int i = 0; i < LLC_ATTACKERS; i++) {
-		hp_link_open(&lks[i], NULL, i % 2 ? &second : &addr_a);
-		pthread_create(&th[i], NULL, llc_silent_attacker, &lks[i]);
-	}
-	sleep(3); /* every attacker's first CONFIRM_LINK has gone unanswered */
+	llc_attack_start(lks, th, &second);
 	ma = median_connect_to(&llc_srv, LLC_HONEST, att, &fa);
-	atomic_store(&llc_stop, true);
+	llc_attack_stop(lks, th);
 	atomic_store(&trickle_stop, true);
-	for (int i = 0; i < LLC_ATTACKERS; i++) {
-		pthread_join(th[i], NULL);
-		hp_link_close(&lks[i]);
-	}
 	pthread_join(drain, NULL);
 	host_a_address_drop(&second);
 	printf("  honest handshake (reuse) of %d: median %.1f ms, worst %.1f ms without "
 	       "attackers; median %.1f ms, worst %.1f ms (%d failed) beside %d LLC-silent first "
-	       "contacts in a loop from 2 addresses (%d CONFIRMs sent, %d declined at once): "
+	       "contacts in a loop from 2 addresses (%d CONFIRMs sent, %d declined at once, %d "
+	       "after them): "
 	       "worst %.1fx\n",
 	       LLC_HONEST, mb * 1e3, base[LLC_HONEST - 1] * 1e3, ma * 1e3,
 	       att[LLC_HONEST - 1] * 1e3, fa, LLC_ATTACKERS, atomic_load(&llc_confirms),
-	       atomic_load(&llc_declined), att[LLC_HONEST - 1] / base[LLC_HONEST - 1]);
+	       atomic_load(&llc_declined), atomic_load(&llc_server_declined),
+	       att[LLC_HONEST - 1] / base[LLC_HONEST - 1]);
 	CHECK(!usmc_listener_close(l) && !usmc_ctx_destroy(srv), "close the server");
 	CHECK(!fa, "%d of %d honest handshakes failed beside the attackers", fa, LLC_HONEST);
 	CHECK(atomic_load(&llc_confirms) >= LLC_ATTACKERS, "only %d attacks ran",
@@ -1567,6 +1600,68 @@ static void run_llcsilent(void)
 	      "LLC-silent first contacts slow an honest handshake to %.1f ms (%.1fx its worst "
 	      "without; limits 2x and 500 ms)",
 	      att[LLC_HONEST - 1] * 1e3, att[LLC_HONEST - 1] / base[LLC_HONEST - 1]);
+}
+
+/*
+ * The same attack against an auto-fallback listener, whose admission by
+ * cost (listener_admit_smcr()) must not be poisoned by it: the handshakes
+ * the attackers stall cost the workers nothing, so the cost stays an
+ * honest one's, and once the attackers stop, an honest client runs SMC-R
+ * again within LLC_RECOVER_S (it may fall back while they run).
+ */
+#define LLC_RECOVER_S 5.0
+
+static bool runs_smcr(const struct usmc_conn *c)
+{
+	struct usmc_conn_info info;
+
+	return !usmc_conn_info(c, &info) && info.mode == USMC_MODE_SMCR;
+}
+
+static void run_llcsilentauto(void)
+{
+	static struct hp_link lks[LLC_ATTACKERS];
+	pthread_t th[LLC_ATTACKERS], drain;
+	struct sockaddr_in second;
+	struct usmc_listener *l;
+	struct usmc_ctx *srv;
+	int during = 0, tcp_during = 0;
+	double t_stop, back = -1;
+
+	host_a_address(102, &second);
+	srv = llc_server(USMC_LISTEN_AUTO_FALLBACK, &l, &drain);
+	median_connect_to(&llc_srv, 1, (double[1]){0}, &during); /* the honest first contact */
+	llc_attack_start(lks, th, &second);
+	for (double t0 = mono_s(); mono_s() - t0 < 3; during++) { /* honest load meanwhile */
+		struct usmc_conn *c;
+
+		CHECK(!usmc_connect(ch, (const struct sockaddr *)&llc_srv, sizeof(llc_srv), 0, &c),
+		      "honest connect during the attack");
+		tcp_during += !runs_smcr(c);
+		usmc_close(c);
+		usleep(50000);
+	}
+	llc_attack_stop(lks, th);
+	t_stop = mono_s();
+	while (back < 0 && mono_s() - t_stop < 2 * LLC_RECOVER_S) {
+		struct usmc_conn *c;
+
+		CHECK(!usmc_connect(ch, (const struct sockaddr *)&llc_srv, sizeof(llc_srv), 0, &c),
+		      "honest connect after the attack");
+		if (runs_smcr(c))
+			back = mono_s() - t_stop;
+		usmc_close(c);
+		usleep(50000);
+	}
+	atomic_store(&trickle_stop, true);
+	pthread_join(drain, NULL);
+	host_a_address_drop(&second);
+	printf("  auto-fallback listener: %d of %d honest connects on TCP during the attack (%d "
+	       "CONFIRMs sent); SMC-R again %.2f s after it stopped\n",
+	       tcp_during, during, atomic_load(&llc_confirms), back);
+	CHECK(!usmc_listener_close(l) && !usmc_ctx_destroy(srv), "close the server");
+	CHECK(back >= 0 && back < LLC_RECOVER_S, "SMC-R not back within %.0f s of the attack's end",
+	      LLC_RECOVER_S);
 }
 
 /* ---- 13: link groups per peer address are capped ---- */
@@ -1919,6 +2014,7 @@ int main(int argc, char **argv)
 		{"srvnolink", run_srvnolink},
 		{"srvnolinkasync", run_srvnolinkasync},
 		{"llcsilent", run_llcsilent},
+		{"llcsilentauto", run_llcsilentauto},
 		{"caps", run_caps},
 	};
 	void (*run)(void) = NULL;
