@@ -7,11 +7,12 @@
 # host; vm-run.sh wrote params.sh and env.sh there.
 #
 # Topology exported to the command:
-#   USMC_TEST_SETUP          none | one | two
+#   USMC_TEST_SETUP          none | one | two | twopath
 #   USMC_TEST_HOST_A/_B      IPv4 of the two "hosts" (the same one for "one")
 #   USMC_TEST_RXE_A/_B       their rxe devices
 #   USMC_TEST_NETDEV_A/_B    their netdevs
 #   USMC_TEST_GID_INDEX_A/_B index of the IPv4-mapped RoCE v2 GID
+#   the same with A2/B2      twopath: the hosts' second RoCE path
 #   USMC_RXE_VM=1
 set -uo pipefail # no -e: whatever happens, an exit code must be written
 
@@ -82,7 +83,7 @@ sysctl_set() { # key value: no sysctl(8) process per key
 }
 
 case "$VM_SETUP" in
-one | two)
+one | two | twopath)
 	run modprobe -a rdma_rxe ib_uverbs rdma_ucm
 	;;
 esac
@@ -90,6 +91,43 @@ esac
 
 A=10.0.0.1
 B=10.0.0.2
+A2=10.0.1.1
+B2=10.0.1.2
+
+# veth_path <dev A> <dev B> <addr A> <addr B> <table> <rxe A> <rxe B>: one
+# RoCE path between the hosts: a veth pair, a /24 address on each end, an
+# rxe device on each, and the policy routing that sends locally generated
+# traffic to the peer's address through the pair instead of lo: to B via
+# table <table> (rule pref <table> - 90), to A via table <table> + 1
+# (pref <table> - 89), with permanent neighbours (no ARP between two
+# addresses of one host). Sets GID_A and GID_B to the GID indexes.
+veth_path() {
+	local da=$1 db=$2 a=$3 b=$4 t=$5 ra=$6 rb=$7 d mac_a mac_b
+	run ip link add "$da" type veth peer name "$db"
+	for d in "$da" "$db"; do
+		sysctl_set "net.ipv4.conf.$d.accept_local" 1
+		sysctl_set "net.ipv4.conf.$d.rp_filter" 0
+	done
+	run ip addr add "$a/24" dev "$da"
+	run ip addr add "$b/24" dev "$db"
+	run ip link set "$da" up
+	run ip link set "$db" up
+	run ip rule add pref $((t - 90)) iif lo to "$b" lookup "$t"
+	run ip rule add pref $((t - 89)) iif lo to "$a" lookup $((t + 1))
+	run ip route add "$b" dev "$da" src "$a" table "$t"
+	run ip route add "$a" dev "$db" src "$b" table $((t + 1))
+	read -r mac_a <"/sys/class/net/$da/address"
+	read -r mac_b <"/sys/class/net/$db/address"
+	run ip neigh replace "$b" lladdr "$mac_b" dev "$da" nud permanent
+	run ip neigh replace "$a" lladdr "$mac_a" dev "$db" nud permanent
+	run rdma link add "$ra" type rxe netdev "$da"
+	run rdma link add "$rb" type rxe netdev "$db"
+	gid_index "$ra" "$a"
+	GID_A=$GID_INDEX
+	gid_index "$rb" "$b"
+	GID_B=$GID_INDEX
+}
+
 case "$VM_SETUP" in
 none)
 	export USMC_TEST_SETUP=none
@@ -107,51 +145,45 @@ one)
 	export USMC_TEST_NETDEV_A=dummy0 USMC_TEST_NETDEV_B=dummy0
 	export USMC_TEST_GID_INDEX_A=$GID_INDEX USMC_TEST_GID_INDEX_B=$GID_INDEX
 	;;
-two)
+two | twopath)
 	# Two "hosts" on a veth pair in the initial netns (rxe's UDP socket
 	# lives there). Policy routing makes locally generated traffic between
 	# the two addresses leave through the veth pair instead of lo.
-	run ip link add veth0 type veth peer name veth1
 	for k in all default; do
 		sysctl_set net.ipv4.conf.$k.accept_local 1
 		sysctl_set net.ipv4.conf.$k.rp_filter 0
 	done
-	for d in veth0 veth1; do
-		sysctl_set net.ipv4.conf.$d.accept_local 1
-		sysctl_set net.ipv4.conf.$d.rp_filter 0
-	done
-	run ip addr add $A/24 dev veth0
-	run ip addr add $B/24 dev veth1
-	run ip link set veth0 up
-	run ip link set veth1 up
 	run ip rule add pref 100 lookup local
 	run ip rule del pref 0 lookup local
-	run ip rule add pref 10 iif lo to $B lookup 100
-	run ip rule add pref 11 iif lo to $A lookup 101
-	run ip route add $B dev veth0 src $A table 100
-	run ip route add $A dev veth1 src $B table 101
-	read -r mac0 </sys/class/net/veth0/address
-	read -r mac1 </sys/class/net/veth1/address
-	run ip neigh replace $B lladdr "$mac1" dev veth0 nud permanent
-	run ip neigh replace $A lladdr "$mac0" dev veth1 nud permanent
-	run rdma link add rxe0 type rxe netdev veth0
-	run rdma link add rxe1 type rxe netdev veth1
-	gid_index rxe0 $A
-	ga=$GID_INDEX
-	gid_index rxe1 $B
-	export USMC_TEST_SETUP=two USMC_TEST_HOST_A=$A USMC_TEST_HOST_B=$B
+	veth_path veth0 veth1 $A $B 100 rxe0 rxe1
+	ga=$GID_A gb=$GID_B
+	export USMC_TEST_SETUP=$VM_SETUP USMC_TEST_HOST_A=$A USMC_TEST_HOST_B=$B
 	export USMC_TEST_RXE_A=rxe0 USMC_TEST_RXE_B=rxe1
 	export USMC_TEST_NETDEV_A=veth0 USMC_TEST_NETDEV_B=veth1
-	export USMC_TEST_GID_INDEX_A=$ga USMC_TEST_GID_INDEX_B=$GID_INDEX
+	export USMC_TEST_GID_INDEX_A=$ga USMC_TEST_GID_INDEX_B=$gb
 	;;
 esac
+if [ "$VM_SETUP" = twopath ]; then
+	# A second, independent RoCE path between the same two hosts: its own
+	# veth pair, rxe devices, subnet and routing tables, so that each
+	# host's second GID is its second-subnet address (SMC-Rv2 ADD_LINK
+	# names a link by its GID's IPv4 address).
+	veth_path veth2 veth3 $A2 $B2 102 rxe2 rxe3
+	export USMC_TEST_HOST_A2=$A2 USMC_TEST_HOST_B2=$B2
+	export USMC_TEST_RXE_A2=rxe2 USMC_TEST_RXE_B2=rxe3
+	export USMC_TEST_NETDEV_A2=veth2 USMC_TEST_NETDEV_B2=veth3
+	export USMC_TEST_GID_INDEX_A2=$GID_A USMC_TEST_GID_INDEX_B2=$GID_B
+fi
 : >"$RUN/phase-setup"
 [ "$VM_SETUP" = none ] ||
 	log "setup $VM_SETUP: $USMC_TEST_RXE_A $USMC_TEST_HOST_A gid $USMC_TEST_GID_INDEX_A," \
 		"$USMC_TEST_RXE_B $USMC_TEST_HOST_B gid $USMC_TEST_GID_INDEX_B"
+[ "$VM_SETUP" != twopath ] ||
+	log "setup twopath, path 2: $USMC_TEST_RXE_A2 $USMC_TEST_HOST_A2 gid $USMC_TEST_GID_INDEX_A2," \
+		"$USMC_TEST_RXE_B2 $USMC_TEST_HOST_B2 gid $USMC_TEST_GID_INDEX_B2"
 
 # The caller's environment (PATH included), then the topology on top.
-topo=$(export -p | grep -E '^declare -x (USMC_TEST_[A-Z_]*)=')
+topo=$(export -p | grep -E '^declare -x (USMC_TEST_[A-Z0-9_]*)=')
 # shellcheck source=/dev/null
 . "$RUN/env.sh"
 eval "$topo"
