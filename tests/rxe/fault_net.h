@@ -5,7 +5,8 @@
  * taken down and brought back (with the routes and neighbours the guest's
  * topology needs restored), and the kernel's count of verbs objects. All
  * helpers return 0 or -1 and print what failed; the caller asserts. Needs
- * root (the guest).
+ * root (the guest). The *_path() forms name the RoCE path (1, or 2 of
+ * --setup twopath: USMC_TEST_NETDEV_A2/_B2...); the others act on path 1.
  */
 #ifndef USMC_TEST_FAULT_NET_H
 #define USMC_TEST_FAULT_NET_H
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "roce_cut.h"
 
 /* Runs a shell command built from @fmt; 0 if it exited 0. */
 static inline int __attribute__((format(printf, 1, 2))) fnet_sh(const char *fmt, ...)
@@ -33,32 +36,46 @@ static inline int __attribute__((format(printf, 1, 2))) fnet_sh(const char *fmt,
 	return rc ? -1 : 0;
 }
 
+/* The netdev of host @which (0: A, 1: B) on RoCE path @path. */
+static inline const char *fnet_path_dev(int path, int which)
+{
+	return roce_path_env(which ? "USMC_TEST_NETDEV_B" : "USMC_TEST_NETDEV_A", path);
+}
+
 static inline const char *fnet_dev(int which)
 {
-	return getenv(which ? "USMC_TEST_NETDEV_B" : "USMC_TEST_NETDEV_A");
+	return fnet_path_dev(1, which);
 }
 
 /*
  * A netem qdisc with @spec ("loss 1%", "duplicate 2%", ...) at the root of
- * both veths: every packet between the two hosts, RoCE v2 and TCP alike,
- * crosses exactly one of them. NULL or "" removes it.
+ * both veths of path @path: every packet between the two hosts on that
+ * path, RoCE v2 and TCP alike, crosses exactly one of them. NULL or ""
+ * removes it.
  */
-static inline int fnet_netem(const char *spec)
+static inline int fnet_netem_path(int path, const char *spec)
 {
 	int rc = 0;
 
 	for (int i = 0; i < 2; i++) {
-		const char *d = fnet_dev(i);
+		const char *d = fnet_path_dev(path, i);
+		char cmd[128];
 
 		if (!d)
 			return -1;
-		if (spec && *spec)
+		if (spec && *spec) {
 			rc |= fnet_sh("tc qdisc replace dev %s root netem %s", d, spec);
-		else
-			system("tc qdisc del dev veth0 root 2>/dev/null; "
-			       "tc qdisc del dev veth1 root 2>/dev/null");
+		} else {
+			snprintf(cmd, sizeof(cmd), "tc qdisc del dev %s root 2>/dev/null", d);
+			system(cmd);
+		}
 	}
 	return rc;
+}
+
+static inline int fnet_netem(const char *spec)
+{
+	return fnet_netem_path(1, spec);
 }
 
 /* The MAC of netdev @dev into @mac (18 bytes), from sysfs. */
@@ -77,20 +94,25 @@ static inline int fnet_mac(const char *dev, char mac[18])
 }
 
 /*
- * Host A's RoCE netdev down (@down) or up again. Down: the veth pair loses
- * its carrier on both ends (both rxe ports go DOWN), and the kernel drops
- * the routes and neighbours through veth0; with ignore_routes_with_linkdown
- * the traffic between the two addresses then goes through lo (TCP lives,
- * RDMA does not: rxe transmits only on its own netdev). Up: the routes and
- * the permanent neighbours of the guest's topology come back.
+ * Host A's RoCE netdev of path @path down (@down) or up again. Down: the
+ * veth pair loses its carrier on both ends (both rxe ports of the path go
+ * DOWN), and the kernel drops the routes and neighbours through it; with
+ * ignore_routes_with_linkdown the traffic between the path's two addresses
+ * then goes through lo (TCP lives, RDMA does not: rxe transmits only on its
+ * own netdev). The other path is untouched. Up: the routes and the
+ * permanent neighbours of the guest's topology come back: path p routes in
+ * tables 98 + 2p (to B) and 99 + 2p (to A), as guest-run.sh veth_path()
+ * builds them.
  */
-static inline int fnet_link(bool down)
+static inline int fnet_link_path(int path, bool down)
 {
-	const char *a = getenv("USMC_TEST_HOST_A"), *b = getenv("USMC_TEST_HOST_B");
-	const char *da = fnet_dev(0), *db = fnet_dev(1);
+	const char *a = roce_path_env("USMC_TEST_HOST_A", path);
+	const char *b = roce_path_env("USMC_TEST_HOST_B", path);
+	const char *da = fnet_path_dev(path, 0), *db = fnet_path_dev(path, 1);
+	int table = 98 + 2 * path;
 	char ma[18], mb[18];
 
-	if (!a || !b || !da || !db || fnet_mac(da, ma) || fnet_mac(db, mb))
+	if (path < 1 || !a || !b || !da || !db || fnet_mac(da, ma) || fnet_mac(db, mb))
 		return -1;
 	if (down)
 		return fnet_sh("echo 1 > /proc/sys/net/ipv4/conf/%s/ignore_routes_with_linkdown && "
@@ -98,11 +120,17 @@ static inline int fnet_link(bool down)
 			       "ip link set %s down",
 			       da, db, da);
 	return fnet_sh("ip link set %s up && "
-		       "ip route replace %s dev %s src %s table 100 && "
-		       "ip route replace %s dev %s src %s table 101 && "
+		       "ip route replace %s dev %s src %s table %d && "
+		       "ip route replace %s dev %s src %s table %d && "
 		       "ip neigh replace %s lladdr %s dev %s nud permanent && "
 		       "ip neigh replace %s lladdr %s dev %s nud permanent",
-		       da, b, da, a, a, db, b, b, mb, da, a, ma, db);
+		       da, b, da, a, table, a, db, b, table + 1, b, mb, da, a, ma, db);
+}
+
+/* fnet_link_path() of path 1. */
+static inline int fnet_link(bool down)
+{
+	return fnet_link_path(1, down);
 }
 
 /* The state of the RoCE port of rxe device @dev ("ACTIVE", "DOWN"). */

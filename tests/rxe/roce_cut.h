@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Test helper: break the RDMA path between the guest's two hosts, keep TCP. */
+/* Test helper: break an RDMA path between the guest's two hosts, keep TCP. */
 #ifndef USMC_TEST_ROCE_CUT_H
 #define USMC_TEST_ROCE_CUT_H
 
@@ -7,11 +7,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* RoCE v2 (UDP port 4791) dropped at tc hook @hook ("egress", "ingress")
- * of both veths, or restored (!@cut). */
-static inline int roce_cut_at(bool cut, const char *hook)
+/*
+ * The guest's RoCE paths (tests/rxe/guest-run.sh): path 1 is the setup's
+ * veth pair (USMC_TEST_NETDEV_A/_B...), path 2 the second one of
+ * --setup twopath (USMC_TEST_NETDEV_A2/_B2...). roce_path_env() reads
+ * variable @base ("USMC_TEST_NETDEV_A") of path @path; NULL if unset.
+ */
+static inline const char *roce_path_env(const char *base, int path)
 {
-	const char *dev[2] = {getenv("USMC_TEST_NETDEV_A"), getenv("USMC_TEST_NETDEV_B")};
+	char name[64];
+
+	if (path <= 1)
+		return getenv(base);
+	snprintf(name, sizeof(name), "%s%d", base, path);
+	return getenv(name);
+}
+
+/* RoCE v2 (UDP port 4791) dropped at tc hook @hook ("egress", "ingress")
+ * of both veths of path @path, or restored (!@cut). */
+static inline int roce_cut_path_at(int path, bool cut, const char *hook)
+{
+	const char *dev[2] = {roce_path_env("USMC_TEST_NETDEV_A", path),
+			      roce_path_env("USMC_TEST_NETDEV_B", path)};
 	char cmd[512];
 	int rc = 0;
 
@@ -34,11 +51,18 @@ static inline int roce_cut_at(bool cut, const char *hook)
 	return rc;
 }
 
+/* As roce_cut_path_at(), on path 1. */
+static inline int roce_cut_at(bool cut, const char *hook)
+{
+	return roce_cut_path_at(1, cut, hook);
+}
+
 /*
- * Cut (or restore) the RDMA path between the two hosts: RoCE v2 packets
- * are dropped as they leave either veth, TCP still flows (rxe sees the
- * drop and fails the send at once). Returns 0, or -1 if tc failed (the
- * guest only: the netdevs come from USMC_TEST_NETDEV_A/B).
+ * Cut (or restore) the RDMA path between the two hosts (path 1 of --setup
+ * twopath): RoCE v2 packets are dropped as they leave either veth, TCP
+ * still flows (rxe sees the drop and fails the send at once). Returns 0,
+ * or -1 if tc failed (the guest only: the netdevs come from
+ * USMC_TEST_NETDEV_A/B).
  */
 static inline int roce_cut(bool cut)
 {
@@ -54,6 +78,21 @@ static inline int roce_cut(bool cut)
 static inline int roce_lose(bool lose)
 {
 	return roce_cut_at(lose, "ingress");
+}
+
+/*
+ * roce_cut() and roce_lose() of path @path alone (1 or 2): the other path's
+ * RoCE and every path's TCP still flow. A path is restored with
+ * roce_cut_path(path, false) whichever way it was cut.
+ */
+static inline int roce_cut_path(int path, bool cut)
+{
+	return roce_cut_path_at(path, cut, "egress");
+}
+
+static inline int roce_lose_path(int path, bool lose)
+{
+	return roce_cut_path_at(path, lose, "ingress");
 }
 
 /*
