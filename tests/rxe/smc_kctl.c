@@ -6,6 +6,12 @@
  *   smc_kctl ueid add|del <EID>   user EID (generic netlink SMC_GEN_NETLINK)
  *   smc_kctl ueid flush | show
  *   smc_kctl lgr                  SMC-R link groups (role, conns, SMC version)
+ *   smc_kctl links                link groups with their type (SINGLE,
+ *                                 SYMMETRIC...) and each link: RDMA device,
+ *                                 GIDs, state (two links: two RoCE paths)
+ *   smc_kctl pnet add <PNETID> eth <netdev> | ib <rdma dev>
+ *   smc_kctl pnet flush           the pnet table (generic netlink
+ *                                 SMC_PNETID): which devices share a network
  *   smc_kctl diag                 kernel SMC sockets (smc_diag): mode
  *                                 (SMC-R / SMC-D / fallback), fallback reason,
  *                                 an SMC-R connection's cursors
@@ -164,6 +170,152 @@ static int cmd_lgr(void)
 	return 0;
 }
 
+/* The pnet table (net/smc/smc_pnet.c smc_pnet_enter()): an Ethernet or
+ * RDMA device (port 1) gets a PNETID; link groups only use devices of the
+ * PNETID of their first link's. */
+static int cmd_pnet(int argc, char **argv)
+{
+	union nlbuf req;
+	uint8_t cmd = argc == 1 && !strcmp(argv[0], "flush") ? SMC_PNETID_FLUSH : SMC_PNETID_ADD;
+	int err;
+
+	if (cmd == SMC_PNETID_ADD && (argc != 4 || strcmp(argv[0], "add") ||
+				      (strcmp(argv[2], "eth") && strcmp(argv[2], "ib")))) {
+		fprintf(stderr, "usage: smc_kctl pnet add <PNETID> eth <netdev> | ib <rdma dev>\n"
+				"       smc_kctl pnet flush\n");
+		return 2;
+	}
+	/* These commands answer nothing but the ack: ask for it. */
+	err = genl_start(&req, SMCR_GENL_FAMILY_NAME, cmd, SMCR_GENL_FAMILY_VERSION, NLM_F_ACK);
+	if (err)
+		die("generic netlink family " SMCR_GENL_FAMILY_NAME " (modprobe smc?)", err);
+	if (cmd == SMC_PNETID_ADD) {
+		uint8_t port = 1;
+
+		nl_attr(&req, SMC_PNETID_NAME, argv[1], strlen(argv[1]) + 1);
+		if (!strcmp(argv[2], "eth")) {
+			nl_attr(&req, SMC_PNETID_ETHNAME, argv[3], strlen(argv[3]) + 1);
+		} else {
+			nl_attr(&req, SMC_PNETID_IBNAME, argv[3], strlen(argv[3]) + 1);
+			nl_attr(&req, SMC_PNETID_IBPORT, &port, sizeof(port));
+		}
+	}
+	err = nl_talk(NETLINK_GENERIC, &req, NULL, NULL);
+	if (err && !(cmd == SMC_PNETID_FLUSH && err == ENOENT)) /* an empty table */
+		die("pnet table", err);
+	return 0;
+}
+
+/* enum smc_lgr_type and enum smc_link_state of net/smc/smc_core.h (kernel
+ * internal), as the link dump carries them. */
+static const char *lgr_type_name(unsigned t)
+{
+	static const char *const names[] = {"NONE", "SINGLE", "SYMMETRIC", "ASYMMETRIC_PEER",
+					    "ASYMMETRIC_LOCAL"};
+
+	return t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
+}
+
+static const char *link_state_name(unsigned s)
+{
+	static const char *const names[] = {"UNUSED", "INACTIVE", "ACTIVATING", "ACTIVE"};
+
+	return s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+static unsigned nla_uint(const struct nlattr *a)
+{
+	switch (nla_len_of(a)) {
+	case 1:
+		return *(const uint8_t *)nla_data_of(a);
+	case 2:
+		return *(const uint16_t *)nla_data_of(a);
+	case 4:
+		return *(const uint32_t *)nla_data_of(a);
+	}
+	return 0;
+}
+
+/* A link dump answer: a link group (SMC_GEN_LGR_SMCR) or one of its usable
+ * links (SMC_GEN_LINK_SMCR), in that order (net/smc/smc_core.c
+ * smc_nl_handle_lgr()). */
+static int links_cb(const struct nlmsghdr *h, void *arg)
+{
+	for_each_nlattr(top, genl_attrs(h), genl_attrlen(h))
+	{
+		if (nla_type_of(top) == SMC_GEN_LGR_SMCR) {
+			unsigned id = 0, role = 0, type = 0, conns = 0;
+
+			for_each_nlattr(a, nla_data_of(top), nla_len_of(top))
+			{
+				if (nla_type_of(a) == SMC_NLA_LGR_R_ID)
+					id = nla_uint(a);
+				else if (nla_type_of(a) == SMC_NLA_LGR_R_ROLE)
+					role = nla_uint(a);
+				else if (nla_type_of(a) == SMC_NLA_LGR_R_TYPE)
+					type = nla_uint(a);
+				else if (nla_type_of(a) == SMC_NLA_LGR_R_CONNS_NUM)
+					conns = nla_uint(a);
+			}
+			printf("lgr id=0x%x role=%s type=%s conns=%u\n", id,
+			       role ? "server" : "client", lgr_type_name(type), conns);
+			++*(int *)arg;
+		} else if (nla_type_of(top) == SMC_GEN_LINK_SMCR) {
+			unsigned id = 0, port = 0, conns = 0, state = 0, ifindex = 0;
+			char dev[64] = "?", gid[64] = "?", peer[64] = "?";
+
+			for_each_nlattr(a, nla_data_of(top), nla_len_of(top))
+			{
+				const char *str = nla_data_of(a);
+				int len = (int)strnlen(str, nla_len_of(a));
+
+				switch (nla_type_of(a)) {
+				case SMC_NLA_LINK_ID:
+					id = nla_uint(a);
+					break;
+				case SMC_NLA_LINK_IB_DEV:
+					snprintf(dev, sizeof(dev), "%.*s", len, str);
+					break;
+				case SMC_NLA_LINK_IB_PORT:
+					port = nla_uint(a);
+					break;
+				case SMC_NLA_LINK_GID:
+					snprintf(gid, sizeof(gid), "%.*s", len, str);
+					break;
+				case SMC_NLA_LINK_PEER_GID:
+					snprintf(peer, sizeof(peer), "%.*s", len, str);
+					break;
+				case SMC_NLA_LINK_CONN_CNT:
+					conns = nla_uint(a);
+					break;
+				case SMC_NLA_LINK_NET_DEV:
+					ifindex = nla_uint(a);
+					break;
+				case SMC_NLA_LINK_STATE:
+					state = nla_uint(a);
+					break;
+				}
+			}
+			printf("  link id=%u dev=%s port=%u ifindex=%u gid=%s peer_gid=%s state=%s "
+			       "conns=%u\n",
+			       id, dev, port, ifindex, gid, peer, link_state_name(state), conns);
+		}
+	}
+	return 0;
+}
+
+static int cmd_links(void)
+{
+	int count = 0,
+	    err = smc_genl(SMC_NETLINK_GET_LINK_SMCR, NLM_F_DUMP, NULL, links_cb, &count);
+
+	if (err)
+		die("link dump", err);
+	if (!count)
+		printf("no SMC-R link group\n");
+	return 0;
+}
+
 static const char *state_name(unsigned s)
 {
 	/* enum smc_state of net/smc/smc.h (kernel internal). */
@@ -307,9 +459,15 @@ int main(int argc, char **argv)
 		return cmd_ueid(argc - 2, argv + 2);
 	if (argc == 2 && !strcmp(argv[1], "lgr"))
 		return cmd_lgr();
+	if (argc >= 2 && !strcmp(argv[1], "pnet"))
+		return cmd_pnet(argc - 2, argv + 2);
+	if (argc == 2 && !strcmp(argv[1], "links"))
+		return cmd_links();
 	if (argc == 2 && !strcmp(argv[1], "diag"))
 		return cmd_diag();
-	fprintf(stderr, "usage: smc_kctl ueid add|del <EID> | ueid flush | ueid show\n"
-			"       smc_kctl lgr | diag\n");
+	fprintf(stderr,
+		"usage: smc_kctl ueid add|del <EID> | ueid flush | ueid show\n"
+		"       smc_kctl pnet add <PNETID> eth <netdev> | ib <rdma dev> | pnet flush\n"
+		"       smc_kctl lgr | links | diag\n");
 	return 2;
 }
