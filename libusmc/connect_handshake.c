@@ -223,7 +223,7 @@ int connect_hs_events(const struct conn_client_hs *h, int *timeout_ms)
 		*timeout_ms = -1; /* the TCP connect; its own timeout */
 		return POLLOUT;
 	}
-	if (h->cl.accepted && h->cl.phase == CL_SERVER_DECLINE) {
+	if (h->cl.accepted && h->cl.phase == CL_SERVER_DECLINE && !h->cl.setup_running) {
 		/* the server's DECLINE comes on the socket */
 		left = h->cl.due_ms - clock_now_ms();
 		*timeout_ms = left > 0 ? (int)left : 0;

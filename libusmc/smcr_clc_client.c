@@ -141,6 +141,53 @@ static struct smcr_conn *client_take_conn(struct smcr_client *cl)
 	return sc;
 }
 
+/*
+ * The handshake's own thread, not waiting: the verbs set-up and teardown
+ * of a link group take milliseconds of system calls (tens in an emulated
+ * guest), which an event loop's call must not spend. It runs one job at a
+ * time; the calls look whether it is done.
+ * client_thread_start() - run @job on @cl; false if no thread could be
+ * started (then the caller does the job itself).
+ * client_thread_done() - its job is over (and joined), or none runs.
+ */
+static bool client_thread_start(struct smcr_client *cl, void *(*job)(void *))
+{
+	atomic_store(&cl->setup_done, false);
+	cl->setup_running = !pthread_create(&cl->setup_th, NULL, job, cl);
+	return cl->setup_running;
+}
+
+static bool client_thread_done(struct smcr_client *cl)
+{
+	if (!cl->setup_running)
+		return true;
+	if (!atomic_load_explicit(&cl->setup_done, memory_order_acquire))
+		return false;
+	pthread_join(cl->setup_th, NULL);
+	cl->setup_running = false;
+	return true;
+}
+
+/* The connection and link group a failed first contact set up, freed. */
+static void client_release_link(struct smcr_client *cl)
+{
+	if (cl->sc)
+		smcr_conn_discard(cl->sc);
+	cl->sc = NULL;
+	if (cl->lgr)
+		lgr_free(cl->lgr);
+	cl->lgr = NULL;
+}
+
+static void *client_release_thread(void *arg)
+{
+	struct smcr_client *cl = arg;
+
+	client_release_link(cl);
+	atomic_store_explicit(&cl->setup_done, true, memory_order_release);
+	return NULL;
+}
+
 /* The server's CONFIRM_LINK did not come: it cannot have had our answer,
  * so it declines; take its DECLINE (smcr_hs_await_server_decline()). */
 static int client_decline_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
@@ -163,8 +210,12 @@ static int client_link_step(struct smcr_hs *hs, struct smcr_client *cl, bool wai
 	if (phase_pending(cl, wait, rc))
 		return SMCR_HS_AWAIT_LGR;
 	if (rc) {
-		smcr_clc_client_abort(cl); /* the link group is of no use now */
+		/* the link group is of no use now; not waiting, its teardown
+		 * (verbs objects, its thread) runs on the handshake's thread */
 		phase_begin(cl, CL_SERVER_DECLINE, SMCR_CL_DECLINE_WAIT_MS);
+		if (!wait && client_thread_start(cl, client_release_thread))
+			return SMCR_HS_AWAIT_LGR;
+		client_release_link(cl);
 		return client_decline_step(hs, cl, wait);
 	}
 	if (!(req.flags & LLC_FLAG_NO_RMBE_EYEC))
@@ -219,28 +270,9 @@ static void *client_fc_setup_thread(void *arg)
 	return NULL;
 }
 
-/*
- * Not waiting: a new link group's verbs objects and buffers take
- * milliseconds of system calls (tens in an emulated guest), which an
- * event loop's call must not spend: they are set up on a thread of their
- * own, once per link group, and the calls look whether it is done.
- * False if no thread could be started (then the caller sets up itself).
- */
-static bool client_fc_setup_start(const struct smcr_hs *hs, struct smcr_client *cl)
-{
-	cl->setup_hs = hs;
-	atomic_store(&cl->setup_done, false);
-	cl->setup_running = !pthread_create(&cl->setup_th, NULL, client_fc_setup_thread, cl);
-	return cl->setup_running;
-}
-
-/* CL_SETUP: the set-up thread's result, once it is there. */
+/* CL_SETUP, its thread's job done: the set-up's result. */
 static int client_fc_setup_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
 {
-	if (!atomic_load_explicit(&cl->setup_done, memory_order_acquire))
-		return SMCR_HS_AWAIT_LGR;
-	pthread_join(cl->setup_th, NULL);
-	cl->setup_running = false;
 	return client_fc_set_up(hs, cl, wait, cl->setup_rc);
 }
 
@@ -261,7 +293,8 @@ static int client_first_contact(struct smcr_hs *hs, struct smcr_client *cl, bool
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
 	cl->reserved = true;
 	phase_begin(cl, CL_SETUP, SMCR_CL_WAIT_MS);
-	if (!wait && client_fc_setup_start(hs, cl))
+	cl->setup_hs = hs;
+	if (!wait && client_thread_start(cl, client_fc_setup_thread))
 		return SMCR_HS_AWAIT_LGR;
 	return client_fc_set_up(hs, cl, wait, client_fc_setup(hs, cl));
 }
@@ -326,6 +359,8 @@ static int client_reuse(struct smcr_hs *hs, struct smcr_client *cl, bool wait, s
 /* The phase after the ACCEPT that was not over. */
 static int client_phase_step(struct smcr_hs *hs, struct smcr_client *cl, bool wait)
 {
+	if (!client_thread_done(cl))
+		return SMCR_HS_AWAIT_LGR; /* its set-up or teardown still runs */
 	switch (cl->phase) {
 	case CL_SETUP:
 		return client_fc_setup_step(hs, cl, wait);
@@ -374,18 +409,13 @@ static int client_after_accept(struct smcr_hs *hs, struct smcr_client *cl, bool 
 
 void smcr_clc_client_abort(struct smcr_client *cl)
 {
-	if (cl->setup_running) /* closed while its link group is set up */
+	if (cl->setup_running) /* closed while its link group is set up or freed */
 		pthread_join(cl->setup_th, NULL);
 	cl->setup_running = false;
 	if (cl->flow)
 		smcr_llc_flow_abandon(cl->sc->lgr, cl->flow);
 	cl->flow = 0;
-	if (cl->sc)
-		smcr_conn_discard(cl->sc);
-	cl->sc = NULL;
-	if (cl->lgr)
-		lgr_free(cl->lgr);
-	cl->lgr = NULL;
+	client_release_link(cl);
 	if (cl->reserved)
 		lgr_unclaim(cl->sctx, &cl->pending);
 	cl->reserved = false;
