@@ -145,10 +145,11 @@ struct smcr_client {
 	struct lgr_pending pending; /* ... the reservation (lgr_reserve()) */
 	uint8_t release;	    /* first contact: negotiated */
 	uint32_t flow;		    /* CL_RKEY: our flow (smcr_llc_flow_start()), 0 none */
-	/* CL_SETUP: the thread that sets the link group up (not waiting) */
+	/* not waiting: the handshake's thread, which sets the link group up
+	 * (CL_SETUP) or frees it after a failed CONFIRM_LINK */
 	pthread_t setup_th;
 	bool setup_running;		/* setup_th is to be joined */
-	atomic_bool setup_done;		/* setup_rc is there */
+	atomic_bool setup_done;		/* its job is done (a set-up's setup_rc is there) */
 	int setup_rc;			/* 0, a decline reason, or an error */
 	const struct smcr_hs *setup_hs; /* what it sets up for */
 };
