@@ -26,6 +26,7 @@
 #include <infiniband/verbs.h>
 
 #include "../common/check.h"
+#include "../common/pattern.h"
 #include "fault_net.h"
 #include "mono_clock.h"
 #include "roce_cut.h"
@@ -61,29 +62,6 @@ static const char *path_env(const char *base, int path)
 	CHECK(v && *v, "%s%s not set (run me with tests/rxe/vm-run.sh --setup twopath)", base,
 	      path > 1 ? "2" : "");
 	return v;
-}
-
-static uint64_t fnv1a64(const unsigned char *p, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (len--) {
-		h ^= *p++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-static void fill_pattern(unsigned char *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed | 1;
-
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
-	}
 }
 
 /* The GID at @index of @ctx's port 1 is the IPv4-mapped RoCE v2 GID of
@@ -271,12 +249,10 @@ static int xfer(struct path *p, int from, size_t len, uint64_t seed)
 	};
 	struct ibv_send_wr *bad_swr;
 	struct ibv_wc wc;
-	uint64_t sum;
 	int st;
 
-	fill_pattern(src->buf, len, seed);
-	sum = fnv1a64(src->buf, len);
-	swr.imm_data = htonl((uint32_t)sum);
+	pattern_fill(seed, 0, src->buf, len);
+	swr.imm_data = htonl((uint32_t)seed);
 	memset(dst->buf, 0, len);
 	CHECK(!ibv_post_recv(dst->qp, &rwr, &bad_rwr), "%s: post recv", dst->label);
 	st = ibv_post_send(src->qp, &swr, &bad_swr);
@@ -293,8 +269,8 @@ static int xfer(struct path *p, int from, size_t len, uint64_t seed)
 	}
 	CHECK(poll_one(dst, &wc) == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM,
 	      "%s: no receive completion after the writer's", dst->label);
-	CHECK(ntohl(wc.imm_data) == (uint32_t)sum && wc.byte_len == len &&
-		      fnv1a64(dst->buf, len) == sum,
+	CHECK(ntohl(wc.imm_data) == (uint32_t)seed && wc.byte_len == len &&
+		      pattern_check(seed, 0, dst->buf, len) < 0,
 	      "path %d: %zu bytes %s -> %s arrived corrupted", p->n, len, src->label, dst->label);
 	return 0;
 }
