@@ -144,7 +144,7 @@ static int llc_await_locked(struct lgr *lgr, const bool *done, long deadline_ms)
 	return rc;
 }
 
-/* Own the flow and send @req; requires @llc->lock and no flow running. */
+/* Own the flow for @req; requires @llc->lock and no flow running. */
 static void flow_take_locked(struct smcr_llc *llc, const struct llc_msg *req)
 {
 	llc->flow_busy = true;
@@ -237,8 +237,10 @@ int smcr_llc_flow_start(struct lgr *lgr, const struct llc_msg *req, uint32_t *ti
 	pthread_mutex_unlock(&llc->lock);
 	smcr_eng_hold(&lgr->eng);
 	rc = smcr_llc_send(lgr, req);
-	if (rc)
+	if (rc) {
 		smcr_llc_flow_abandon(lgr, *ticket);
+		*ticket = 0; /* no flow for the caller to abandon again */
+	}
 	return rc;
 }
 
