@@ -45,65 +45,36 @@ static void note_backlog_high(struct usmc_listener *l)
 		atomic_store(&l->backlog_high, used);
 }
 
-/*
- * Kernel-compat mode (kcompat.h): the TCP handshake already said whether
- * the client runs CLC. Returns true when @c was decided here.
- */
-static bool kcompat_accept(struct usmc_listener *l, struct usmc_conn *c)
+/* Probe new connection @c, counted in in_handshake already. */
+static void accept_probe(struct usmc_listener *l, struct usmc_conn *c, const struct usmc_opts *o)
 {
-	if (c->kc_peer == KC_PEER_NOSMC) {
-		listener_finish_tcp(l, c, USMC_REASON_PEERNOSMC);
-		return true;
+	note_backlog_high(l);
+	/* kernel-compat: a client that signalled SMC owes us CLC: wait for it
+	 * as for any CLC message, not just the probe time */
+	if (probe_new(l, c,
+		      o->v[c->kc_peer == KC_PEER_SMC ? USMC_OPT_CLC_TIMEOUT_MS
+						     : USMC_OPT_PROBE_MS])) {
+		/* out of memory: let the application have it as TCP */
+		atomic_fetch_sub(&l->in_handshake, 1);
+		listener_finish_tcp(l, c, USMC_REASON_INTERR);
 	}
-	if (c->kc_peer == KC_PEER_CONGESTED) { /* its SYN-ACK went without the option */
-		usmc_log(
-			&l->ctx->log, USMC_LOG_WARN,
-			"listener %s: handshake queue congested: SYN-ACK to %s without the SMC option, TCP",
-			log_local(c->fd).s, conn_log_peer(c).s);
-		atomic_fetch_add(&l->congestion_fallbacks, 1);
-		listener_storm_demand(l, &c->opts);
-		listener_finish_tcp(l, c, USMC_REASON_HS_CONGESTED);
-		return true;
-	}
-	return false;
 }
 
 /* Probe, classify or queue a socket just taken from the kernel. */
 static void accept_one(struct usmc_listener *l, int fd)
 {
 	struct usmc_opts o;
-	struct usmc_conn *c;
+	struct usmc_conn *c = listener_new_conn(l, fd, &o);
 
-	listener_copy_opts(l, &o);
-	atomic_fetch_add(&l->accepted, 1);
-	c = conn_alloc(l->ctx, fd, &o, true);
-	if (!c) {
-		listener_refuse(l, fd);
+	if (!c)
 		return;
-	}
-	c->kc_peer = listener_accepted_peer(l, fd);
-	c->t_accept_ns = clock_now_ns();
-	if (!o.v[USMC_OPT_SMC]) {
-		listener_finish_tcp(l, c, USMC_REASON_DISABLED);
-		note_backlog_high(l);
-		return;
-	}
-	listener_update_congestion(l, &o); /* kernel-compat */
-	if (kcompat_accept(l, c)) {	   /* kernel-compat */
+	if (listener_decided_at_syn(l, c, &o)) { /* SMC off, or kernel-compat */
+		listener_enqueue(l, c);
 		note_backlog_high(l);
 		return;
 	}
 	atomic_fetch_add(&l->in_handshake, 1);
-	note_backlog_high(l);
-	/* kernel-compat: a client that signalled SMC owes us CLC: wait for it
-	 * as for any CLC message, not just the probe time */
-	if (probe_new(
-		    l, c,
-		    o.v[c->kc_peer == KC_PEER_SMC ? USMC_OPT_CLC_TIMEOUT_MS : USMC_OPT_PROBE_MS])) {
-		/* out of memory: let the application have it as TCP */
-		atomic_fetch_sub(&l->in_handshake, 1);
-		listener_finish_tcp(l, c, USMC_REASON_INTERR);
-	}
+	accept_probe(l, c, &o);
 }
 
 static void wake_event(struct usmc_listener *l)

@@ -84,6 +84,8 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	pthread_mutex_init(&l->qlock, NULL);
 	pthread_mutex_init(&l->park_lock, NULL);
 	pthread_mutex_init(&l->syn_lock, NULL);
+	pthread_mutex_init(&l->demand_lock, NULL);
+	pthread_mutex_init(&l->peer_lock, NULL);
 	listen_sources_init(&l->srcs);
 	ctx_copy_opts(ctx, &l->opts);
 	if (flags & USMC_LISTEN_AUTO_FALLBACK)
@@ -103,6 +105,8 @@ static void listener_free(struct usmc_listener *l)
 	pthread_mutex_destroy(&l->qlock);
 	pthread_mutex_destroy(&l->park_lock);
 	pthread_mutex_destroy(&l->syn_lock);
+	pthread_mutex_destroy(&l->demand_lock);
+	pthread_mutex_destroy(&l->peer_lock);
 	listen_sources_destroy(&l->srcs);
 	free(l);
 }

@@ -204,8 +204,14 @@ void listener_storm_demand(struct usmc_listener *l, const struct usmc_opts *o)
 	int64_t now = (int64_t)clock_now_ns();
 	struct listen_admit_state st;
 
-	if (!listen_storm_demand(now, atomic_load(&l->hs_cost_ns), o->v[USMC_OPT_HS_THREADS],
-				 &l->demand))
+	bool more;
+
+	/* the accept thread, or usmc_accept() for a SYN-time fallback */
+	pthread_mutex_lock(&l->demand_lock);
+	more = listen_storm_demand(now, atomic_load(&l->hs_cost_ns), o->v[USMC_OPT_HS_THREADS],
+				   &l->demand);
+	pthread_mutex_unlock(&l->demand_lock);
+	if (!more)
 		return;
 	st = storm_load(l);
 	if (now >= st.storm_until_ns)
@@ -320,7 +326,59 @@ unsigned int listener_room(struct usmc_listener *l)
 
 enum kc_peer listener_accepted_peer(struct usmc_listener *l, int fd)
 {
-	return kcompat_server_peer(l->ctx->kc, &l->kc, fd);
+	enum kc_peer p;
+
+	if (!l->kc.active)
+		return KC_PEER_UNKNOWN; /* as kcompat_server_peer() says, no lock */
+	/* Its deduction reads the program's count of a kind, then ours: a
+	 * second caller that takes and counts a socket of that kind between
+	 * the two reads would hide ours, and a lone other kind would be
+	 * taken for it. One caller at a time keeps our counts still. */
+	pthread_mutex_lock(&l->peer_lock);
+	p = kcompat_server_peer(l->ctx->kc, &l->kc, fd);
+	pthread_mutex_unlock(&l->peer_lock);
+	return p;
+}
+
+struct usmc_conn *listener_new_conn(struct usmc_listener *l, int fd, struct usmc_opts *o)
+{
+	struct usmc_conn *c;
+
+	listener_copy_opts(l, o);
+	atomic_fetch_add(&l->accepted, 1);
+	c = conn_alloc(l->ctx, fd, o, true);
+	if (!c) {
+		listener_refuse(l, fd);
+		return NULL;
+	}
+	c->kc_peer = listener_accepted_peer(l, fd);
+	c->t_accept_ns = clock_now_ns();
+	return c;
+}
+
+bool listener_decided_at_syn(struct usmc_listener *l, struct usmc_conn *c,
+			     const struct usmc_opts *o)
+{
+	if (!o->v[USMC_OPT_SMC]) {
+		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_DISABLED, false);
+		return true;
+	}
+	listener_update_congestion(l, o); /* kernel-compat */
+	if (c->kc_peer == KC_PEER_NOSMC) {
+		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_PEERNOSMC, false);
+		return true;
+	}
+	if (c->kc_peer == KC_PEER_CONGESTED) { /* its SYN-ACK went without the option */
+		usmc_log(
+			&l->ctx->log, USMC_LOG_WARN,
+			"listener %s: handshake queue congested: SYN-ACK to %s without the SMC option, TCP",
+			log_local(c->fd).s, conn_log_peer(c).s);
+		atomic_fetch_add(&l->congestion_fallbacks, 1);
+		listener_storm_demand(l, o);
+		conn_set_mode(c, USMC_MODE_TCP, USMC_REASON_HS_CONGESTED, false);
+		return true;
+	}
+	return false;
 }
 
 void listener_refuse(struct usmc_listener *l, int fd)

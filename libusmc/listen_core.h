@@ -32,15 +32,16 @@ struct probing;
 struct accept_backend_ops;
 
 /*
- * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock here,
- * hs.lock in the pool and srcs.lock in the sources; none is ever held
- * while another lock is taken, or while calling out of the listener
- * (conn_destroy(), the SMC-R handshake, kcompat): each is a leaf. The one
- * exception is syn_lock, taken before hs.lock (the SYN-time congestion
+ * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock,
+ * demand_lock here, hs.lock in the pool and srcs.lock in the sources; none
+ * is ever held while another lock is taken, or while calling out of the
+ * listener (conn_destroy(), the SMC-R handshake, kcompat): each is a leaf.
+ * The exceptions: syn_lock, taken before hs.lock (the SYN-time congestion
  * flag follows the queue's depth) and never held across a call out of the
- * listener. Fields marked "accept thread" are its alone once it runs;
- * those marked "fixed" are set by usmc_listen() before any thread starts
- * and only read afterwards; atomics need no lock.
+ * listener; and peer_lock, held across kcompat_server_peer(), which takes
+ * no lock (atomics and a bpf() lookup). Fields marked "accept thread" are
+ * its alone once it runs; those marked "fixed" are set by usmc_listen()
+ * before any thread starts and only read afterwards; atomics need no lock.
  */
 struct usmc_listener {
 	struct usmc_ctx *ctx; /* fixed */
@@ -116,7 +117,11 @@ struct usmc_listener {
 	_Atomic int64_t storm_hold_ns;	/* the storm's hold (listen_storm_renew()) */
 	_Atomic int64_t next_admit_ns;	/* in a storm, no SMC-R admission before */
 	_Atomic int64_t hs_cost_ns;	/* moving average of a worker's handshake time */
-	struct listen_demand demand;	/* accept thread */
+	pthread_mutex_t demand_lock;	/* protects demand */
+	struct listen_demand demand;	/* guarded by demand_lock */
+	/* kcompat_server_peer() deduces a socket's kind from counts that a
+	 * concurrent caller moves: one caller at a time */
+	pthread_mutex_t peer_lock;
 	atomic_uint_least64_t budget_fallbacks;
 	/* handshakes per source address (listen_sources.h); SMC clients
 	 * refused because their address held its share */
@@ -166,6 +171,21 @@ void listener_park(struct usmc_listener *l, struct usmc_conn *c);
 /* Every handshake parked since the last call, linked by ->next, taken off
  * the list (the accept thread watches them; listener close frees them). */
 struct usmc_conn *listener_take_parked(struct usmc_listener *l);
+
+/*
+ * A socket @fd just taken from the kernel, as a connection with a copy of
+ * the listener's options in @o, counted in accepted, its SYN's word
+ * (kc_peer) and accept time noted; NULL if out of memory (@fd closed).
+ */
+struct usmc_conn *listener_new_conn(struct usmc_listener *l, int fd, struct usmc_opts *o);
+
+/*
+ * Whether the TCP handshake of new connection @c decided its mode (SMC
+ * off, or kernel-compat: no option, or congested at SYN time): then @c is
+ * TCP with its reason, not queued (true); else it is for the probe.
+ */
+bool listener_decided_at_syn(struct usmc_listener *l, struct usmc_conn *c,
+			     const struct usmc_opts *o);
 
 /* Count @c's CLC handshake time, from the accept, in the histogram. */
 void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c);
