@@ -45,6 +45,10 @@ static void note_backlog_high(struct usmc_listener *l)
 		atomic_store(&l->backlog_high, used);
 }
 
+/* Tests only: the accept thread took socket @fd from the kernel (defined by
+ * a test that proves usmc_accept() took a connection without this thread). */
+extern void listen_test_hook_accept_thread_took(int fd) __attribute__((weak));
+
 /* Probe new connection @c, counted in in_handshake already. */
 static void accept_probe(struct usmc_listener *l, struct usmc_conn *c, const struct usmc_opts *o)
 {
@@ -64,8 +68,11 @@ static void accept_probe(struct usmc_listener *l, struct usmc_conn *c, const str
 static void accept_one(struct usmc_listener *l, int fd)
 {
 	struct usmc_opts o;
-	struct usmc_conn *c = listener_new_conn(l, fd, &o);
+	struct usmc_conn *c;
 
+	if (listen_test_hook_accept_thread_took)
+		listen_test_hook_accept_thread_took(fd);
+	c = listener_new_conn(l, fd, &o);
 	if (!c)
 		return;
 	if (listener_decided_at_syn(l, c, &o)) { /* SMC off, or kernel-compat */
@@ -75,6 +82,21 @@ static void accept_one(struct usmc_listener *l, int fd)
 	}
 	atomic_fetch_add(&l->in_handshake, 1);
 	accept_probe(l, c, &o);
+}
+
+/* Probe the connections usmc_accept() took from the kernel (direct mode),
+ * each counted in in_handshake when it was taken. */
+static void probe_handed(struct usmc_listener *l)
+{
+	struct usmc_conn *c = listener_take_handed(l);
+
+	while (c) {
+		struct usmc_conn *next = c->next;
+
+		c->next = NULL;
+		accept_probe(l, c, &c->opts);
+		c = next;
+	}
 }
 
 static void wake_event(struct usmc_listener *l)
@@ -102,6 +124,13 @@ static void accept_burst(struct usmc_listener *l)
 	} while (want && n == want);
 }
 
+/* A connection came while the listen socket was the application's. */
+static void accept_arrival(struct usmc_listener *l)
+{
+	if (l->ceded && !l->arrival_ns)
+		l->arrival_ns = (int64_t)clock_now_ns();
+}
+
 /* Wait up to @timeout_ms on the epoll set and handle its events. */
 static void dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 {
@@ -115,6 +144,8 @@ static void dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 			accept_burst(l);
 		else if (evs[i].data.ptr == ACCEPT_TAG_WAKE(l))
 			wake_event(l);
+		else if (evs[i].data.ptr == ACCEPT_TAG_ARRIVAL(l))
+			accept_arrival(l);
 		else
 			probe_event(l, evs[i].data.ptr);
 	}
@@ -145,6 +176,8 @@ static bool accept_nofd_backoff(struct usmc_listener *l)
 {
 	long now = clock_now_ms();
 
+	if (!l->nofd_err) /* usmc_accept() met it taking from the kernel itself */
+		l->nofd_err = atomic_exchange(&l->app_nofd, 0);
 	if (l->nofd_err) {
 		usmc_log(&l->ctx->log, USMC_LOG_WARN,
 			 "listener %s: accept: %s: not accepting for %d ms", log_local(l->lfd).s,
@@ -157,18 +190,82 @@ static bool accept_nofd_backoff(struct usmc_listener *l)
 	return l->nofd_until_ms != 0;
 }
 
-/* How long the thread may sleep: until the next probe's deadline, and no
- * longer than a back-off lasts (-1: no bound). */
+/* The shorter of two sleeps in ms (-1: no bound). */
+static int min_sleep(int a, long b)
+{
+	b = b < 0 ? 0 : b;
+	return a < 0 || a > b ? (int)b : a;
+}
+
+#define MS_NS	 ((int64_t)CLOCK_NSEC_PER_MSEC)
+#define LEASE_NS (LISTEN_APP_LEASE_MS * MS_NS)
+
+/* How long the thread may sleep: until the next probe's deadline, no
+ * longer than a back-off lasts, nor, in direct mode, than a connection
+ * that came waits for the application (-1: no bound). */
 static int accept_sleep_ms(struct usmc_listener *l)
 {
 	int ms = probe_next_timeout(l);
-	long left;
 
-	if (!l->nofd_until_ms)
-		return ms;
-	left = l->nofd_until_ms - clock_now_ms();
-	left = left < 0 ? 0 : left;
-	return ms < 0 || ms > left ? (int)left : ms;
+	if (l->nofd_until_ms)
+		ms = min_sleep(ms, l->nofd_until_ms - clock_now_ms());
+	if (l->ceded && l->arrival_ns) /* rounded up: look once it is over */
+		ms = min_sleep(ms, (l->arrival_ns + LEASE_NS - (int64_t)clock_now_ns() + MS_NS -
+				    1) / MS_NS);
+	return ms;
+}
+
+/*
+ * Direct mode: whether to leave the listen socket to usmc_accept(), which
+ * takes from it in the application's thread (listen_direct.c). Two
+ * consumers of one listen socket would both wake for each connection, and
+ * race for it; so while the application takes, this thread only watches,
+ * once, for a connection to arrive (accept_epoll_watch_arrival()), and
+ * then gives the application LISTEN_APP_LEASE_MS to look at the queue. If
+ * it did, the watch is set again (one wake-up per lease at most, however
+ * many connections come); if not, the thread takes connections itself
+ * again, as without direct mode, so that SMC clients are served while the
+ * application does not accept.
+ */
+static bool accept_cede(struct usmc_listener *l)
+{
+	int64_t now = (int64_t)clock_now_ns();
+
+	if (!l->direct)
+		return false;
+	atomic_store(&l->cede_asked, false); /* this is the look it asked for */
+	if (!l->ceded) {
+		atomic_store(&l->lfd_held, true); /* before app_ns: app_looks() */
+		if (now - atomic_load(&l->app_ns) >= LEASE_NS)
+			return false;
+		l->ceded = true; /* the application looked of late */
+		atomic_store(&l->lfd_held, false);
+		l->arrival_ns = 0;
+		accept_epoll_watch_arrival(l);
+		return true;
+	}
+	if (!l->arrival_ns || now - l->arrival_ns < LEASE_NS)
+		return true;		  /* nothing came, or the application has time */
+	atomic_store(&l->lfd_held, true); /* before app_ns: app_looks() */
+	if (atomic_load(&l->app_ns) < l->arrival_ns) {
+		l->ceded = false; /* it did not come: take over */
+		return false;
+	}
+	atomic_store(&l->lfd_held, false);
+	l->arrival_ns = 0;
+	accept_epoll_watch_arrival(l);
+	return true;
+}
+
+/*
+ * Take connections while there is @room, unless the application takes
+ * them itself (accept_cede()); either way usmc_listener_fd() reports the
+ * kernel's queue while there is room.
+ */
+static void accept_take(struct usmc_listener *l, unsigned int room)
+{
+	listener_offer_lfd(l, room > 0);
+	l->ab->take(l, room && accept_cede(l) ? 0 : room);
 }
 
 /*
@@ -184,7 +281,7 @@ static void accept_flow_control(struct usmc_listener *l)
 
 	serve_taken(l);
 	if (accept_nofd_backoff(l)) {
-		l->ab->take(l, 0);
+		accept_take(l, 0);
 		return;
 	}
 	room = listener_room(l);
@@ -200,12 +297,12 @@ static void accept_flow_control(struct usmc_listener *l)
 					"listener %s: backlog cap %d reached: not accepting until usmc_accept() makes room",
 					log_local(l->lfd).s, l->backlog);
 			}
-			l->ab->take(l, 0);
+			accept_take(l, 0);
 			return;
 		}
 	}
 	atomic_store(&l->paused, false);
-	l->ab->take(l, room);
+	accept_take(l, room);
 }
 
 /*
@@ -278,6 +375,7 @@ void *accept_thread_main(void *arg)
 	accept_thread_start(l);
 	while (!atomic_load(&l->stopping)) {
 		accept_round(l);
+		probe_handed(l);
 		watch_parked(l);
 		probes_hs_events(l);
 		probes_expire(l);

@@ -56,16 +56,21 @@ err:
 
 static int listener_setup_fds(struct usmc_listener *l)
 {
+	int rc;
+
 	l->qfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->qfd < 0)
 		return -errno;
-	return accept_thread_fds(l);
+	rc = accept_thread_fds(l);
+	return rc ? rc : listener_direct_setup(l);
 }
 
 static void listener_free_fds(struct usmc_listener *l)
 {
 	int *fds[] = {&l->lfd, &l->qfd, &l->wakefd, &l->epfd};
 
+	if (l->afd >= 0 && l->afd != l->qfd)
+		close(l->afd);
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -77,13 +82,14 @@ static int listener_init(struct usmc_listener *l, struct usmc_ctx *ctx, int back
 	l->ctx = ctx;
 	l->flags = flags;
 	l->backlog = backlog;
-	l->lfd = l->qfd = l->wakefd = l->epfd = -1;
+	l->lfd = l->qfd = l->wakefd = l->epfd = l->afd = -1;
 	pthread_mutex_init(&l->opts_lock, NULL);
 	pthread_mutex_init(&l->start_lock, NULL);
 	pthread_cond_init(&l->start_cond, NULL);
 	pthread_mutex_init(&l->qlock, NULL);
 	pthread_mutex_init(&l->park_lock, NULL);
 	pthread_mutex_init(&l->syn_lock, NULL);
+	pthread_mutex_init(&l->afd_lock, NULL);
 	pthread_mutex_init(&l->demand_lock, NULL);
 	pthread_mutex_init(&l->peer_lock, NULL);
 	listen_sources_init(&l->srcs);
@@ -105,6 +111,7 @@ static void listener_free(struct usmc_listener *l)
 	pthread_mutex_destroy(&l->qlock);
 	pthread_mutex_destroy(&l->park_lock);
 	pthread_mutex_destroy(&l->syn_lock);
+	pthread_mutex_destroy(&l->afd_lock);
 	pthread_mutex_destroy(&l->demand_lock);
 	pthread_mutex_destroy(&l->peer_lock);
 	listen_sources_destroy(&l->srcs);
@@ -257,7 +264,7 @@ int usmc_listener_fd(const struct usmc_listener *l)
 {
 	if (!l)
 		return -EINVAL;
-	return ctx_forked(l->ctx) ? USMC_EFORKED : l->qfd;
+	return ctx_forked(l->ctx) ? USMC_EFORKED : l->afd;
 }
 
 int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *addr,
@@ -269,14 +276,22 @@ int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *a
 	return getsockname(l->lfd, (struct sockaddr *)addr, addrlen) ? -errno : 0;
 }
 
-/* Blocking usmc_accept(): sleep until the queue is not empty. */
+/* Blocking usmc_accept(): sleep until the queue is not empty or, in direct
+ * mode, the kernel's is not (afd). */
 static int wait_queue(struct usmc_listener *l)
 {
-	struct pollfd p = {.fd = l->qfd, .events = POLLIN};
+	struct pollfd p = {.fd = l->afd, .events = POLLIN};
 
 	if (poll(&p, 1, -1) < 0 && errno != EINTR)
 		return -errno;
 	return 0;
+}
+
+/* The accept queue is empty: in direct mode, a connection from the kernel's
+ * queue that the SYN decided (listen_direct.c); else -EAGAIN. */
+static int accept_direct(struct usmc_listener *l, struct usmc_conn **out)
+{
+	return l->direct ? listener_direct_accept(l, out) : -EAGAIN;
 }
 
 int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **out)
@@ -292,6 +307,8 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 	/* queued is a hint read without the lock: the loop's last call, the
 	 * one that finds nothing, costs no system call */
 	while (!atomic_load(&l->queued) || !(c = listener_queue_pop(l))) {
+		if (!accept_direct(l, &c))
+			goto out;
 		if (l->flags & USMC_LISTEN_NONBLOCK)
 			return -EAGAIN;
 		rc = wait_queue(l);
@@ -300,6 +317,7 @@ int usmc_accept(struct usmc_listener *l, unsigned int flags, struct usmc_conn **
 	}
 	if (atomic_load(&l->paused))
 		listener_wake(l);
+out:
 	c->nonblock = flags & USMC_NONBLOCK;
 	atomic_fetch_add(&l->ctx->accepts, 1);
 	*out = c;
@@ -412,6 +430,7 @@ int usmc_listener_close(struct usmc_listener *l)
 	pthread_join(l->accept_thread, NULL);
 	free_conn_list(hs_pool_stop(&l->hs));
 	free_conn_list(listener_take_parked(l)); /* parked after the accept thread ended */
+	free_conn_list(listener_take_handed(l));
 	probes_free(l);
 	while ((c = listener_queue_pop(l)))
 		conn_destroy(c);

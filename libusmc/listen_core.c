@@ -300,15 +300,26 @@ void listener_park(struct usmc_listener *l, struct usmc_conn *c)
 	listener_wake(l);
 }
 
-struct usmc_conn *listener_take_parked(struct usmc_listener *l)
+/* The whole of @q, taken off it under park_lock. */
+static struct usmc_conn *take_all(struct usmc_listener *l, struct conn_fifo *q)
 {
 	struct usmc_conn *c;
 
 	pthread_mutex_lock(&l->park_lock);
-	c = l->parked.head;
-	l->parked = (struct conn_fifo){0};
+	c = q->head;
+	*q = (struct conn_fifo){0};
 	pthread_mutex_unlock(&l->park_lock);
 	return c;
+}
+
+struct usmc_conn *listener_take_parked(struct usmc_listener *l)
+{
+	return take_all(l, &l->parked);
+}
+
+struct usmc_conn *listener_take_handed(struct usmc_listener *l)
+{
+	return take_all(l, &l->handed);
 }
 
 void listener_copy_opts(struct usmc_listener *l, struct usmc_opts *out)

@@ -33,15 +33,16 @@ struct accept_backend_ops;
 
 /*
  * Who may touch what. Locks: start_lock, opts_lock, qlock, park_lock,
- * demand_lock here, hs.lock in the pool and srcs.lock in the sources; none
- * is ever held while another lock is taken, or while calling out of the
- * listener (conn_destroy(), the SMC-R handshake, kcompat): each is a leaf.
- * The exceptions: syn_lock, taken before hs.lock (the SYN-time congestion
- * flag follows the queue's depth) and never held across a call out of the
- * listener; and peer_lock, held across kcompat_server_peer(), which takes
- * no lock (atomics and a bpf() lookup). Fields marked "accept thread" are
- * its alone once it runs; those marked "fixed" are set by usmc_listen()
- * before any thread starts and only read afterwards; atomics need no lock.
+ * afd_lock, demand_lock here, hs.lock in the pool and srcs.lock in the
+ * sources; none is ever held while another lock is taken, or while calling
+ * out of the listener (conn_destroy(), the SMC-R handshake, kcompat): each
+ * is a leaf. The exceptions: syn_lock, taken before hs.lock (the SYN-time
+ * congestion flag follows the queue's depth) and never held across a call
+ * out of the listener; and peer_lock, held across kcompat_server_peer(),
+ * which takes no lock (atomics and a bpf() lookup). Fields marked "accept
+ * thread" are its alone once it runs; those marked "fixed" are set by
+ * usmc_listen() before any thread starts and only read afterwards; atomics
+ * need no lock.
  */
 struct usmc_listener {
 	struct usmc_ctx *ctx; /* fixed */
@@ -52,6 +53,28 @@ struct usmc_listener {
 	int qfd;    /* fixed: eventfd, readable while the accept queue is not empty */
 	int wakefd; /* fixed: wakes the accept thread (stop, backlog space) */
 	int epfd;   /* fixed: the accept thread's epoll */
+
+	/* fixed: kernel-compat, or SMC off at listen time: usmc_accept() takes
+	 * the connections whose SYN decided TCP from lfd itself, in the
+	 * caller's thread (listen_direct.c; docs/listener.md "Plain TCP") */
+	bool direct;
+	int afd; /* fixed: direct: epoll of qfd and lfd (else qfd): usmc_listener_fd() */
+	pthread_mutex_t afd_lock; /* protects afd_lfd and lfd's entry in afd */
+	bool afd_lfd;		  /* guarded by afd_lock: lfd polled in afd */
+	/* direct: when usmc_accept() last looked at the kernel's queue; and
+	 * whether the accept thread takes from it meanwhile, to be told at
+	 * once that the application does (accept_cede(), once: cede_asked) */
+	_Atomic int64_t app_ns;
+	atomic_bool lfd_held, cede_asked;
+	atomic_int app_nofd; /* direct: an errno of accept4() for want of fds */
+	/* accept thread: it left lfd to usmc_accept() (accept_cede()), and
+	 * when a connection came since (0: none yet) */
+	bool ceded;
+	int64_t arrival_ns;
+	/* connections usmc_accept() took that go to the probe, counted in
+	 * in_handshake, for the accept thread (listener_take_handed()) */
+	struct conn_fifo handed; /* guarded by park_lock */
+
 	pthread_t accept_thread;
 	atomic_bool stopping;
 	atomic_bool paused;   /* accept thread stopped taking connections */
@@ -88,7 +111,7 @@ struct usmc_listener {
 
 	/* handshakes a worker parked to wait for the client's CONFIRM, for
 	 * the accept thread to watch (probe_park()) */
-	pthread_mutex_t park_lock; /* protects parked */
+	pthread_mutex_t park_lock; /* protects parked and handed */
 	struct conn_fifo parked;   /* guarded by park_lock */
 
 	/* handshakes parked until a handshake event of the context (probe.c:
@@ -120,7 +143,8 @@ struct usmc_listener {
 	pthread_mutex_t demand_lock;	/* protects demand */
 	struct listen_demand demand;	/* guarded by demand_lock */
 	/* kcompat_server_peer() deduces a socket's kind from counts that a
-	 * concurrent caller moves: one caller at a time */
+	 * concurrent caller moves: one caller at a time (usmc_accept() in
+	 * direct mode and the accept thread) */
 	pthread_mutex_t peer_lock;
 	atomic_uint_least64_t budget_fallbacks;
 	/* handshakes per source address (listen_sources.h); SMC clients
@@ -172,6 +196,10 @@ void listener_park(struct usmc_listener *l, struct usmc_conn *c);
  * the list (the accept thread watches them; listener close frees them). */
 struct usmc_conn *listener_take_parked(struct usmc_listener *l);
 
+/* Every connection usmc_accept() handed to the probe since the last call,
+ * linked by ->next, taken off the list (for the accept thread). */
+struct usmc_conn *listener_take_handed(struct usmc_listener *l);
+
 /*
  * A socket @fd just taken from the kernel, as a connection with a copy of
  * the listener's options in @o, counted in accepted, its SYN's word
@@ -186,6 +214,32 @@ struct usmc_conn *listener_new_conn(struct usmc_listener *l, int fd, struct usmc
  */
 bool listener_decided_at_syn(struct usmc_listener *l, struct usmc_conn *c,
 			     const struct usmc_opts *o);
+
+/* ---- direct mode (listen_direct.c) --------------------------------------- */
+
+/* Set up direct mode and afd (usmc_listen(), after the accept thread's
+ * fds); 0 or a negative errno. Without it afd stays qfd. */
+int listener_direct_setup(struct usmc_listener *l);
+
+/*
+ * usmc_accept() found the accept queue empty: take a connection the SYN
+ * decided from the kernel's queue in the caller's thread. 0 with *@out; or
+ * -EAGAIN (none there, or none the cap lets it take; those that go to the
+ * probe were handed to the accept thread).
+ */
+int listener_direct_accept(struct usmc_listener *l, struct usmc_conn **out);
+
+/* Direct mode: the accept thread leaves the listen socket to usmc_accept()
+ * while the application looked at it within this long (accept_cede()): long
+ * enough that a busy server's accept thread wakes 20 times a second for it
+ * at most, short enough that an SMC client's PROPOSAL waits far less than
+ * Linux's CLC_WAIT_TIME (6 s) for its probe when the application stops
+ * accepting. */
+#define LISTEN_APP_LEASE_MS 50
+
+/* Whether usmc_listener_fd() reports the kernel's queue (@on: there is
+ * room and no back-off). Any thread. */
+void listener_offer_lfd(struct usmc_listener *l, bool on);
 
 /* Count @c's CLC handshake time, from the accept, in the histogram. */
 void listener_record_hs_time(struct usmc_listener *l, const struct usmc_conn *c);

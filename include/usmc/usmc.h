@@ -257,6 +257,15 @@ enum usmc_opt {
 	 * usmc_ctx_stats().pinned_bytes. Env USMC_REG_MEM_MAX (not read by a
 	 * privileged process), default 0, range -1..LONG_MAX. */
 	USMC_OPT_REG_MEM_MAX,
+	/* Listener (0/1): in kernel-compatible mode, and for a listener
+	 * without SMC, usmc_accept() takes the connections whose TCP handshake
+	 * decided TCP (the client sent no SMC option, or the listener was
+	 * congested) from the kernel itself, in the caller's thread, as
+	 * accept(2) would: no hop through the accept thread
+	 * (docs/listener.md "Plain TCP"). 0 = every connection through the
+	 * accept thread. Read by usmc_listen(). Env USMC_ACCEPT_DIRECT,
+	 * default 1. */
+	USMC_OPT_ACCEPT_DIRECT,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
