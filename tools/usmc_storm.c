@@ -122,6 +122,9 @@ static void die(const char *what, int err)
 
 static atomic_int err_logged;
 static uint64_t start_us; /* when the process started: err_log()'s clock */
+/* The process's CPU time and context switches over the client run (both
+ * ends when one process runs both: rows differ by what their ends cost) */
+static struct rusage run_ru0, run_ru1;
 
 static const char *addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
@@ -881,6 +884,25 @@ static uint64_t kstats_delta(uint64_t now, uint64_t then)
 	return now > then ? now - then : 0;
 }
 
+static double tv_us(const struct timeval *tv)
+{
+	return (double)tv->tv_sec * 1e6 + (double)tv->tv_usec;
+}
+
+/* CPU time (user and system) of the process over the client run, in us. */
+static double run_cpu_us(void)
+{
+	return tv_us(&run_ru1.ru_utime) + tv_us(&run_ru1.ru_stime) - tv_us(&run_ru0.ru_utime) -
+	       tv_us(&run_ru0.ru_stime);
+}
+
+/* Context switches (voluntary: a sleep; involuntary: preempted) over it. */
+static double run_csw(void)
+{
+	return (double)(run_ru1.ru_nvcsw + run_ru1.ru_nivcsw - run_ru0.ru_nvcsw -
+			run_ru0.ru_nivcsw);
+}
+
 /* Prints the clients' part of the result line; returns their errors. */
 static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
 			       const struct kstats *ks)
@@ -919,13 +941,14 @@ static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
 	printf(" clients=%d secs=%d reqs=%llu req_per_s=%.0f errors=%llu connect_p50_us=%u "
 	       "connect_p99_us=%u client_smcr=%llu client_tcp=%llu client_hs_errors=%llu "
 	       "lgrs_created=%llu declined_busy=%llu drained=%llu abandoned=%llu llc_sent=%llu "
-	       "llc_received=%llu",
+	       "llc_received=%llu cpu_us_per_req=%.1f csw_per_req=%.2f",
 	       cfg.clients, cfg.seconds, (unsigned long long)reqs, reqs * 1e6 / (double)elapsed_us,
 	       (unsigned long long)errors, nlat ? lat[nlat / 2] : 0,
 	       nlat ? lat[nlat * 99 / 100] : 0, (unsigned long long)smcr, (unsigned long long)tcp,
 	       (unsigned long long)hs_err, (unsigned long long)cs.lgrs_created,
 	       (unsigned long long)busy, (unsigned long long)drained, (unsigned long long)abandoned,
-	       (unsigned long long)cs.llc_sent, (unsigned long long)cs.llc_received);
+	       (unsigned long long)cs.llc_sent, (unsigned long long)cs.llc_received,
+	       reqs ? run_cpu_us() / (double)reqs : 0.0, reqs ? run_csw() / (double)reqs : 0.0);
 	free(lat);
 	return errors;
 }
@@ -1076,6 +1099,7 @@ int main(int argc, char **argv)
 	if (cfg.client == K_NONE) /* server only: until a signal or the duration */
 		return serve_only(srv, &stop);
 	ct = calloc((size_t)cfg.threads, sizeof(*ct));
+	getrusage(RUSAGE_SELF, &run_ru0);
 	t0 = mono_us();
 	for (int i = 0; i < cfg.threads; i++) {
 		ct[i].nslots = cfg.clients / cfg.threads + (i < cfg.clients % cfg.threads);
@@ -1084,6 +1108,7 @@ int main(int argc, char **argv)
 	sleep_s(cfg.seconds);
 	atomic_store(&stop_clients, true);
 	elapsed = mono_us() - t0;
+	getrusage(RUSAGE_SELF, &run_ru1);
 	for (int i = 0; i < cfg.threads; i++)
 		pthread_join(ct[i].t, NULL);
 	if (cfg.server != K_NONE) {
