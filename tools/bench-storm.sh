@@ -4,6 +4,9 @@
 #   (b) usmc listener, auto-fallback off
 #   (c) usmc listener, auto-fallback on
 #   (d) as (c) with USMC_DEFER_ACCEPT=1 (TCP_DEFER_ACCEPT, opt-in)
+#   (e), (g) as (b), (c) with USMC_ACCEPT_DIRECT=0: every connection through
+#       the accept thread, as before direct mode (only with STORM_ROWS; the
+#       difference needs kernel-compat mode, docs/listener.md "Plain TCP")
 # at 64 and 256 clients, each with plain TCP clients (what the listener
 # sees from a usmc client without an RDMA device, too) and with simulated
 # SMC clients ("clc": every connection sends a Linux v2 PROPOSAL and gets a
@@ -19,6 +22,8 @@
 #        STORM_CLIENTS  client counts (default "64 256")
 #        STORM_KINDS    client kinds for (b), (c) (default "plain clc"; also usmc)
 #        ROUNDS         rounds (default 3)
+#        STORM_ROWS     rows (default "a b c d"; e.g. "a e b g c")
+#        STORM_WRK      0: no wrk part
 #        USMC_PROBE_MS  default here 1000 (docs/listener.md, "Probe timeout")
 set -euo pipefail
 build=$(realpath "${1:?usage: bench-storm.sh BUILD_DIR [SECONDS]}")
@@ -27,6 +32,7 @@ addr=${STORM_ADDR:-127.0.0.1}
 clients=${STORM_CLIENTS:-64 256}
 rounds=${ROUNDS:-3}
 kinds=${STORM_KINDS:-plain clc}
+rows=${STORM_ROWS:-a b c d}
 export USMC_PROBE_MS=${USMC_PROBE_MS:-1000}
 storm=$build/tools/usmc_storm
 httpd=$build/examples/httpd
@@ -37,27 +43,34 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); ${secs}s x $rounds rounds, USMC_PROBE_MS=$USMC_PROBE_MS"
-printf '%-7s %-6s %-28s %9s %7s %8s %8s %9s %6s\n' clients client run 'req/s' errors 'p50 us' 'p99 us' 'busy' ratio
+# cpu/req, csw/req: the storm process's CPU time (us) and context switches
+# per request over the client run: clients and server together, so rows
+# differ by what their server costs
+printf '%-7s %-6s %-28s %9s %7s %8s %8s %9s %6s %8s %7s\n' clients client run 'req/s' errors 'p50 us' 'p99 us' 'busy' ratio 'cpu/req' 'csw/req'
 declare -A args=(
 	[a]="--server plain --client plain"
 	[b]="--server usmc --client CL"
 	[c]="--server usmc --client CL -f"
 	[d]="--server usmc --client CL -f"
+	[e]="--server usmc --client CL"
+	[g]="--server usmc --client CL -f"
 )
 declare -A names=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
-	[c]="(c) usmc, auto-fallback on" [d]="(d) (c) + defer accept 1 s")
+	[c]="(c) usmc, auto-fallback on" [d]="(d) (c) + defer accept 1 s"
+	[e]="(e) (b), no direct accept" [g]="(g) (c), no direct accept")
 for c in $clients; do
 	for cl in $kinds; do
-		declare -A rps=() errs=() p50=() p99=() busy=()
+		declare -A rps=() errs=() p50=() p99=() busy=() cpu=() csw=()
 		for _ in $(seq "$rounds"); do
-			for k in a b c d; do
-				defer=0
+			for k in $rows; do
+				defer=0 direct=1
 				[ "$k" != d ] || defer=1
+				[ "$k" != e ] && [ "$k" != g ] || direct=0
 				# shellcheck disable=SC2086 # word splitting wanted
 				# simulated SMC clients follow the userspace-only rule
 				kc=${USMC_KERNEL_COMPAT:-auto}
 				[ "$cl" != clc ] || kc=0
-				out=$(USMC_KERNEL_COMPAT=$kc USMC_DEFER_ACCEPT=$defer "$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl}) ||
+				out=$(USMC_KERNEL_COMPAT=$kc USMC_DEFER_ACCEPT=$defer USMC_ACCEPT_DIRECT=$direct "$storm" -a "$addr" -p 0 -d "$secs" -c "$c" ${args[$k]//CL/$cl}) ||
 					[ $? = 3 ] # errors: counted below
 				echo "$c $cl $k: $out" >&2
 				rps[$k]="${rps[$k]:-} $(field req_per_s "$out")"
@@ -65,19 +78,24 @@ for c in $clients; do
 				p50[$k]="${p50[$k]:-} $(field connect_p50_us "$out")"
 				p99[$k]="${p99[$k]:-} $(field connect_p99_us "$out")"
 				busy[$k]=$((${busy[$k]:-0} + $(field declined_busy "$out")))
+				cpu[$k]="${cpu[$k]:-} $(field cpu_us_per_req "$out")"
+				csw[$k]="${csw[$k]:-} $(field csw_per_req "$out")"
 			done
 		done
 		base=$(median <<<"${rps[a]}")
-		for k in a b c d; do
+		for k in $rows; do
 			m=$(median <<<"${rps[$k]}")
-			printf '%-7s %-6s %-28s %9s %7s %8s %8s %9s %6s\n' "$c" "$cl" "${names[$k]}" "$m" \
+			printf '%-7s %-6s %-28s %9s %7s %8s %8s %9s %6s %8s %7s\n' "$c" "$cl" "${names[$k]}" "$m" \
 				"${errs[$k]}" "$(median <<<"${p50[$k]}")" "$(median <<<"${p99[$k]}")" \
-				"${busy[$k]}" "$(ratio "$m" "$base")"
+				"${busy[$k]}" "$(ratio "$m" "$base")" "$(median <<<"${cpu[$k]}")" \
+				"$(median <<<"${csw[$k]}")"
 			[ "${errs[$k]}" = 0 ] || fail=1
 		done
-		unset rps errs p50 p99 busy
+		unset rps errs p50 p99 busy cpu csw
 	done
 done
+
+[ "${STORM_WRK:-1}" != 0 ] || exit $fail
 
 # wrk: Connection: close against httpd on libusmc vs plain sockets
 free_port() { python3 -c 'import socket, sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$addr"; }
