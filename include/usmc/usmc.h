@@ -517,9 +517,15 @@ int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags
 		   struct usmc_listener **out);
 
 /**
- * usmc_listener_fd() - a file descriptor that is readable exactly while
- * the accept queue is not empty (for epoll, libev, io_uring). Do not read
- * or close it; it lives as long as the listener.
+ * usmc_listener_fd() - a file descriptor that is readable while
+ * usmc_accept() has a connection to give (for epoll, libev, io_uring): the
+ * accept queue is not empty or, in direct mode (USMC_OPT_ACCEPT_DIRECT:
+ * kernel-compatible mode, or a listener without SMC), the kernel's accept
+ * queue holds connections and the backlog cap leaves room. In direct mode
+ * it is an epoll descriptor, else an eventfd; do not read, close or change
+ * it; it lives as long as the listener. A readable descriptor may still
+ * give -EAGAIN: another thread took the connection, or it was an SMC
+ * client that usmc_accept() handed to the listener's handshake.
  */
 int usmc_listener_fd(const struct usmc_listener *l);
 
@@ -535,7 +541,12 @@ int usmc_listener_addr(const struct usmc_listener *l, struct sockaddr_storage *a
 #define USMC_CONNECT_ASYNC (1u << 1)
 
 /**
- * usmc_accept() - take the next established connection.
+ * usmc_accept() - take the next established connection: from the accept
+ * queue first; when it is empty, in direct mode (see usmc_listener_fd()),
+ * from the kernel's accept queue in the caller's thread, as accept(2): a
+ * connection whose TCP handshake decided TCP (no SMC option, congestion,
+ * SMC off) is returned at once; one that signalled SMC goes to the
+ * listener's handshake and comes back through the accept queue.
  * Blocks unless the listener was created with USMC_LISTEN_NONBLOCK
  * (then -EAGAIN). @flags: USMC_NONBLOCK for the new connection.
  */
