@@ -16,6 +16,11 @@
 #   (p) plain server, usmc clients    (the floor of (c))
 #   (t) plain server, AF_SMC clients  (the floor of (f))
 #   (s) usmc listener, auto-fallback on, plain clients (the server's floor)
+# and, only when STORM_ROWS names them, (S) and (F): (s) and (f) with
+# USMC_ACCEPT_DIRECT=0 at the server, every connection through its accept
+# thread as before direct mode (docs/listener.md "Plain TCP"); the other
+# usmc servers run with the default, direct mode on where kernel-compatible
+# mode is.
 # STORM_ROUNDS rounds (rows alternating within a round); the table gives
 # each figure's median over the rounds: req/s, errors (clients + server,
 # summed), connect p50/p99, the client connections that ran SMC-R or TCP
@@ -41,7 +46,8 @@
 # Env: STORM_CLIENTS (default "64 256"), STORM_THREADS client threads (2),
 #      STORM_USMC_THREADS of usmc clients (default: STORM_THREADS),
 #      STORM_ROWS (default "a b c k u f": a subset, to look at one row;
-#      "p", "t" and "s" add the floors),
+#      "p", "t" and "s" add the floors, "S" and "F" the rows without
+#      direct accept),
 #      STORM_ROUNDS (3), STORM_PERF (1; 0: no perf stat),
 #      STORM_PROFILE (0; 1: perf record -a -g over each client run, and a
 #      second table of where the busy CPU time goes, in % by kind of
@@ -82,6 +88,7 @@ LISTEN_WAIT=300      # x 0.1 s for a server to listen
 export USMC_PROBE_MS=${USMC_PROBE_MS:-1000} USMC_UEID=$UEID
 OUT=$(mktemp -d)
 PIDS=()
+SRV_ENV=USMC_ACCEPT_DIRECT=1 # the server's, per row (run())
 declare -A SYSCTL_SAVED=()
 fail=0
 
@@ -141,7 +148,7 @@ cpu_stats() { # row reqs: prints "busy ms/req kern"
 		"$OUT/$1.stat0" "$OUT/$1.stat1"
 }
 # rows where one end is plain TCP, so no connection can run SMC-R
-tcp_only_row() { [[ $1 == [apts] ]]; }
+tcp_only_row() { [[ $1 == [aptsS] ]]; }
 share() { awk -v s="$1" -v t="$2" 'BEGIN { if (s + t > 0) printf "%.1f%%", 100 * s / (s + t); else print "-" }'; }
 
 # System calls and context switches of the whole guest over a client run:
@@ -222,7 +229,7 @@ run() {
 	shift
 	cli_args=("$@")
 	PORT=$((PORT + 1))
-	"$STORM" -a "$B" -p "$port" -d "$SERVER_MAX" --client none "${srv_args[@]}" \
+	env "$SRV_ENV" "$STORM" -a "$B" -p "$port" -d "$SERVER_MAX" --client none "${srv_args[@]}" \
 		>"$OUT/$row.srv" 2>"$OUT/$row.srv.err" &
 	pid=$!
 	PIDS+=("$pid")
@@ -263,15 +270,18 @@ run() {
 
 declare -A SRV=([a]="--server plain" [b]="--server usmc" [c]="--server usmc -f"
 	[k]="--server smc" [u]="--server usmc" [f]="--server usmc -f"
-	[p]="--server plain" [t]="--server plain" [s]="--server usmc -f")
+	[p]="--server plain" [t]="--server plain" [s]="--server usmc -f"
+	[S]="--server usmc -f" [F]="--server usmc -f")
 declare -A CLI=([a]="--client plain" [b]="--client usmc" [c]="--client usmc"
 	[k]="--client smc" [u]="--client smc" [f]="--client smc"
-	[p]="--client usmc" [t]="--client smc" [s]="--client plain")
+	[p]="--client usmc" [t]="--client smc" [s]="--client plain"
+	[S]="--client plain" [F]="--client smc")
 declare -A NAME=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
 	[c]="(c) usmc, auto-fallback on" [k]="(k) kernel SMC-R (AF_SMC)"
 	[u]="(u) AF_SMC -> usmc, af off" [f]="(f) AF_SMC -> usmc, af on"
 	[p]="(p) usmc -> plain server" [t]="(t) AF_SMC -> plain server"
-	[s]="(s) plain -> usmc, af on")
+	[s]="(s) plain -> usmc, af on"
+	[S]="(S) (s), no direct accept" [F]="(F) (f), no direct accept")
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
 	"server on B $B, clients on A $A, ${SECS}s per run, $ROUNDS rounds (medians)," \
@@ -295,6 +305,8 @@ for c in $CLIENTS; do
 			t=$THREADS
 			[ "${CLI[$k]}" != "--client usmc" ] || t=${USMC_THREADS:-$THREADS}
 			row="$c$k$r"
+			SRV_ENV=USMC_ACCEPT_DIRECT=1
+			[[ $k != [SF] ]] || SRV_ENV=USMC_ACCEPT_DIRECT=0
 			# shellcheck disable=SC2086 # word splitting wanted
 			run "$row" "$c" "$t" ${SRV[$k]} -- ${CLI[$k]}
 			cli=$(cat "$OUT/$row.cli") srv=$(cat "$OUT/$row.srv")
@@ -321,7 +333,7 @@ for c in $CLIENTS; do
 			b | c) llc=$(per1 "$((($(num llc_sent "$cli") + $(num llc_received "$cli") +
 				$(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")) / 2))" \
 				"$(num client_smcr "$cli")") ;;
-			u | f) llc=$(per1 "$(($(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")))" \
+			u | f | F) llc=$(per1 "$(($(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")))" \
 				"$(num client_smcr "$cli")") ;;
 			esac
 			put "$k" llc "$llc"
