@@ -38,8 +38,6 @@ struct usmc_listener;
  * thread's set: addresses of the listener's own fields, never a probe's. */
 #define ACCEPT_TAG_LFD(l)  ((void *)&(l)->lfd)
 #define ACCEPT_TAG_WAKE(l) ((void *)&(l)->wakefd)
-/* ... and of the listen socket watched once for an arrival (direct mode) */
-#define ACCEPT_TAG_ARRIVAL(l) ((void *)&(l)->afd)
 
 /* An accept that failed with @err left the connection in the kernel's
  * queue for want of a descriptor or of memory: taking it again at once
@@ -80,11 +78,6 @@ extern const struct accept_backend_ops accept_epoll_ops;
 
 /* Poll the listen socket in the epoll set for EPOLLIN while @room > 0. */
 void accept_epoll_take(struct usmc_listener *l, unsigned int room);
-
-/* Watch the listen socket for the next connection to arrive, once, without
- * taking it (ACCEPT_TAG_ARRIVAL): direct mode, while usmc_accept() takes
- * from it. Undone by the next accept_epoll_take() with room. */
-void accept_epoll_watch_arrival(struct usmc_listener *l);
 
 /* Up to @max sockets from the kernel's queue into @fds, with accept4();
  * how many (fewer: the queue is empty, or accept4() failed; for want of

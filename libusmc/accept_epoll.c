@@ -31,19 +31,6 @@ void accept_epoll_take(struct usmc_listener *l, unsigned int room)
 	poll_lfd(l, room > 0);
 }
 
-void accept_epoll_watch_arrival(struct usmc_listener *l)
-{
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
-				 .data.ptr = ACCEPT_TAG_ARRIVAL(l)};
-
-	if (!epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev)) {
-		l->lfd_in = false; /* for EPOLLIN the entry is off: poll_lfd() */
-		/* a connection queued already must not be slept through (the
-		 * io_uring backend's poll on the set: accept_uring.c) */
-		l->lfd_unread = true;
-	}
-}
-
 unsigned int accept_epoll_burst(struct usmc_listener *l, int *fds, unsigned int max)
 {
 	unsigned int n = 0;

@@ -124,13 +124,6 @@ static void accept_burst(struct usmc_listener *l)
 	} while (want && n == want);
 }
 
-/* A connection came while the listen socket was the application's. */
-static void accept_arrival(struct usmc_listener *l)
-{
-	if (l->ceded && !l->arrival_ns)
-		l->arrival_ns = (int64_t)clock_now_ns();
-}
-
 /* Wait up to @timeout_ms on the epoll set and handle its events. */
 static void dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 {
@@ -144,8 +137,6 @@ static void dispatch_epoll(struct usmc_listener *l, int timeout_ms)
 			accept_burst(l);
 		else if (evs[i].data.ptr == ACCEPT_TAG_WAKE(l))
 			wake_event(l);
-		else if (evs[i].data.ptr == ACCEPT_TAG_ARRIVAL(l))
-			accept_arrival(l);
 		else
 			probe_event(l, evs[i].data.ptr);
 	}
@@ -201,17 +192,18 @@ static int min_sleep(int a, long b)
 #define LEASE_NS (LISTEN_APP_LEASE_MS * MS_NS)
 
 /* How long the thread may sleep: until the next probe's deadline, no
- * longer than a back-off lasts, nor, in direct mode, than a connection
- * that came waits for the application (-1: no bound). */
+ * longer than a back-off lasts, nor, in direct mode, than the application
+ * is known to take connections itself (-1: no bound). */
 static int accept_sleep_ms(struct usmc_listener *l)
 {
 	int ms = probe_next_timeout(l);
 
 	if (l->nofd_until_ms)
 		ms = min_sleep(ms, l->nofd_until_ms - clock_now_ms());
-	if (l->ceded && l->arrival_ns) /* rounded up: look once it is over */
-		ms = min_sleep(ms, (l->arrival_ns + LEASE_NS - (int64_t)clock_now_ns() + MS_NS -
-				    1) / MS_NS);
+	if (l->ceded) /* rounded up: look once the lease is over */
+		ms = min_sleep(ms, (atomic_load(&l->app_ns) + LEASE_NS - (int64_t)clock_now_ns() +
+				    MS_NS - 1) /
+					   MS_NS);
 	return ms;
 }
 
@@ -219,13 +211,12 @@ static int accept_sleep_ms(struct usmc_listener *l)
  * Direct mode: whether to leave the listen socket to usmc_accept(), which
  * takes from it in the application's thread (listen_direct.c). Two
  * consumers of one listen socket would both wake for each connection, and
- * race for it; so while the application takes, this thread only watches,
- * once, for a connection to arrive (accept_epoll_watch_arrival()), and
- * then gives the application LISTEN_APP_LEASE_MS to look at the queue. If
- * it did, the watch is set again (one wake-up per lease at most, however
- * many connections come); if not, the thread takes connections itself
- * again, as without direct mode, so that SMC clients are served while the
- * application does not accept.
+ * race for it; so while the application looked at the socket within
+ * LISTEN_APP_LEASE_MS, this thread takes nothing from it and does not
+ * watch it: it looks again when the lease ends (one wake-up per lease
+ * however many connections come). An application that stopped looking
+ * leaves the socket to this thread again, as without direct mode, so that
+ * SMC clients are served while nobody accepts.
  */
 static bool accept_cede(struct usmc_listener *l)
 {
@@ -234,27 +225,17 @@ static bool accept_cede(struct usmc_listener *l)
 	if (!l->direct)
 		return false;
 	atomic_store(&l->cede_asked, false); /* this is the look it asked for */
-	if (!l->ceded) {
-		atomic_store(&l->lfd_held, true); /* before app_ns: app_looks() */
-		if (now - atomic_load(&l->app_ns) >= LEASE_NS)
-			return false;
-		l->ceded = true; /* the application looked of late */
+	l->ceded = now - atomic_load(&l->app_ns) < LEASE_NS;
+	if (!l->ceded && !atomic_load(&l->lfd_held)) {
+		/* about to take from the socket: say so before the last look at
+		 * app_ns (app_looks() does the reverse), so that an application
+		 * that looks meanwhile asks this thread back */
+		atomic_store(&l->lfd_held, true);
+		l->ceded = now - atomic_load(&l->app_ns) < LEASE_NS;
+	}
+	if (l->ceded && atomic_load(&l->lfd_held))
 		atomic_store(&l->lfd_held, false);
-		l->arrival_ns = 0;
-		accept_epoll_watch_arrival(l);
-		return true;
-	}
-	if (!l->arrival_ns || now - l->arrival_ns < LEASE_NS)
-		return true;		  /* nothing came, or the application has time */
-	atomic_store(&l->lfd_held, true); /* before app_ns: app_looks() */
-	if (atomic_load(&l->app_ns) < l->arrival_ns) {
-		l->ceded = false; /* it did not come: take over */
-		return false;
-	}
-	atomic_store(&l->lfd_held, false);
-	l->arrival_ns = 0;
-	accept_epoll_watch_arrival(l);
-	return true;
+	return l->ceded;
 }
 
 /*

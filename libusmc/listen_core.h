@@ -67,10 +67,7 @@ struct usmc_listener {
 	_Atomic int64_t app_ns;
 	atomic_bool lfd_held, cede_asked;
 	atomic_int app_nofd; /* direct: an errno of accept4() for want of fds */
-	/* accept thread: it left lfd to usmc_accept() (accept_cede()), and
-	 * when a connection came since (0: none yet) */
-	bool ceded;
-	int64_t arrival_ns;
+	bool ceded;	     /* accept thread: it leaves lfd to usmc_accept() (accept_cede()) */
 	/* connections usmc_accept() took that go to the probe, counted in
 	 * in_handshake, for the accept thread (listener_take_handed()) */
 	struct conn_fifo handed; /* guarded by park_lock */

@@ -10,10 +10,10 @@
  * accept thread's probe, with its place of the backlog taken here.
  *
  * While usmc_accept() takes from the listen socket, the accept thread
- * leaves it alone (accept_cede(): no multishot accept, one wake-up per
- * LISTEN_APP_LEASE_MS at most), so no connection wakes two threads; it
- * takes over when a connection waited that long and the application did
- * not look, so that SMC handshakes go on when the application does not
+ * leaves it alone (accept_cede(): no multishot accept, no epoll entry, one
+ * look per LISTEN_APP_LEASE_MS), so no connection wakes two threads; it
+ * takes connections again when the application has not looked for that
+ * long, so that SMC handshakes go on when the application does not
  * accept.
  */
 #include <errno.h>
