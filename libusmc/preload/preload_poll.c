@@ -4,9 +4,10 @@
  * connection's descriptor is polled as it is (the kernel's readiness of
  * the TCP socket, or of the SMC-R readiness socketpair end that N is); a
  * listener's is not readable while libusmc's accept thread takes its
- * connections, so these calls put the listener's eventfd (a private
- * duplicate per descriptor) in its place. epoll_wait needs nothing: the
- * registration carries the caller's event data.
+ * connections, so these calls put usmc_listener_fd() (a private duplicate
+ * per descriptor: an eventfd, or in direct mode an epoll set) in its place.
+ * epoll_wait needs nothing: the registration carries the caller's event
+ * data.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -266,6 +267,34 @@ PRELOAD_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const stru
 
 /* ---- epoll_ctl ------------------------------------------------------------------ */
 
+/* The events the kernel lets go with EPOLLEXCLUSIVE (fs/eventpoll.c) */
+#define EXCLUSIVE_OK \
+	(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
+
+/*
+ * epoll_ctl() of listener shadow @sfd. In direct mode the shadow is an
+ * epoll set (usmc_listener_fd()), for which the kernel refuses
+ * EPOLLEXCLUSIVE (EINVAL), and a pre-fork server's workers ask it for
+ * their listening socket (nginx's, with accept_mutex off): they would
+ * exit. So a request the socket would take goes in without the flag. The
+ * cost is a shared wake-up: every set that holds the listener wakes for a
+ * connection and one takes it (usmc_accept(): the others get EAGAIN), as
+ * the workers' accept threads did before direct mode. An eventfd shadow
+ * keeps the flag.
+ */
+static int shadow_epoll_ctl(int epfd, int op, int sfd, struct epoll_event *ev)
+{
+	struct epoll_event plain;
+	int rc = R.epoll_ctl(epfd, op, sfd, ev);
+
+	if (rc == 0 || errno != EINVAL || op != EPOLL_CTL_ADD || !ev ||
+	    !(ev->events & EPOLLEXCLUSIVE) || (ev->events & ~(uint32_t)EXCLUSIVE_OK))
+		return rc;
+	plain = *ev;
+	plain.events &= ~(uint32_t)EPOLLEXCLUSIVE;
+	return R.epoll_ctl(epfd, op, sfd, &plain);
+}
+
 PRELOAD_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct pobj *o;
@@ -292,7 +321,8 @@ PRELOAD_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		obj_put(o);
 		return R.epoll_ctl(epfd, op, fd, ev);
 	}
-	rc = R.epoll_ctl(epfd, op, target, ev);
+	rc = o->kind == PO_LISTEN ? shadow_epoll_ctl(epfd, op, target, ev)
+				  : R.epoll_ctl(epfd, op, fd, ev);
 	if (rc == 0)
 		regs_record(o, epfd, op, fd, ev);
 	pthread_mutex_unlock(&o->lock);
