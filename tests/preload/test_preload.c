@@ -362,6 +362,16 @@ static void test_poll_mixed(void **state)
 	assert_int_equal(read(p[0], &b, 1), 1);
 	/* epoll, level triggered: the listener stays ready until accepted */
 	ep = epoll_create1(0);
+	/* EPOLLEXCLUSIVE as the kernel takes it for a socket: alone (whatever
+	 * the preload polls in its place), not with EPOLLONESHOT */
+	ev = (struct epoll_event){.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT, .data.fd = l};
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev), -1);
+	assert_int_equal(errno, EINVAL);
+	ev = (struct epoll_event){.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = l};
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev), 0);
+	assert_int_equal(epoll_wait(ep, got, 8, 5000), 1);
+	assert_int_equal(got[0].data.fd, l);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_DEL, l, NULL), 0);
 	ev = (struct epoll_event){.events = EPOLLIN, .data.fd = l};
 	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev), 0);
 	ev = (struct epoll_event){.events = EPOLLIN, .data.fd = us[0]};
@@ -755,18 +765,38 @@ static void test_closed_behind(void **state)
 	syscall(SYS_close, fl);
 }
 
-int main(void)
+/* Whether @name is one of the @n names of the command line (none: all). */
+static bool wanted(const char *name, int n, char **names)
 {
-	const struct CMUnitTest tests[] = {
+	for (int i = 0; i < n; i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return n == 0;
+}
+
+/* usage: test_preload [TEST...]: the tests named (test_prefork, ...), or
+ * all; test_preload_kc.sh runs those that hold in kernel-compatible mode */
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest all[] = {
 		cmocka_unit_test(test_fd_numbers), cmocka_unit_test(test_proposal_declined),
 		cmocka_unit_test(test_dup),	   cmocka_unit_test(test_prefork),
 		cmocka_unit_test(test_poll_mixed), cmocka_unit_test(test_nonblock_connect),
 		cmocka_unit_test(test_eof_errors), cmocka_unit_test(test_closed_behind),
 	};
+	struct CMUnitTest tests[sizeof(all) / sizeof(all[0])];
+	size_t n = 0;
 
 	if (!getenv("LD_PRELOAD")) {
 		fprintf(stderr, "run me under usmc_run\n");
 		return 2;
 	}
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (wanted(all[i].name, argc - 1, argv + 1))
+			tests[n++] = all[i];
+	if (n == 0) {
+		fprintf(stderr, "no such test\n");
+		return 2;
+	}
+	return _cmocka_run_group_tests("test_preload", tests, n, NULL, NULL);
 }
