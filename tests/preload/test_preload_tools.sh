@@ -49,6 +49,17 @@ wait_port() {
 	done
 	fail "no port in $file" >&2
 }
+# until URL $1 answers, or anything but "refused" (curl's 7) within 5 s: a
+# server that listens and never answers fails the next step, not hangs here
+wait_http() {
+	local rc
+	for _ in $(seq 100); do
+		rc=0
+		curl -s -o /dev/null --max-time 5 "$1" || rc=$?
+		[ "$rc" = 7 ] || return 0
+		sleep 0.05
+	done
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # --- python3 -m http.server and curl
@@ -264,10 +275,7 @@ NGX
 	"$usmc_run" -vv -o "$log" nginx -p "$dir/ngx" -c "$dir/ngx/nginx.conf" >"$dir/nginx.log" 2>&1 &
 	ngxpid=$!
 	pids+=($ngxpid)
-	for _ in $(seq 100); do
-		curl -s -o /dev/null "http://127.0.0.1:$gport/index.html" && break
-		sleep 0.05
-	done
+	wait_http "http://127.0.0.1:$gport/index.html"
 	want=$(sha256sum <"$dir/ngx/www/big" | cut -d' ' -f1)
 	got=$("$usmc_run" -vv -o "$log" curl -fsS --max-time 60 "http://127.0.0.1:$gport/big" |
 		sha256sum | cut -d' ' -f1)
@@ -293,10 +301,7 @@ NGX
 		nginx -p "$dir/ngx" -c "$dir/ngx/kc.conf" >"$dir/kcnginx.log" 2>&1 &
 	ngxpid=$!
 	pids+=($ngxpid)
-	for _ in $(seq 100); do
-		curl -s -o /dev/null "http://127.0.0.1:$kport/index.html" && break
-		sleep 0.05
-	done
+	wait_http "http://127.0.0.1:$kport/index.html"
 	env -u USMC_KERNEL_COMPAT -u USMC_RUN_SMC_PEERS "$usmc_run" -vv -o "$dir/kcngx.log" \
 		curl -fsS -o /dev/null --max-time 20 "http://127.0.0.1:$kport/index.html" ||
 		fail "curl to nginx in kernel-compatible mode"
