@@ -255,7 +255,7 @@ struct smcr_conn *lgr_conn_get(struct lgr *lgr, uint32_t token);
 /* A snapshot of the connections, each with a reference the caller drops. */
 int lgr_conns_get(struct lgr *lgr, struct smcr_conn *list[SMCR_MAX_CONNS]);
 
-/* ---- statistics (read-only) ---- */
+/* ---- statistics (read-only; lgr_info.c) ---- */
 
 /* The engine counters of @lgr added into @out. */
 void lgr_engine_stats(const struct lgr *lgr, struct usmc_engine_stats *out);
