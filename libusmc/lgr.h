@@ -260,16 +260,32 @@ int lgr_conns_get(struct lgr *lgr, struct smcr_conn *list[SMCR_MAX_CONNS]);
 /* The engine counters of @lgr added into @out. */
 void lgr_engine_stats(const struct lgr *lgr, struct usmc_engine_stats *out);
 
+/*
+ * What usmc-stat shows of one link of a link group. Of an ACTIVATING link
+ * only the slot, state and local port (device, port, local GID): its
+ * handshake (a first contact's, ADD_LINK's) still writes the rest, so it
+ * must have written it before the link leaves ACTIVATING (smcr_link.h).
+ */
+struct lgr_link_info {
+	int slot;	  /* its index in lgr.lnk[] */
+	uint8_t link_num; /* Linux: link_id */
+	int state;	  /* enum smcr_link_state, never SMCR_LNK_UNUSED */
+	char dev_name[64];
+	uint8_t port;
+	uint8_t local_gid[SMCR_GID_LEN], peer_gid[SMCR_GID_LEN];
+	uint32_t qp_num, peer_qpn; /* 0 before the QP exists, or before the peer's is known */
+	int sq_used;		   /* send queue entries in flight, of SMCR_MAX_SEND_WR */
+};
+
 /* What usmc-stat shows of one link group. */
 struct lgr_info {
 	uint32_t id;
 	bool is_server;
 	int state; /* enum lgr_state */
 	uint8_t peer_id[SMCR_SYSTEM_ID_LEN];
-	uint8_t local_gid[SMCR_GID_LEN], peer_gid[SMCR_GID_LEN];
-	char dev_name[64];
-	uint8_t port;
-	uint32_t qp_num, peer_qpn;
+	/* each slot of lgr.lnk[] that holds a link, in slot order */
+	struct lgr_link_info links[SMCR_LINKS_MAX];
+	int nlinks;
 	int nconns, max_conns;
 	struct bufpool_class_usage rmbs[SMC_BUF_CLASSES], sndbufs[SMC_BUF_CLASSES];
 	uint64_t test_link_sent, test_link_answered, rkey_confirmed, rkey_deleted;
@@ -277,10 +293,17 @@ struct lgr_info {
 };
 
 /*
+ * lgr_info_main_link() - the link that stands for @g where one link is
+ * shown (the link group's flat device, GIDs and QP numbers in usmc-stat's
+ * JSON): its first ACTIVE link, else its first link; NULL if it has none.
+ */
+const struct lgr_link_info *lgr_info_main_link(const struct lgr_info *g);
+
+/*
  * lgr_info_all() - a copy of up to @max published link groups of @sctx
  * (sctx->lgrs); returns how many there are (may exceed @max). Takes
- * sctx->lock, then each lgr.lock and its pools' grow locks in turn (the
- * documented order); changes nothing.
+ * sctx->lock, then each lgr.lock, its pools' grow locks and its links' send
+ * queue locks in turn (the documented order); changes nothing.
  */
 int lgr_info_all(struct smcr_ctx *sctx, struct lgr_info *out, int max);
 

@@ -169,6 +169,16 @@ bool smcr_wr_send_done(struct smcr_link *lnk, struct smcr_tx_pend *p)
 	return ok;
 }
 
+int smcr_wr_sq_used(struct smcr_link *lnk)
+{
+	int used;
+
+	pthread_mutex_lock(&lnk->sq.lock);
+	used = lnk->sq.used;
+	pthread_mutex_unlock(&lnk->sq.lock);
+	return used;
+}
+
 /* ---- completion queue ------------------------------------------------ */
 
 /* Hand @n completions of one CQ to the handlers; true if a send completed. */

@@ -47,6 +47,10 @@ int smcr_wr_post_send(struct smcr_link *lnk, struct ibv_send_wr *wr, int n,
 /* The oldest pending send, removed (its entries freed); false if none. */
 bool smcr_wr_send_done(struct smcr_link *lnk, struct smcr_tx_pend *p);
 
+/* Send queue entries posted and not yet completed (usmc-stat; takes the
+ * queue's lock, a leaf). */
+int smcr_wr_sq_used(struct smcr_link *lnk);
+
 /*
  * A send queue with work posted and no completion for this long is stuck:
  * with infinite RNR retries (as Linux, there is no credit scheme for

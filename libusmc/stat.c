@@ -5,9 +5,9 @@
  *
  * Locks: the snapshot takes ctx->reg_lock (connections, listeners; under it
  * only the handshake pool's leaf lock, through usmc_listener_stats()),
- * releases it, then lgr_info_all() takes smcr_ctx.lock -> lgr.lock -> the
- * pools' grow locks. The two are never nested, and nothing is held while
- * the snapshot is written to the socket.
+ * releases it, then lgr_info_all() takes smcr_ctx.lock -> lgr.lock, the
+ * pools' grow locks and the links' send queue locks. The two are never
+ * nested, and nothing is held while the snapshot is written to the socket.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -411,6 +411,19 @@ static const char *lgr_state_name(int s)
 	return "UNKNOWN";
 }
 
+static const char *link_state_name(int s)
+{
+	switch (s) {
+	case SMCR_LNK_ACTIVATING:
+		return "ACTIVATING";
+	case SMCR_LNK_ACTIVE:
+		return "ACTIVE";
+	case SMCR_LNK_INACTIVE:
+		return "INACTIVE";
+	}
+	return "UNKNOWN";
+}
+
 static void jw_gid(struct jw *j, const char *k, const uint8_t gid[SMCR_GID_LEN])
 {
 	char s[INET6_ADDRSTRLEN];
@@ -434,19 +447,48 @@ static void jw_pool(struct jw *j, const char *k, const struct bufpool_class_usag
 	jw_close(j, ']');
 }
 
+/* A link's port, GIDs and QP numbers, as each link and, for its main
+ * link, the link group show them. */
+static void jw_link_ends(struct jw *j, const struct lgr_link_info *k)
+{
+	jw_kstr(j, "device", k->dev_name);
+	jw_kint(j, "port", k->port);
+	jw_gid(j, "local_gid", k->local_gid);
+	jw_gid(j, "peer_gid", k->peer_gid);
+	jw_ku64(j, "qp_num", k->qp_num);
+	jw_ku64(j, "peer_qp_num", k->peer_qpn);
+}
+
+static void jw_links(struct jw *j, const struct lgr_info *g)
+{
+	jw_karr(j, "links");
+	for (int i = 0; i < g->nlinks; i++) {
+		const struct lgr_link_info *k = &g->links[i];
+
+		jw_aobj(j);
+		jw_kint(j, "slot", k->slot);
+		jw_kint(j, "link_num", k->link_num);
+		jw_kstr(j, "state", link_state_name(k->state));
+		jw_link_ends(j, k);
+		jw_kint(j, "sq_used", k->sq_used);
+		jw_kint(j, "sq_size", SMCR_MAX_SEND_WR);
+		jw_close(j, '}');
+	}
+	jw_close(j, ']');
+}
+
 static void jw_lgr(struct jw *j, const struct lgr_info *g)
 {
+	static const struct lgr_link_info none; /* a link group without a link */
+	const struct lgr_link_info *main_lnk = lgr_info_main_link(g);
+
 	jw_aobj(j);
 	jw_ku64(j, "id", g->id);
 	jw_kstr(j, "role", g->is_server ? "server" : "client");
 	jw_kstr(j, "state", lgr_state_name(g->state));
 	jw_khex(j, "peer_id", g->peer_id, sizeof(g->peer_id));
-	jw_kstr(j, "device", g->dev_name);
-	jw_kint(j, "port", g->port);
-	jw_gid(j, "local_gid", g->local_gid);
-	jw_gid(j, "peer_gid", g->peer_gid);
-	jw_ku64(j, "qp_num", g->qp_num);
-	jw_ku64(j, "peer_qp_num", g->peer_qpn);
+	jw_link_ends(j, main_lnk ? main_lnk : &none);
+	jw_links(j, g);
 	jw_kint(j, "connections", g->nconns);
 	jw_kint(j, "max_connections", g->max_conns);
 	jw_kobj(j, "buffers");

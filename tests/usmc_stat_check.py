@@ -41,9 +41,12 @@ REASON = {"name": STR, "code": STR}
 CONN = {"local": STR, "peer": STR, "role": STR, "mode": STR, "reason": ("nullable", REASON),
         "peer_declined": BOOL, "lgr_id": U64, "bytes_sent": U64, "bytes_received": U64}
 POOL = {"size": U64, "in_use": U64, "free": U64}
+LINK = {"slot": INT, "link_num": INT, "state": STR, "device": STR, "port": INT,
+        "local_gid": STR, "peer_gid": STR, "qp_num": U64, "peer_qp_num": U64,
+        "sq_used": INT, "sq_size": INT}
 LGR = {"id": U64, "role": STR, "state": STR, "peer_id": STR, "device": STR, "port": INT,
        "local_gid": STR, "peer_gid": STR, "qp_num": U64, "peer_qp_num": U64,
-       "connections": INT, "max_connections": INT,
+       "links": [LINK], "connections": INT, "max_connections": INT,
        "buffers": {"rmb": [POOL], "sndbuf": [POOL]},
        "llc": {k: U64 for k in ("test_link_sent", "test_link_answered", "rkey_confirmed",
                                 "rkey_deleted")},
@@ -59,7 +62,10 @@ ADDR = re.compile(r"^(\d+\.\d+\.\d+\.\d+|\[[0-9a-fA-F:.]+\]):\d+$")
 ENUMS = {("connections", "role"): {"server", "client"},
          ("connections", "mode"): {"SMC-R", "TCP", "CONNECTING"},
          ("link_groups", "role"): {"server", "client"},
-         ("link_groups", "state"): {"INIT", "ACTIVE", "DEAD"}}
+         ("link_groups", "state"): {"INIT", "ACTIVE", "DEAD"},
+         ("links", "state"): {"ACTIVATING", "ACTIVE", "INACTIVE"}}
+LINKS_MAX = 3  # SMC_LINKS_PER_LGR_MAX
+FLAT_LINK_KEYS = ("device", "port", "local_gid", "peer_gid", "qp_num", "peer_qp_num")
 
 errors = []
 
@@ -97,6 +103,30 @@ def check(v, spec, path):
         errors.append(f"{path}: {v!r} is not {spec}")
 
 
+def main_link(links):
+    """The link the flat fields stand for: the first ACTIVE one, else the first."""
+    active = [k for k in links if k.get("state") == "ACTIVE"]
+    return (active or links or [None])[0]
+
+
+def check_links(g, p):
+    links = g.get("links", [])
+    if len(links) > LINKS_MAX:
+        errors.append(f"{p}: {len(links)} links, at most {LINKS_MAX}")
+    slots = [k.get("slot") for k in links]
+    if slots != sorted(set(slots)) or any(not 0 <= x < LINKS_MAX for x in slots):
+        errors.append(f"{p}: link slots {slots}")
+    for k in links:
+        if k.get("state") not in ENUMS[("links", "state")]:
+            errors.append(f"{p}: link state {k.get('state')!r}")
+        if not 0 <= k.get("sq_used", 0) <= k.get("sq_size", 0):
+            errors.append(f"{p}: link sq_used {k.get('sq_used')} of {k.get('sq_size')}")
+    m = main_link(links)
+    for key in FLAT_LINK_KEYS if m else ():
+        if g.get(key) != m.get(key):
+            errors.append(f"{p}: {key} {g.get(key)!r}, its main link's {m.get(key)!r}")
+
+
 def check_values(s, p):
     if s.get("schema") != 1:
         errors.append(f"{p}.schema: {s.get('schema')!r}, expected 1")
@@ -119,6 +149,7 @@ def check_values(s, p):
                 errors.append(f"{p}: link group {k} {g.get(k)!r}")
         if not re.fullmatch(r"[0-9a-f]{16}", g.get("peer_id", "")):
             errors.append(f"{p}: link group peer_id {g.get('peer_id')!r}")
+        check_links(g, f"{p}: link group {g.get('id')}")
     for f in s.get("fallback_reasons", []):
         if f.get("count", 0) < 1:
             errors.append(f"{p}: fallback reason {f.get('name')} counted 0 times")
