@@ -358,6 +358,40 @@ static void print_pinned(const struct jv *cnt)
 	       jv_u64(cnt, "pool_shrinks"), jv_u64(cnt, "pinned_refused"));
 }
 
+/*
+ * A link group's line, then one line per link: each its port, GIDs, QPs
+ * and send queue. A publisher older than the links array sends the one
+ * link's on the link group's line instead.
+ */
+static void print_lgr_line(const struct jv *g)
+{
+	const struct jv *links = jv_get(g, "links");
+
+	printf("  LGR 0x%08" PRIx64 " %s %s", jv_u64(g, "id"), jv_str(g, "role"),
+	       jv_str(g, "state"));
+	if (!links || links->t != J_ARR) {
+		printf(" %s/%" PRIu64 " peer=%s gid %s -> %s qp %" PRIu64 " -> %" PRIu64
+		       " conns=%" PRIu64 "/%" PRIu64 "\n",
+		       jv_str(g, "device"), jv_u64(g, "port"), jv_str(g, "peer_id"),
+		       jv_str(g, "local_gid"), jv_str(g, "peer_gid"), jv_u64(g, "qp_num"),
+		       jv_u64(g, "peer_qp_num"), jv_u64(g, "connections"),
+		       jv_u64(g, "max_connections"));
+		return;
+	}
+	printf(" peer=%s conns=%" PRIu64 "/%" PRIu64 " links=%zu\n", jv_str(g, "peer_id"),
+	       jv_u64(g, "connections"), jv_u64(g, "max_connections"), links->n);
+	for (size_t i = 0; i < links->n; i++) {
+		const struct jv *k = links->items[i];
+
+		printf("    link %" PRIu64 " slot %" PRIu64 " %s %s/%" PRIu64
+		       " gid %s -> %s qp %" PRIu64 " -> %" PRIu64 " sq %" PRIu64 "/%" PRIu64 "\n",
+		       jv_u64(k, "link_num"), jv_u64(k, "slot"), jv_str(k, "state"),
+		       jv_str(k, "device"), jv_u64(k, "port"), jv_str(k, "local_gid"),
+		       jv_str(k, "peer_gid"), jv_u64(k, "qp_num"), jv_u64(k, "peer_qp_num"),
+		       jv_u64(k, "sq_used"), jv_u64(k, "sq_size"));
+	}
+}
+
 static void print_human(const struct jv *s)
 {
 	const struct jv *cnt = jv_get(s, "counters"), *arr;
@@ -416,12 +450,7 @@ static void print_human(const struct jv *s)
 		const struct jv *g = arr->items[i], *llc = jv_get(g, "llc"),
 				*b = jv_get(g, "buffers"), *e = jv_get(g, "engine");
 
-		printf("  LGR 0x%08" PRIx64 " %s %s %s/%" PRIu64 " peer=%s gid %s -> %s qp %" PRIu64
-		       " -> %" PRIu64 " conns=%" PRIu64 "/%" PRIu64 "\n",
-		       jv_u64(g, "id"), jv_str(g, "role"), jv_str(g, "state"), jv_str(g, "device"),
-		       jv_u64(g, "port"), jv_str(g, "peer_id"), jv_str(g, "local_gid"),
-		       jv_str(g, "peer_gid"), jv_u64(g, "qp_num"), jv_u64(g, "peer_qp_num"),
-		       jv_u64(g, "connections"), jv_u64(g, "max_connections"));
+		print_lgr_line(g);
 		printf("    buffers (in use/free):");
 		print_pool("rmb ", jv_get(b, "rmb"));
 		print_pool("snd ", jv_get(b, "sndbuf"));
