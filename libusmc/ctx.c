@@ -248,6 +248,9 @@ int usmc_ctx_stats_sized(const struct usmc_ctx *ctx, struct usmc_ctx_stats *out,
 	st->pinned_refused = atomic_load(&ctx->rdma.regmem.refused);
 	smcr_ctx_engine_stats((struct smcr_ctx *)&ctx->rdma, &st->engine);
 	st->lgrs_reclaimed = atomic_load(&ctx->rdma.lgrs_reclaimed);
+	st->links_added = smcr_ctx_link_events(&ctx->rdma, SMCR_LINK_ADDED);
+	st->link_failures = smcr_ctx_link_events(&ctx->rdma, SMCR_LINK_FAILED);
+	st->failovers = smcr_ctx_link_events(&ctx->rdma, SMCR_LINK_FAILOVER);
 	abi_fill(out, size, &full, sizeof(full));
 	return 0;
 }

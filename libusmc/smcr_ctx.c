@@ -114,6 +114,19 @@ void smcr_ctx_hs_unwatch(struct smcr_ctx *s, struct smcr_hs_watch *w)
 }
 
 /* A cached lookup of @addr; requires @s->dev_lock. */
+void smcr_ctx_count_link_event(struct smcr_ctx *s, enum smcr_link_event ev, unsigned int n)
+{
+	if ((unsigned int)ev < SMCR_LINK_EVENTS)
+		atomic_fetch_add_explicit(&s->link_events[ev], n, memory_order_relaxed);
+}
+
+uint64_t smcr_ctx_link_events(const struct smcr_ctx *s, enum smcr_link_event ev)
+{
+	if ((unsigned int)ev >= SMCR_LINK_EVENTS)
+		return 0;
+	return atomic_load_explicit(&s->link_events[ev], memory_order_relaxed);
+}
+
 static bool dev_cache_get_locked(struct smcr_ctx *s, const struct in_addr *addr,
 				 struct smcr_dev *dev)
 {

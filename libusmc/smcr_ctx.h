@@ -21,6 +21,25 @@
 #define SMCR_DEFAULT_UEID  "LIBUSMC" /* blank padded to 32 bytes */
 #define SMCR_DEV_CACHE	   8
 
+/*
+ * What happens to the links of the context's link groups, counted for
+ * usmc_ctx_stats() (smcr_ctx_count_link_event()).
+ */
+enum smcr_link_event {
+	/* a link beyond its link group's first became ACTIVE (ADD_LINK,
+	 * net/smc/smc_llc.c smc_llc_process_cli/srv_add_link()): whoever
+	 * activates it counts it, never the first contact's link */
+	SMCR_LINK_ADDED,
+	/* an ACTIVE link went down on an error of its own (a failed work
+	 * request, a stall, its port's or QP's async event): lgr.c
+	 * lgr_link_error(); not the links an orderly end takes down */
+	SMCR_LINK_FAILED,
+	/* a connection moved from a failed link to another of its link group
+	 * (net/smc/smc_core.c smc_switch_conns()): counted per connection */
+	SMCR_LINK_FAILOVER,
+	SMCR_LINK_EVENTS
+};
+
 /* The two roles a link group is created in. */
 enum smcr_role { SMCR_ROLE_CLIENT = 0, SMCR_ROLE_SERVER = 1 };
 
@@ -78,6 +97,8 @@ struct smcr_ctx {
 	atomic_uint_least64_t lgrs_reclaimed; /* idle ones reclaimed at a full cap */
 	/* LLC messages over all link groups (smcr_llc.c): usmc_ctx_stats() */
 	atomic_uint_least64_t llc_sent, llc_received;
+	/* by enum smcr_link_event (smcr_ctx_count_link_event()) */
+	atomic_uint_least64_t link_events[SMCR_LINK_EVENTS];
 	/* the registered memory of all its link groups' pools
 	 * (USMC_OPT_REG_MEM_MAX; smcr_ctx_pool_config()) */
 	struct bufpool_budget regmem;
@@ -121,6 +142,15 @@ void smcr_ctx_regmem_apply(struct smcr_ctx *s, long opt);
 /* The budget the link group @lgr's pools (@cfg) count against, and who
  * tells its peer about an RMB a shrink takes (DELETE_RKEY). */
 void smcr_ctx_pool_config(struct smcr_ctx *s, struct lgr *lgr, struct bufpool_config *cfg);
+
+/*
+ * smcr_ctx_count_link_event() - @n more events @ev of the links of @s's
+ * link groups (usmc_ctx_stats() links_added, link_failures, failovers).
+ * Any thread, any lock held: one relaxed atomic add.
+ * smcr_ctx_link_events() - how many there were.
+ */
+void smcr_ctx_count_link_event(struct smcr_ctx *s, enum smcr_link_event ev, unsigned int n);
+uint64_t smcr_ctx_link_events(const struct smcr_ctx *s, enum smcr_link_event ev);
 
 /* The engine counters of every link group @s ever had, added into @out. */
 void smcr_ctx_engine_stats(struct smcr_ctx *s, struct usmc_engine_stats *out);

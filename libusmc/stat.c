@@ -308,6 +308,9 @@ static void jw_process(struct jw *j, struct usmc_ctx *ctx, unsigned int index)
 	jw_ku64(j, "pinned_max", cs.pinned_max);
 	jw_ku64(j, "pool_shrinks", cs.pool_shrinks);
 	jw_ku64(j, "pinned_refused", cs.pinned_refused);
+	jw_ku64(j, "links_added", cs.links_added);
+	jw_ku64(j, "link_failures", cs.link_failures);
+	jw_ku64(j, "failovers", cs.failovers);
 	jw_close(j, '}');
 	jw_fallbacks(j, &ctx->modes);
 }

@@ -7,7 +7,9 @@
  * usmc-stat's own reader. Each link that exists is in the link group's
  * "links" array with its slot, number, state, port, GIDs and QP numbers,
  * and the link group's flat device, GIDs and QP numbers are its main
- * link's; a slot without a link is not listed.
+ * link's; a slot without a link is not listed. The context's counters of
+ * link events are 0 when fresh and count what smcr_ctx_count_link_event()
+ * is told.
  */
 #include <arpa/inet.h>
 #include <setjmp.h>
@@ -211,6 +213,36 @@ static void test_unused_slot(void **state)
 	jv_free(v);
 }
 
+/* The link counters: 0 on a fresh context, then what they are told. */
+static void test_link_counters(void **state)
+{
+	static const char *const names[] = {"links_added", "link_failures", "failovers"};
+	struct env *e = *state;
+	struct usmc_ctx_stats st;
+	const struct jv *c;
+	struct jv *v = snapshot(e);
+
+	c = jv_get(v, "counters");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_non_null(jv_get(c, names[i]));
+		assert_int_equal(jv_u64(c, names[i]), 0);
+	}
+	jv_free(v);
+	smcr_ctx_count_link_event(e->s, SMCR_LINK_ADDED, 1);
+	smcr_ctx_count_link_event(e->s, SMCR_LINK_FAILED, 2);
+	smcr_ctx_count_link_event(e->s, SMCR_LINK_FAILOVER, 7);
+	usmc_ctx_stats(e->ctx, &st);
+	assert_int_equal(st.links_added, 1);
+	assert_int_equal(st.link_failures, 2);
+	assert_int_equal(st.failovers, 7);
+	v = snapshot(e);
+	c = jv_get(v, "counters");
+	assert_int_equal(jv_u64(c, "links_added"), 1);
+	assert_int_equal(jv_u64(c, "link_failures"), 2);
+	assert_int_equal(jv_u64(c, "failovers"), 7);
+	jv_free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -218,6 +250,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inactive_link, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_activating_link, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unused_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_counters, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

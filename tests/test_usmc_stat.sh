@@ -66,7 +66,8 @@ fi
 port=$(awk '/^ready/ {print $2}' "$tmp/out")
 "$STAT" --json -p "$pid" >"$tmp/snap.json" || fail "usmc-stat --json exit $?"
 python3 "$CHECK" "$tmp/snap.json" --pid "$pid" --listeners 1 --conns TCP:7 \
-	--reason NOSMCRDEV --reason DISABLED --fallback NOSMCRDEV --fallback DISABLED ||
+	--reason NOSMCRDEV --reason DISABLED --fallback NOSMCRDEV --fallback DISABLED \
+	--counter links_added=0 --counter link_failures=0 --counter failovers=0 ||
 	fail "snapshot: $(cat "$tmp/snap.json")"
 # all of them: at least ours (other tests' processes may be there too)
 "$STAT" --json >"$tmp/all.json" || [ $? = 3 ] || fail "usmc-stat --json (all)"
@@ -82,6 +83,8 @@ grep -Eq "^  127\.0\.0\.1:$port +127\.0\.0\.1:[0-9]+ +server +TCP +NOSMCRDEV " \
 grep -Eq "^  127\.0\.0\.1:[0-9]+ +127\.0\.0\.1:$port +client +TCP +DISABLED +5 +5$" \
 	"$tmp/human.txt" || fail "no DISABLED client line with 5 bytes each way"
 grep -q "fallbacks: .*NOSMCRDEV=" "$tmp/human.txt" || fail "no fallback counts"
+grep -qx "  links_added=0 link_failures=0 failovers=0" "$tmp/human.txt" ||
+	fail "no link counters line"
 
 # --- filters
 n=$("$STAT" -p "$pid" --reason DISABLED | grep -c " DISABLED " || true)

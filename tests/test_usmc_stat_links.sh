@@ -5,8 +5,10 @@
 # failover exist. The table must show the link group's line and one
 # indented line per link, in slot order; --json must conform to the schema
 # (usmc_stat_check.py: the flat fields are the main link's, slot 1's), and
-# the checker must refuse flat fields that are not. A publisher older than
-# the links array still gets its one link on the link group's line.
+# the checker must refuse flat fields that are not. The context's link
+# counters get their line. A publisher older than the links array and
+# those counters still gets its one link on the link group's line, and no
+# counters line.
 #
 # Usage: test_usmc_stat_links.sh <stat_fake_publisher> <usmc-stat> <usmc_stat_check.py>
 set -euo pipefail
@@ -43,9 +45,12 @@ snap = {"schema": 1, "pid": 1, "comm": "links", "version": "0.1.0", "context": 0
                                     "lgrs_reclaimed", "pinned_bytes", "pinned_max",
                                     "pool_shrinks", "pinned_refused")},
         "fallback_reasons": [], "listeners": [], "connections": [], "link_groups": [lgr]}
+snap["counters"].update(links_added=2, link_failures=1, failovers=5)
 json.dump(snap, open(d + "/links.json", "w"))
 old = copy.deepcopy(snap)
 del old["link_groups"][0]["links"]
+for k in ("links_added", "link_failures", "failovers"):
+    del old["counters"][k]
 json.dump(old, open(d + "/old.json", "w"))
 bad = copy.deepcopy(snap)
 bad["link_groups"][0]["qp_num"] = 17  # slot 0's: not the main link
@@ -64,8 +69,11 @@ cat >"$tmp/want.txt" <<'EOF'
     link 0 slot 2 ACTIVATING rxe2/1 gid ::ffff:10.0.2.2 -> :: qp 0 -> 0 sq 0/272
 EOF
 diff -u "$tmp/want.txt" "$tmp/lgr.txt" || fail "the link group's lines"
+grep -qx "  links_added=2 link_failures=1 failovers=5" "$tmp/table.txt" ||
+	fail "no link counters line"
 "$STAT" --json -p "$fake_pid" >"$tmp/out.json" || fail "usmc-stat --json exit $?"
-python3 "$CHECK" "$tmp/out.json" || fail "--json does not conform"
+python3 "$CHECK" "$tmp/out.json" --counter links_added=2 --counter link_failures=1 \
+	--counter failovers=5 || fail "--json does not conform"
 fake_stop
 
 # --- the checker refuses flat fields that are not the main link's
@@ -80,5 +88,6 @@ fake_start self 0 1 "$tmp/old.json"
 grep -qx '  LGR 0x00000100 server ACTIVE rxe1/1 peer=6a1c0e5b00000000 gid ::ffff:10.0.1.2 -> ::ffff:10.0.1.1 qp 21 -> 22 conns=4/255' \
 	"$tmp/old.txt" || fail "old publisher's link group line: $(cat "$tmp/old.txt")"
 grep -q '^    link ' "$tmp/old.txt" && fail "link lines without links"
+grep -q 'links_added=' "$tmp/old.txt" && fail "link counters without link counters"
 fake_stop
 echo "PASS: a link group's links in the table and in --json"

@@ -5,12 +5,13 @@
 
 usage: usmc_stat_check.py FILE [--pid PID] [--listeners N] [--conns MODE:N]...
                           [--reason NAME]... [--fallback NAME]... [--lgrs N]
-                          [--lgr-conns N] [--same-lgr]
+                          [--lgr-conns N] [--same-lgr] [--counter NAME=N]...
   --conns MODE:N   at least N connections in MODE (SMC-R, TCP, CONNECTING)
   --reason NAME    at least one TCP connection with that fallback reason
   --fallback NAME  the process's fallback_reasons counts NAME at least once
   --lgrs N         at least N link groups
   --lgr-conns N    some link group has at least N connections
+  --counter NAME=N the process's counter NAME is N (e.g. link_failures=0)
 Exit 0 if it conforms, 1 with the reasons otherwise.
 """
 import argparse
@@ -26,7 +27,8 @@ BOOL = "bool"
 COUNTERS = {k: U64 for k in ("connects", "accepts", "smcr", "fallbacks", "hs_errors",
                              "open_conns", "lgrs_created", "lgrs_open",
                              "lgrs_reclaimed", "pinned_bytes", "pinned_max",
-                             "pool_shrinks", "pinned_refused")}
+                             "pool_shrinks", "pinned_refused", "links_added",
+                             "link_failures", "failovers")}
 FALLBACK = {"name": STR, "code": STR, "count": U64}
 DEVICE = {"name": STR, "port": INT, "netdev": STR, "gid_index": INT}
 LISTENER_COUNTERS = {k: U64 for k in (
@@ -170,6 +172,7 @@ def main():
     ap.add_argument("--fallback", action="append", default=[])
     ap.add_argument("--lgrs", type=int, default=0)
     ap.add_argument("--lgr-conns", type=int, default=0)
+    ap.add_argument("--counter", action="append", default=[])
     a = ap.parse_args()
 
     with open(a.file) as f:
@@ -207,6 +210,11 @@ def main():
             errors.append(f"{len(lgrs)} link groups, expected at least {a.lgrs}")
         if a.lgr_conns and not any(g["connections"] >= a.lgr_conns for g in lgrs):
             errors.append(f"no link group with {a.lgr_conns} connections")
+        for want in a.counter:
+            name, n = want.split("=", 1)
+            for s in snaps:
+                if s["counters"].get(name) != int(n):
+                    errors.append(f"counter {name} {s['counters'].get(name)!r}, expected {n}")
         ids = {g["id"] for g in lgrs}
         for c in conns:
             if c["mode"] == "SMC-R" and c["lgr_id"] not in ids:

@@ -392,6 +392,16 @@ static void print_lgr_line(const struct jv *g)
 	}
 }
 
+/* The links' life cycle: a publisher older than these counters sends
+ * none, and shows no line. */
+static void print_link_counters(const struct jv *cnt)
+{
+	if (!jv_get(cnt, "link_failures"))
+		return;
+	printf("  links_added=%" PRIu64 " link_failures=%" PRIu64 " failovers=%" PRIu64 "\n",
+	       jv_u64(cnt, "links_added"), jv_u64(cnt, "link_failures"), jv_u64(cnt, "failovers"));
+}
+
 static void print_human(const struct jv *s)
 {
 	const struct jv *cnt = jv_get(s, "counters"), *arr;
@@ -410,6 +420,7 @@ static void print_human(const struct jv *s)
 	       jv_u64(cnt, "lgrs_created"), jv_u64(cnt, "lgrs_open"),
 	       jv_u64(cnt, "lgrs_reclaimed"));
 	print_pinned(cnt);
+	print_link_counters(cnt);
 	print_fallbacks("  ", jv_get(s, "fallback_reasons"));
 	arr = jv_get(s, "listeners");
 	for (size_t i = 0; arr && i < arr->n; i++) {

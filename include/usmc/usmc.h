@@ -376,6 +376,11 @@ struct usmc_ctx_stats {
 	uint64_t pinned_max;	 /* the budget in force, 0: no cap */
 	uint64_t pool_shrinks;	 /* free buffers deregistered to make room */
 	uint64_t pinned_refused; /* buffer registrations refused for want of room */
+	/* appended after pinned_refused: the links of SMC-R link groups (a
+	 * link group may hold up to 3 links, one RC QP per RoCE path) */
+	uint64_t links_added; /* links that became ACTIVE beyond a link group's first (ADD_LINK) */
+	uint64_t link_failures; /* ACTIVE links that went down on an error (not an orderly end) */
+	uint64_t failovers;	/* connections moved from a failed link to another */
 };
 
 /**
