@@ -80,10 +80,29 @@ static void lgr_link_sq_room(struct smcr_link *lnk)
 	lgr->ops->kick_pending(lgr);
 }
 
-/* One link, one link group: a link that fails ends its group. */
+/*
+ * A link failed (@err: a failed work request, a stalled send queue, a
+ * fatal async event of its port, QP, CQs or device). It goes down here,
+ * once: the caller that takes it down says so and, if it was ACTIVE,
+ * counts a link failure (SMCR_LINK_FAILED); a link an orderly end took
+ * down before (lgr_terminate(), lgr_free()) is neither. One link, one link
+ * group: the group ends with it. (With more links, its connections would
+ * move to another here: Linux's smcr_link_down() -> smc_switch_conns(),
+ * each counted SMCR_LINK_FAILOVER.)
+ */
 static void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 {
-	lgr_terminate(lgr_of(lnk), err, orderly);
+	struct lgr *lgr = lgr_of(lnk);
+	int was = smcr_link_deactivate(lnk);
+
+	if (was == SMCR_LNK_ACTIVE)
+		smcr_ctx_count_link_event(lgr->sctx, SMCR_LINK_FAILED, 1);
+	if (was == SMCR_LNK_ACTIVE || was == SMCR_LNK_ACTIVATING)
+		usmc_log(lgr->sctx->log, was == SMCR_LNK_ACTIVE ? USMC_LOG_INFO : USMC_LOG_DEBUG,
+			 "link group %x: link %u (%s:%u) down%s: %s", lgr->id, lnk->link_num,
+			 lnk->dev.name, lnk->dev.port,
+			 was == SMCR_LNK_ACTIVE ? "" : " before it was up", log_errname(err));
+	lgr_terminate(lgr, err, orderly);
 }
 
 static const struct smcr_link_handlers lgr_link_handlers = {
@@ -224,7 +243,7 @@ static void lgr_async_events(struct lgr *lgr)
 			 ibv_event_type_str(e.event_type));
 		ibv_ack_async_event(&e);
 		if (fatal)
-			lgr_terminate(lgr, -ECONNABORTED, false);
+			lgr_link_error(lnk, -ECONNABORTED, false);
 	}
 }
 

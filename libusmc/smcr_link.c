@@ -172,14 +172,15 @@ bool smcr_link_activate(struct smcr_link *lnk)
 	return atomic_compare_exchange_strong(&lnk->state, &expect, SMCR_LNK_ACTIVE);
 }
 
-void smcr_link_deactivate(struct smcr_link *lnk)
+int smcr_link_deactivate(struct smcr_link *lnk)
 {
 	int s = atomic_load(&lnk->state);
 
 	/* a slot that holds no link stays unused */
-	while (s != SMCR_LNK_UNUSED &&
+	while (s != SMCR_LNK_UNUSED && s != SMCR_LNK_INACTIVE &&
 	       !atomic_compare_exchange_weak(&lnk->state, &s, SMCR_LNK_INACTIVE))
 		;
+	return s;
 }
 
 bool smcr_link_async_fatal(const struct smcr_link *lnk, const struct ibv_async_event *e)

@@ -151,8 +151,11 @@ void smcr_link_free(struct smcr_link *lnk);
 
 /* ACTIVATING -> ACTIVE; false if it went down meanwhile. */
 bool smcr_link_activate(struct smcr_link *lnk);
-/* -> INACTIVE: sends but a forced LLC are refused from now on. */
-void smcr_link_deactivate(struct smcr_link *lnk);
+/* -> INACTIVE: sends but a forced LLC are refused from now on. Returns
+ * the state it left: SMCR_LNK_INACTIVE if it was down already, so that of
+ * several callers exactly one sees it go down; SMCR_LNK_UNUSED (and no
+ * change) for a slot without a link. */
+int smcr_link_deactivate(struct smcr_link *lnk);
 
 /* Is async event @e about this link: its port, its QP, its CQs, its device? */
 bool smcr_link_async_fatal(const struct smcr_link *lnk, const struct ibv_async_event *e);

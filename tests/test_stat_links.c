@@ -9,13 +9,18 @@
  * and the link group's flat device, GIDs and QP numbers are its main
  * link's; a slot without a link is not listed. The context's counters of
  * link events are 0 when fresh and count what smcr_ctx_count_link_event()
- * is told.
+ * is told. A link that fails (its error handler, as a failed work request
+ * calls it) goes INACTIVE, counts one link failure and says so in one
+ * INFO line, however often its error is reported; a link an orderly end
+ * took down, or one that was not up yet, counts none.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +36,28 @@ struct env {
 	struct smcr_ctx *s;
 	struct lgr *lgr;
 	struct ibv_qp qp; /* the fake QP: only its number is read */
+	char log[8][256]; /* the context's log lines, INFO and DEBUG */
+	int nlog;
 };
+
+static void log_line(void *arg, enum usmc_log_level level, const char *msg)
+{
+	struct env *e = arg;
+
+	if (e->nlog < 8)
+		snprintf(e->log[e->nlog++], sizeof(e->log[0]), "%s %s",
+			 level == USMC_LOG_INFO ? "info" : "other", msg);
+}
+
+/* How many log lines contain @s. */
+static int log_count(const struct env *e, const char *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < e->nlog; i++)
+		n += strstr(e->log[i], s) != NULL;
+	return n;
+}
 
 static void gid_v4(uint8_t gid[SMCR_GID_LEN], const char *v4)
 {
@@ -52,6 +78,7 @@ static int setup(void **state)
 	assert_non_null(e);
 	assert_non_null(l);
 	assert_int_equal(usmc_ctx_create(&e->ctx), 0);
+	assert_int_equal(usmc_ctx_set_log(e->ctx, USMC_LOG_DEBUG, log_line, e), 0);
 	e->s = &e->ctx->rdma;
 	l->sctx = e->s;
 	l->id = 0x300;
@@ -59,6 +86,7 @@ static int setup(void **state)
 	l->state = LGR_ACTIVE;
 	l->max_conns = SMCR_MAX_CONNS;
 	pthread_mutex_init(&l->lock, NULL);
+	smcr_llc_init(&l->llc);
 	gid_v4(dev.gid, "10.0.0.2");
 	lgr_link_init(l, &dev);
 	lnk = &l->lnk[LGR_FIRST_LINK];
@@ -87,6 +115,7 @@ static int teardown(void **state)
 	pthread_mutex_unlock(&e->s->lock);
 	pthread_mutex_destroy(&e->lgr->lnk[LGR_FIRST_LINK].sq.lock);
 	pthread_mutex_destroy(&e->lgr->lock);
+	smcr_llc_fini(&e->lgr->llc);
 	free(e->lgr);
 	assert_int_equal(usmc_ctx_destroy(e->ctx), 0);
 	free(e);
@@ -243,6 +272,67 @@ static void test_link_counters(void **state)
 	jv_free(v);
 }
 
+/* The link's error handler, as smcr_wr.c calls it on a failed completion.
+ * No verbs: the fake QP is left out of the link group's end. */
+static void link_error(struct env *e, int err)
+{
+	struct smcr_link *lnk = &e->lgr->lnk[LGR_FIRST_LINK];
+
+	lnk->qp = NULL;
+	lnk->up.h->error(lnk, err, false);
+}
+
+/* An ACTIVE link that fails: INACTIVE, one failure, one INFO line. */
+static void test_link_failure(void **state)
+{
+	struct env *e = *state;
+	struct usmc_ctx_stats st;
+
+	link_error(e, -ECONNABORTED);
+	link_error(e, -ETIMEDOUT); /* reported again (a flushed completion): once */
+	assert_int_equal(atomic_load(&e->lgr->lnk[LGR_FIRST_LINK].state), SMCR_LNK_INACTIVE);
+	assert_int_equal(atomic_load(&e->lgr->state), LGR_DEAD); /* its one link */
+	usmc_ctx_stats(e->ctx, &st);
+	assert_int_equal(st.link_failures, 1);
+	assert_int_equal(st.links_added, 0);
+	assert_int_equal(st.failovers, 0);
+	for (int i = 0; i < e->nlog; i++)
+		print_message("log: %s\n", e->log[i]);
+	assert_int_equal(log_count(e, "info link group 300: link 1 (rxe7:1) down: ECONNABORTED"),
+			 1);
+	assert_int_equal(log_count(e, ": link 1"), 1);
+}
+
+/* An orderly end takes the link down first: no failure, no link line. */
+static void test_orderly_end(void **state)
+{
+	struct env *e = *state;
+	struct usmc_ctx_stats st;
+
+	e->lgr->lnk[LGR_FIRST_LINK].qp = NULL;
+	lgr_terminate(e->lgr, -ECONNABORTED, false); /* as lgr_free() of a healthy group */
+	link_error(e, -ECONNABORTED);		     /* its flushed work requests */
+	usmc_ctx_stats(e->ctx, &st);
+	assert_int_equal(st.link_failures, 0);
+	assert_int_equal(log_count(e, ": link 1"), 0);
+}
+
+/* A link that fails before it was up is no link failure (a DEBUG line). */
+static void test_failure_before_up(void **state)
+{
+	struct env *e = *state;
+	struct usmc_ctx_stats st;
+
+	atomic_store(&e->lgr->state, LGR_INIT);
+	atomic_store(&e->lgr->lnk[LGR_FIRST_LINK].state, SMCR_LNK_ACTIVATING);
+	link_error(e, -ECONNABORTED);
+	usmc_ctx_stats(e->ctx, &st);
+	assert_int_equal(st.link_failures, 0);
+	assert_int_equal(
+		log_count(e, "other link group 300: link 1 (rxe7:1) down before it was up"), 1);
+	assert_int_equal(log_count(e, "info "), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +341,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_activating_link, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unused_slot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_counters, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_orderly_end, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failure_before_up, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
