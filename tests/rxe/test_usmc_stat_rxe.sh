@@ -4,8 +4,11 @@
 # connections over libusmc and a plain TCP client (nc) one more. Then
 # `usmc-stat --json -p <httpd>` must conform to the schema
 # (usmc_stat_check.py) and show the SMC-R connections, a server link group
-# holding them with its counters, and the TCP fallback with its reason
-# (PEERNOSMC: the peer did not propose SMC); the human table the same.
+# holding them with its counters and its one link (ACTIVE, its port, GIDs
+# and QP numbers those of the link group's flat fields), no link event
+# counted, and the TCP fallback with its reason (PEERNOSMC: the peer did
+# not propose SMC); the human table the same, with the link's line under
+# its link group's.
 #
 # Usage: test_usmc_stat_rxe.sh <httpd> <usmc-stat> <usmc_stat_check.py> <stat_http_client>
 set -euo pipefail
@@ -62,7 +65,8 @@ for _ in $(seq 50); do
 done
 
 python3 "$CHECK" "$RXE_TMP/snap.json" --pid "$httpd" --listeners 1 --conns "SMC-R:$N" \
-	--conns TCP:1 --reason PEERNOSMC --fallback PEERNOSMC --lgrs 1 --lgr-conns "$N" ||
+	--conns TCP:1 --reason PEERNOSMC --fallback PEERNOSMC --lgrs 1 --lgr-conns "$N" \
+	--counter links_added=0 --counter link_failures=0 --counter failovers=0 ||
 	rxe_fail "snapshot: $(cat "$RXE_TMP/snap.json")"
 python3 - "$RXE_TMP/snap.json" "$N" <<'PY' || rxe_fail "link group content"
 import json, sys
@@ -80,7 +84,14 @@ smcr = [c for c in s["connections"] if c["mode"] == "SMC-R"]
 assert all(c["lgr_id"] == g["id"] and c["role"] == "server" for c in smcr), smcr
 assert all(c["bytes_received"] > 0 and c["bytes_sent"] > 0 for c in smcr), smcr
 assert s["counters"]["smcr"] >= n and s["counters"]["lgrs_open"] >= 1, s["counters"]
+assert len(g["links"]) == 1, g["links"]
+k = g["links"][0]
+assert k["slot"] == 0 and k["link_num"] >= 1 and k["state"] == "ACTIVE", k
+for key in ("device", "port", "local_gid", "peer_gid", "qp_num", "peer_qp_num"):
+    assert k[key] == g[key], (key, k, g)
+assert 0 <= k["sq_used"] <= k["sq_size"], k
 print("link group", g["id"], "holds", g["connections"], "connections; buffers", g["buffers"])
+print("its link", k)
 PY
 
 "$STAT" -p "$httpd" >"$RXE_TMP/human.txt" || rxe_fail "usmc-stat (table) exit $?"
@@ -90,7 +101,13 @@ n=$(grep -Ec "^  $B:$PORT +$A:[0-9]+ +server +SMC-R +lgr 0x" "$RXE_TMP/human.txt
 [ "$n" = "$N" ] || rxe_fail "$n SMC-R lines in the table, expected $N"
 grep -Eq "^  $B:$PORT +$A:[0-9]+ +server +TCP +PEERNOSMC " "$RXE_TMP/human.txt" ||
 	rxe_fail "no PEERNOSMC line in the table"
-grep -q "^  LGR 0x[0-9a-f]* server ACTIVE " "$RXE_TMP/human.txt" || rxe_fail "no link group line"
+grep -q "^  LGR 0x[0-9a-f]* server ACTIVE .* links=1$" "$RXE_TMP/human.txt" ||
+	rxe_fail "no link group line"
+grep -A1 "^  LGR 0x" "$RXE_TMP/human.txt" |
+	grep -Eq "^    link [0-9]+ slot 0 ACTIVE [^ ]+/[0-9]+ gid ::ffff:$B -> ::ffff:[0-9.]+ qp [1-9][0-9]* -> [1-9][0-9]* sq [0-9]+/[0-9]+$" ||
+	rxe_fail "no link line under the link group's"
+grep -qx "  links_added=0 link_failures=0 failovers=0" "$RXE_TMP/human.txt" ||
+	rxe_fail "no link counters line"
 n=$("$STAT" -p "$httpd" --mode smcr | grep -c " SMC-R " || true)
 [ "$n" = "$N" ] || rxe_fail "--mode smcr: $n lines"
 
