@@ -2,6 +2,7 @@
 /*
  * Per-link-group buffer pools with a lock-free free list per size class.
  * Design, ABA and memory-ordering arguments: docs/buffers.md and treiber.h.
+ * Registration slots (one registration per link) are in bufpool_reg.c.
  */
 #include <assert.h>
 #include <errno.h>
@@ -12,41 +13,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bufpool.h"
-#include "treiber.h"
+#include "bufpool_int.h"
 
-#define CACHELINE 64
 /* Rounds of shrinking one growth may take while other growths take the
  * room it made: past them it is refused (no livelock of two growths). */
 #define BUFPOOL_BUDGET_TRIES 8
-
-/*
- * One size class. The slab and the link array are allocated at pool creation
- * with room for max_bufs buffers and never move or get freed before
- * bufpool_destroy(): a Treiber pop may read the link of a slot another thread
- * has just claimed, and that read must be of valid memory. A slot a shrink
- * emptied (addr NULL) waits on the vacant stack for the next growth.
- */
-struct bufpool_class {
-	_Alignas(CACHELINE) struct treiber_stack free; /* own line: no false sharing */
-	struct bufpool_buf *slab;
-	_Atomic uint32_t *links;
-	uint32_t count;	  /* slots ever used (0..count-1); under grow_lock */
-	uint32_t live;	  /* of those, holding a buffer (free or claimed); under grow_lock */
-	uint32_t *vacant; /* emptied slots, nvacant of them; under grow_lock */
-	uint32_t nvacant;
-	atomic_uint in_use; /* claimed now (statistics only; no lock) */
-};
-
-struct bufpool {
-	struct bufpool_config cfg;
-	size_t page_size;
-	pthread_mutex_t grow_lock;   /* serialises growth only */
-	uint32_t total;		     /* buffers over all classes; under grow_lock */
-	uint8_t *free_marks;	     /* teardown scratch, max_bufs entries */
-	struct bufpool *budget_next; /* cfg.budget's list, under its lock */
-	struct bufpool_class classes[SMC_BUF_CLASSES];
-};
 
 uint8_t smc_compress_bufsize(size_t size)
 {
@@ -69,11 +40,6 @@ size_t smc_uncompress_bufsize(uint8_t class)
 	return (size_t)1 << (class + SMC_BUF_MIN_SHIFT);
 }
 
-static size_t round_up(size_t n, size_t align)
-{
-	return (n + align - 1) / align * align;
-}
-
 static void bufpool_free_classes(struct bufpool *pool)
 {
 	for (int c = 0; c < SMC_BUF_CLASSES; c++) {
@@ -91,8 +57,13 @@ static int bufpool_init_class(struct bufpool_class *cls, uint32_t capacity)
 	cls->vacant = calloc(capacity, sizeof(*cls->vacant));
 	if (!cls->slab || !cls->links || !cls->vacant)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < capacity; i++)
+	for (uint32_t i = 0; i < capacity; i++) {
 		atomic_init(&cls->slab[i].owner, 0);
+		for (int s = 0; s < BUFPOOL_REGS_MAX - 1; s++) {
+			atomic_init(&cls->slab[i].slot_keys[s].lkey, 0);
+			atomic_init(&cls->slab[i].slot_keys[s].rkey, 0);
+		}
+	}
 	treiber_init(&cls->free, cls->links, capacity);
 	cls->count = cls->live = cls->nvacant = 0;
 	atomic_init(&cls->in_use, 0);
@@ -109,7 +80,7 @@ struct bufpool *bufpool_create(const struct bufpool_config *cfg)
 		errno = EINVAL;
 		return NULL;
 	}
-	pool = aligned_alloc(CACHELINE, round_up(sizeof(*pool), CACHELINE));
+	pool = aligned_alloc(CACHELINE, bufpool_round_up(sizeof(*pool), CACHELINE));
 	if (!pool) {
 		errno = ENOMEM;
 		return NULL;
@@ -119,6 +90,9 @@ struct bufpool *bufpool_create(const struct bufpool_config *cfg)
 	if (!pool->cfg.max_bufs)
 		pool->cfg.max_bufs = SMC_RMBS_PER_LGR_MAX;
 	pool->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	pool->reg_ctx[0] = cfg->ops_ctx;
+	atomic_init(&pool->reg_slots, 1u);
+	atomic_init(&pool->reg_active, 1u);
 	pool->free_marks = calloc(pool->cfg.max_bufs, 1);
 	if (!pool->free_marks)
 		goto nomem;
@@ -141,22 +115,13 @@ nomem:
 	return NULL;
 }
 
-static size_t bufpool_buf_len(const struct bufpool *pool, uint8_t class)
-{
-	return pool->cfg.buf_bytes ? pool->cfg.buf_bytes : smc_uncompress_bufsize(class);
-}
-
-static unsigned int bufpool_access(const struct bufpool *pool)
-{
-	return pool->cfg.kind == BUFPOOL_RMB ? BUFPOOL_ACCESS_RMB : BUFPOOL_ACCESS_SNDBUF;
-}
-
-/* Maps and registers the memory of a new buffer in slot buf. */
+/* Maps a new buffer in slot buf and registers it in every registration slot
+ * of @slots. Requires grow_lock. */
 static int bufpool_make_buf(struct bufpool *pool, struct bufpool_buf *buf, uint8_t class,
-			    uint32_t index)
+			    uint32_t index, uint32_t slots)
 {
 	size_t len = bufpool_buf_len(pool, class);
-	size_t map_len = round_up(len, pool->page_size);
+	size_t map_len = bufpool_round_up(len, pool->page_size);
 	void *addr;
 	int rc;
 
@@ -164,38 +129,36 @@ static int bufpool_make_buf(struct bufpool *pool, struct bufpool_buf *buf, uint8
 	addr = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (addr == MAP_FAILED)
 		return -ENOMEM;
-	memset(&buf->mr, 0, sizeof(buf->mr));
-	rc = pool->cfg.ops->reg(pool->cfg.ops_ctx, addr, len, bufpool_access(pool), &buf->mr);
-	if (rc) {
-		munmap(addr, map_len);
-		return rc < 0 ? rc : -EIO;
-	}
 	buf->addr = addr;
 	buf->len = len;
+	rc = bufpool_buf_reg(pool, buf, slots);
+	if (rc) {
+		buf->addr = NULL;
+		munmap(addr, map_len);
+		return rc;
+	}
 	buf->class = class;
-	buf->lkey = buf->mr.lkey;
-	buf->rkey = pool->cfg.kind == BUFPOOL_RMB ? buf->mr.rkey : 0;
 	buf->index = index;
 	return 0;
 }
 
-/* The bytes a buffer of @class pins: whole pages, as the kernel counts. */
-static uint64_t bufpool_pinned_len(const struct bufpool *pool, uint8_t class)
-{
-	return round_up(bufpool_buf_len(pool, class), pool->page_size);
-}
+/* bufpool_grow_once()'s @counted when no budget counts the growth */
+#define BUFPOOL_UNCOUNTED UINT32_MAX
 
 /*
  * Adds one buffer to a class, in an emptied slot if there is one, and hands
  * it straight to the caller (it never goes on the free list, so no other
  * thread can see it yet). Growth is rare and may register memory, which is
  * slow: a plain mutex is fine here and keeps the limit and the slot
- * numbering simple.
+ * numbering simple. @counted is the number of registrations the budget was
+ * charged for: -EAGAIN if the registration slots changed since (count
+ * again), BUFPOOL_UNCOUNTED without a budget.
  */
-static int bufpool_grow_once(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
+static int bufpool_grow_once(struct bufpool *pool, uint8_t class, uint32_t counted,
+			     struct bufpool_buf **out)
 {
 	struct bufpool_class *cls = &pool->classes[class];
-	uint32_t idx;
+	uint32_t idx, slots;
 	int rc;
 
 	pthread_mutex_lock(&pool->grow_lock);
@@ -203,8 +166,13 @@ static int bufpool_grow_once(struct bufpool *pool, uint8_t class, struct bufpool
 		rc = -ENOBUFS;
 		goto out;
 	}
+	slots = atomic_load_explicit(&pool->reg_slots, memory_order_relaxed);
+	if (counted != BUFPOOL_UNCOUNTED && counted != bufpool_nregs(slots)) {
+		rc = -EAGAIN;
+		goto out;
+	}
 	idx = cls->nvacant ? cls->vacant[cls->nvacant - 1] : cls->count;
-	rc = bufpool_make_buf(pool, &cls->slab[idx], class, idx);
+	rc = bufpool_make_buf(pool, &cls->slab[idx], class, idx, slots);
 	if (rc)
 		goto out;
 	*out = &cls->slab[idx];
@@ -229,9 +197,7 @@ static bool bufpool_full(struct bufpool *pool)
 	return full;
 }
 
-/* Counts @bytes into @b if they fit, shrinking the pools to make room;
- * -ENOMEM if they do not. */
-static int budget_take(struct bufpool_budget *b, uint64_t bytes)
+int bufpool_budget_take(struct bufpool_budget *b, uint64_t bytes)
 {
 	uint64_t cur = atomic_load(&b->pinned);
 
@@ -254,31 +220,39 @@ static int budget_take(struct bufpool_budget *b, uint64_t bytes)
 /*
  * bufpool_grow_once() within the pool's budget: the bytes are counted
  * before the registration, so that growths racing each other never pass
- * the budget together, and given back if it fails. A full pool is told
- * first: shrinking others would not help it.
+ * the budget together, and given back if it fails. They are those of one
+ * registration per registration slot; a slot added or deleted meanwhile
+ * (the check is under the grow lock, which the budget's shrink may need)
+ * makes it count again. A full pool is told first: shrinking others would
+ * not help it.
  */
 static int bufpool_grow(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
 {
 	struct bufpool_budget *b = pool->cfg.budget;
-	uint64_t bytes = bufpool_pinned_len(pool, class);
 	int rc;
 
 	if (!b)
-		return bufpool_grow_once(pool, class, out);
+		return bufpool_grow_once(pool, class, BUFPOOL_UNCOUNTED, out);
 	if (bufpool_full(pool))
 		return -ENOBUFS;
-	rc = budget_take(b, bytes);
-	if (rc)
-		return rc;
-	rc = bufpool_grow_once(pool, class, out);
-	/* the kernel's limit: free buffers of ours hold some of it */
-	if (rc == -ENOMEM && bufpool_budget_shrink(b, bytes))
-		rc = bufpool_grow_once(pool, class, out);
-	if (rc) {
-		atomic_fetch_sub(&b->pinned, bytes);
-		if (rc == -ENOMEM)
-			atomic_fetch_add(&b->refused, 1);
-	}
+	do {
+		uint32_t slots = atomic_load_explicit(&pool->reg_slots, memory_order_relaxed);
+		uint32_t n = bufpool_nregs(slots);
+		uint64_t bytes = bufpool_pinned_len(pool, class) * n;
+
+		rc = bufpool_budget_take(b, bytes);
+		if (rc)
+			return rc;
+		rc = bufpool_grow_once(pool, class, n, out);
+		/* the kernel's limit: free buffers of ours hold some of it */
+		if (rc == -ENOMEM && bufpool_budget_shrink(b, bytes))
+			rc = bufpool_grow_once(pool, class, n, out);
+		if (rc) {
+			atomic_fetch_sub(&b->pinned, bytes);
+			if (rc == -ENOMEM)
+				atomic_fetch_add(&b->refused, 1);
+		}
+	} while (rc == -EAGAIN);
 	return rc;
 }
 
@@ -385,34 +359,15 @@ static void bufpool_count_busy(struct bufpool_buf *buf, void *arg)
 	(*busy)++;
 }
 
-static void bufpool_unmake_buf(struct bufpool *pool, struct bufpool_buf *buf,
-			       struct bufpool_teardown_report *rep)
+/* Deregisters every registration of a buffer and unmaps it; returns the
+ * bytes it pinned (every registration's). */
+static uint64_t bufpool_unmake_buf(struct bufpool *pool, struct bufpool_buf *buf,
+				   struct bufpool_teardown_report *rep)
 {
-	int rc = pool->cfg.ops->dereg(pool->cfg.ops_ctx, &buf->mr);
+	unsigned int n = bufpool_buf_dereg(pool, buf, rep);
 
-	if (rc) {
-		if (!rep->dereg_fails)
-			rep->first_dereg_err = rc;
-		rep->dereg_fails++;
-	}
-	munmap(buf->addr, round_up(buf->len, pool->page_size));
-}
-
-int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf)
-{
-	struct bufpool_mr fresh = {0}, old = buf->mr;
-	int rc = pool->cfg.ops->reg(pool->cfg.ops_ctx, buf->addr, buf->len, bufpool_access(pool),
-				    &fresh);
-
-	if (rc)
-		return rc < 0 ? rc : -EIO;
-	buf->mr = fresh;
-	buf->lkey = fresh.lkey;
-	buf->rkey = pool->cfg.kind == BUFPOOL_RMB ? fresh.rkey : 0;
-	buf->rkey_confirmed = false;
-	/* a dereg failure leaves a registration behind, not a reachable buffer */
-	pool->cfg.ops->dereg(pool->cfg.ops_ctx, &old);
-	return 0;
+	munmap(buf->addr, bufpool_round_up(buf->len, pool->page_size));
+	return (uint64_t)n * bufpool_pinned_len(pool, buf->class);
 }
 
 /* Out of its budget's list: no shrink reaches it any more. */
@@ -445,8 +400,7 @@ uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *r
 		for (uint32_t i = 0; i < cls->count; i++) {
 			if (!cls->slab[i].addr)
 				continue; /* emptied by a shrink */
-			pinned += round_up(cls->slab[i].len, pool->page_size);
-			bufpool_unmake_buf(pool, &cls->slab[i], &local);
+			pinned += bufpool_unmake_buf(pool, &cls->slab[i], &local);
 		}
 	}
 	if (pool->cfg.budget)
@@ -479,9 +433,11 @@ void bufpool_budget_fini(struct bufpool_budget *b)
 
 /*
  * Deregister and unmap free buffers of one class of @pool until @bytes are
- * freed or its free list is empty; returns the bytes freed. A popped buffer
- * is the shrink's alone (as a claim's): its slot is emptied under the grow
- * lock, for the next growth. An RMB the peer holds the rkey of is told
+ * freed or its free list is empty; returns the bytes freed, every
+ * registration slot's. A popped buffer is the shrink's alone (as a
+ * claim's); it is deregistered and its slot emptied, for the next growth,
+ * under the grow lock, so that no registration slot is added to it or
+ * deleted from it meanwhile. An RMB the peer holds the rkey of is told
  * first (cfg.dropped): the peer's table of our rkeys must not fill up with
  * dead ones (Linux's has 255 entries, net/smc/smc_core.c smc_rtoken_add()).
  * Requires the budget's lock.
@@ -496,13 +452,13 @@ static uint64_t bufpool_shrink_class(struct bufpool *pool, uint8_t class, uint64
 
 	while (freed < bytes && treiber_pop(&cls->free, &idx)) {
 		struct bufpool_buf *buf = &cls->slab[idx];
-		uint64_t len = round_up(buf->len, pool->page_size);
+		uint64_t len;
 
 		if (buf->rkey_confirmed && pool->cfg.dropped)
 			pool->cfg.dropped(pool->cfg.dropped_arg, buf);
-		/* a dereg failure leaves a registration behind, not a buffer */
-		bufpool_unmake_buf(pool, buf, &ignored);
 		pthread_mutex_lock(&pool->grow_lock);
+		/* a dereg failure leaves a registration behind, not a buffer */
+		len = bufpool_unmake_buf(pool, buf, &ignored);
 		buf->addr = NULL;
 		buf->rkey_confirmed = false;
 		cls->vacant[cls->nvacant++] = idx;

@@ -14,11 +14,15 @@
  * then a growth that would pass it first deregisters free buffers of the
  * pools that share it, and only then is refused.
  *
+ * A buffer may carry one registration per link of its link group
+ * (registration slots, BUFPOOL_REGS_MAX, bufpool_reg_add()).
+ *
  * Thread safety: bufpool_claim*() and bufpool_release() may be called from
  * any number of threads concurrently. bufpool_create() and bufpool_destroy()
  * may not race with anything on the same pool (see bufpool_destroy()); a
  * shrink of a shared budget may run on any of its pools concurrently with
- * their claims and releases.
+ * their claims and releases, and so may bufpool_reg_add() and
+ * bufpool_reg_del().
  */
 #ifndef USMC_BUFPOOL_H
 #define USMC_BUFPOOL_H
@@ -38,6 +42,12 @@
 #define SMC_RMBS_PER_LGR_MAX  255u
 #define BUFPOOL_ACCESS_RMB    (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 #define BUFPOOL_ACCESS_SNDBUF IBV_ACCESS_LOCAL_WRITE
+/*
+ * Registrations a buffer may carry: one per link of a link group, each link a
+ * QP on its own RoCE device with its own protection domain
+ * (SMC_LINKS_PER_LGR_MAX; net/smc/smc_core.h struct smc_buf_desc mr[]).
+ */
+#define BUFPOOL_REGS_MAX 3
 
 /* smc_compress_bufsize: the smallest class whose buffers hold size bytes. */
 uint8_t smc_compress_bufsize(size_t size);
@@ -72,8 +82,11 @@ extern const struct bufpool_reg_ops bufpool_verbs_hooks;
 
 /*
  * One buffer. The pool writes the public fields once, before the buffer is
- * first handed out, and never changes them while the pool lives; the holder
- * of a claimed buffer may read them and use [addr, addr + len) freely.
+ * first handed out, and never changes them while the pool lives (apart from
+ * the keys, which the holder's bufpool_rekey() changes); the holder of a
+ * claimed buffer may read them and use [addr, addr + len) freely. lkey and
+ * rkey are registration slot 0's; bufpool_buf_lkey() and bufpool_buf_rkey()
+ * read any slot's.
  */
 struct bufpool_buf {
 	void *addr;		 /* page-aligned; also the IOVA of the MR */
@@ -89,9 +102,44 @@ struct bufpool_buf {
 	 * bufpool_rekey() clears it (a new rkey is unknown to the peer). */
 	bool rkey_confirmed;
 	/* private */
-	uint32_t index; /* slot in its class's slab */
-	struct bufpool_mr mr;
+	uint32_t index;	      /* slot in its class's slab */
+	struct bufpool_mr mr; /* registration slot 0's */
+	/* Registration slots 1..: their keys (bufpool_buf_lkey(), 0 while the
+	 * slot has none) and the hook's registrations (under the grow lock). */
+	struct bufpool_slot_keys {
+		_Atomic uint32_t lkey;
+		_Atomic uint32_t rkey;
+	} slot_keys[BUFPOOL_REGS_MAX - 1];
+	struct bufpool_mr slot_mr[BUFPOOL_REGS_MAX - 1];
+	uint8_t regs; /* the slots it is registered in, a bit each; under the grow lock */
 };
+
+/*
+ * The keys of registration slot @slot (0 .. BUFPOOL_REGS_MAX - 1) of a
+ * buffer. Slot 0's are the buffer's lkey and rkey. Another slot's may be read
+ * by the holder of a claimed buffer at any time without a data race; they are
+ * that slot's registration of this buffer once bufpool_regs_active() has
+ * shown the slot active, until bufpool_reg_del() of the slot is called: the
+ * slot's keys are written before it is published (a release that
+ * bufpool_regs_active()'s acquire pairs with), and a buffer grown later has
+ * its keys before anyone can claim it. Once bufpool_reg_del() runs they read
+ * as the deleted registration's or as 0: reg_del() zeroes them with a release
+ * that these loads pair with, so a reader that sees 0 also sees what its
+ * caller did before it called reg_del(). An rkey is 0 in a send-buffer pool.
+ */
+static inline uint32_t bufpool_buf_lkey(const struct bufpool_buf *buf, int slot)
+{
+	if (!slot)
+		return buf->lkey;
+	return atomic_load_explicit(&buf->slot_keys[slot - 1].lkey, memory_order_acquire);
+}
+
+static inline uint32_t bufpool_buf_rkey(const struct bufpool_buf *buf, int slot)
+{
+	if (!slot)
+		return buf->rkey;
+	return atomic_load_explicit(&buf->slot_keys[slot - 1].rkey, memory_order_acquire);
+}
 
 struct bufpool;
 
@@ -106,7 +154,10 @@ struct bufpool;
  * not make room; a registration the hook refuses with -ENOMEM (the kernel's
  * limit, which also counts what no pool holds: queues, receive buffers) is
  * tried once more after the same shrink. Counts are in bytes of whole
- * pages, as the kernel counts.
+ * pages, as the kernel counts, and every registration counts on its own: a
+ * buffer registered in two slots (two links' protection domains) counts
+ * twice, as the kernel pins and counts the pages once per registration
+ * (ib_umem_get() per ibv_reg_mr()).
  */
 struct bufpool_budget {
 	_Atomic uint64_t pinned;  /* bytes registered now by the pools */
@@ -181,10 +232,50 @@ void bufpool_release_dirty(struct bufpool *pool, struct bufpool_buf *buf, size_t
  * Registers a claimed buffer anew and drops its old registration, so that
  * its old rkey no longer reaches it: a peer that still writes with it fails
  * at its own end. The holder may then release it to be reused at once.
- * Clears rkey_confirmed.
- * 0, or the hook's error (the old registration then stays).
+ * Every registration slot gets a new registration, so all its keys change.
+ * Clears rkey_confirmed. Takes the grow lock.
+ * 0, or the hook's error (the old registrations then all stay).
  */
 int bufpool_rekey(struct bufpool *pool, struct bufpool_buf *buf);
+
+/*
+ * Registration slots: a link group's links each register every buffer in
+ * their own protection domain, as Linux registers each buffer once per link
+ * (net/smc/smc_core.c smcr_buf_map_lgr() when a link is added,
+ * smcr_link_reg_buf(); smcr_buf_unmap_link() when it goes). Slot 0 is the
+ * pool's cfg.ops_ctx, active from bufpool_create() to bufpool_destroy().
+ * Every registration goes through cfg.ops; every active slot is registered
+ * by a growth, re-registered by bufpool_rekey() and deregistered by a shrink
+ * and by bufpool_destroy().
+ *
+ * bufpool_reg_add() - registers every buffer of @pool, free and claimed,
+ * under @slot in @ops_ctx (for bufpool_verbs_hooks: the link's struct
+ * ibv_pd *), then publishes the slot: from then on every growth registers it
+ * too. All or nothing: on failure no buffer keeps a registration of @slot.
+ * The registrations count against the pool's budget like a growth's: room is
+ * made by shrinking, else -ENOMEM, and the hook's -ENOMEM gets one more try
+ * after a shrink. Returns 0, -EINVAL (slot 0, out of range or already
+ * added), -ENOMEM, or the hook's error. Takes the grow lock (registering
+ * every buffer under it, as Linux maps a new link's buffers under
+ * rmbs_lock); may run concurrently with claims, releases, growths, shrinks,
+ * rekeys and reg_add()/reg_del() of other slots, not with reg_del() of the
+ * same slot or bufpool_destroy().
+ */
+int bufpool_reg_add(struct bufpool *pool, int slot, void *ops_ctx);
+/*
+ * bufpool_reg_del() - unpublishes @slot and deregisters it from every buffer
+ * (its link went away); the slot may be added again afterwards. The caller
+ * stops using the slot's keys first (the link is down or its QP gone), as
+ * Linux does before smcr_buf_unmap_link(). A slot not added is ignored.
+ * Same concurrency as bufpool_reg_add().
+ */
+void bufpool_reg_del(struct bufpool *pool, int slot);
+/*
+ * bufpool_regs_active() - the active registration slots, bit s for slot s
+ * (bit 0 always). An acquire: a slot it shows has its keys in every buffer
+ * (bufpool_buf_lkey()).
+ */
+unsigned int bufpool_regs_active(struct bufpool *pool);
 
 /* Buffers that exist (free or claimed) in a class; for stats and tests. */
 uint32_t bufpool_class_count(struct bufpool *pool, uint8_t class);
@@ -218,10 +309,11 @@ void bufpool_for_each_busy(struct bufpool *pool, void (*fn)(struct bufpool_buf *
 			   void *arg);
 
 /*
- * Deregisters and frees every buffer and the pool. Contract: the caller
- * guarantees that no claim or release runs concurrently or later (the link
- * group is unreachable and its connections are gone) and that the peer can
- * no longer write into RMBs. Buffers still claimed are freed too (their
+ * Deregisters (every registration slot) and frees every buffer and the pool.
+ * Contract: the caller guarantees that no claim or release (nor
+ * bufpool_reg_add() or bufpool_reg_del()) runs concurrently or later (the
+ * link group is unreachable and its connections are gone) and that the peer
+ * can no longer write into RMBs. Buffers still claimed are freed too (their
  * holders must not touch them again); their number is reported in rep
  * (may be NULL) and returned: 0 is the only correct outcome. The pool
  * leaves its budget first (no shrink reaches it), and its bytes with it.
