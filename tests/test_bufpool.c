@@ -11,52 +11,17 @@
 #include <cmocka.h>
 
 #include "bufpool.h"
+#include "common/bufpool_fake.h"
 #include "treiber.h"
 
 #define KiB	      1024u
-#define FAKE_KEY_BASE 0x1000u
+#define FAKE_KEY_BASE (1u << FAKE_REG_KEY_SHIFT) /* fake 1's first lkey */
 #define PATTERN	      0xa5
-
-/* A registration hook without a device: hands out keys, counts, fails on demand. */
-struct fake_reg {
-	unsigned int regs;
-	unsigned int deregs;
-	unsigned int last_access;
-	uint32_t next_key;
-	size_t fail_len_min; /* fail reg() for len >= this (0 = never) */
-	int fail_rc;
-	int dereg_rc;
-};
-
-static int fake_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
-{
-	struct fake_reg *f = ctx;
-
-	if (f->fail_len_min && len >= f->fail_len_min)
-		return f->fail_rc;
-	f->regs++;
-	f->last_access = access;
-	mr->handle = addr;
-	mr->lkey = FAKE_KEY_BASE + f->next_key++;
-	mr->rkey = FAKE_KEY_BASE + f->next_key++;
-	return 0;
-}
-
-static int fake_dereg(void *ctx, struct bufpool_mr *mr)
-{
-	struct fake_reg *f = ctx;
-
-	assert_non_null(mr->handle);
-	f->deregs++;
-	return f->dereg_rc;
-}
-
-static const struct bufpool_reg_ops fake_ops = {.reg = fake_reg, .dereg = fake_dereg};
 
 static struct bufpool *make_pool(struct fake_reg *f, enum bufpool_kind kind, uint32_t max_bufs)
 {
 	struct bufpool_config cfg = {
-		.kind = kind, .max_bufs = max_bufs, .ops = &fake_ops, .ops_ctx = f};
+		.kind = kind, .max_bufs = max_bufs, .ops = &fake_reg_ops, .ops_ctx = f};
 	struct bufpool *pool = bufpool_create(&cfg);
 
 	assert_non_null(pool);
@@ -71,6 +36,8 @@ static void destroy_clean(struct bufpool *pool, struct fake_reg *f)
 	assert_int_equal(rep.busy, 0);
 	assert_int_equal(rep.dereg_fails, 0);
 	assert_int_equal(f->deregs, f->regs);
+	assert_int_equal(f->errors, 0);
+	fake_reg_fini(f);
 }
 
 static bool all_zero(const struct bufpool_buf *buf)
@@ -170,7 +137,7 @@ static void test_treiber_aba_cas_fails(void **state)
 
 static void test_claim_release_rmb(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 0);
 	struct bufpool_buf *buf, *again;
 
@@ -195,7 +162,7 @@ static void test_claim_release_rmb(void **state)
 
 static void test_sndbuf_local_access_only(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_SNDBUF, 0);
 	struct bufpool_buf *buf;
 
@@ -211,7 +178,7 @@ static void test_sndbuf_local_access_only(void **state)
 static void test_growth_then_reuse(void **state)
 {
 	enum { N = 5 };
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 0);
 	struct bufpool_buf *bufs[N];
 
@@ -231,7 +198,7 @@ static void test_growth_then_reuse(void **state)
 
 static void test_reused_buffer_is_zeroed(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 0);
 	struct bufpool_buf *buf, *again;
 
@@ -247,7 +214,10 @@ static void test_reused_buffer_is_zeroed(void **state)
 
 static void test_fallback_on_reg_failure(void **state)
 {
-	struct fake_reg f = {.fail_len_min = 64 * KiB, .fail_rc = -ENOMEM};
+	struct fake_reg f = {.lock = PTHREAD_MUTEX_INITIALIZER,
+			     .id = 1,
+			     .fail_len_min = 64 * KiB,
+			     .fail_rc = -ENOMEM};
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 0);
 	struct bufpool_buf *buf, *small;
 
@@ -269,7 +239,7 @@ static void test_fallback_on_reg_failure(void **state)
 
 static void test_fallback_on_limit(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 2);
 	struct bufpool_buf *a, *b, *got, *none = NULL;
 
@@ -288,7 +258,7 @@ static void test_fallback_on_limit(void **state)
 
 static void test_default_limit_255(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 0);
 	static struct bufpool_buf *bufs[SMC_RMBS_PER_LGR_MAX];
 	struct bufpool_buf *extra;
@@ -309,7 +279,8 @@ static void test_default_limit_255(void **state)
 
 static void test_hook_error_propagates(void **state)
 {
-	struct fake_reg f = {.fail_len_min = 1, .fail_rc = -EACCES};
+	struct fake_reg f = {
+		.lock = PTHREAD_MUTEX_INITIALIZER, .id = 1, .fail_len_min = 1, .fail_rc = -EACCES};
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 0);
 	struct bufpool_buf *buf = NULL;
 
@@ -332,10 +303,10 @@ static void test_hook_error_propagates(void **state)
 
 static void test_mmap_failure_is_enomem(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool_config cfg = {.kind = BUFPOOL_SNDBUF,
 				     .buf_bytes = (size_t)1 << 60, /* no such mapping */
-				     .ops = &fake_ops,
+				     .ops = &fake_reg_ops,
 				     .ops_ctx = &f};
 	struct bufpool *pool = bufpool_create(&cfg);
 	struct bufpool_buf *buf;
@@ -348,9 +319,9 @@ static void test_mmap_failure_is_enomem(void **state)
 
 static void test_buf_bytes_mode(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool_config cfg = {
-		.kind = BUFPOOL_RMB, .buf_bytes = 64, .ops = &fake_ops, .ops_ctx = &f};
+		.kind = BUFPOOL_RMB, .buf_bytes = 64, .ops = &fake_reg_ops, .ops_ctx = &f};
 	struct bufpool *pool = bufpool_create(&cfg);
 	struct bufpool_buf *buf;
 
@@ -372,7 +343,7 @@ static void collect_busy(struct bufpool_buf *buf, void *arg)
 
 static void test_teardown_reports_busy(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 0);
 	struct bufpool_buf *a, *b, *c, *seen = NULL;
 	struct bufpool_teardown_report rep;
@@ -391,11 +362,13 @@ static void test_teardown_reports_busy(void **state)
 	assert_int_equal(rep.dereg_fails, 3);
 	assert_int_equal(rep.first_dereg_err, -EBUSY);
 	assert_int_equal(f.deregs, 3); /* everything deregistered and unmapped anyway */
+	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
 }
 
 static void test_invalid_arguments(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool_config cfg = {.kind = BUFPOOL_RMB, .ops = NULL};
 	struct bufpool *pool;
 	struct bufpool_buf *buf;
@@ -404,7 +377,7 @@ static void test_invalid_arguments(void **state)
 	assert_null(bufpool_create(&cfg));
 	assert_int_equal(errno, EINVAL);
 	assert_null(bufpool_create(NULL));
-	cfg.ops = &fake_ops;
+	cfg.ops = &fake_reg_ops;
 	cfg.kind = 7;
 	assert_null(bufpool_create(&cfg));
 
@@ -413,13 +386,14 @@ static void test_invalid_arguments(void **state)
 	assert_int_equal(bufpool_class_count(pool, SMC_BUF_CLASS_MAX + 1), 0);
 	assert_int_equal(bufpool_destroy(NULL, NULL), 0);
 	assert_int_equal(bufpool_destroy(pool, NULL), 0);
+	fake_reg_fini(&f);
 }
 
 /* An RMB its old peer may still write gets a new registration before it is
  * reused: new keys, the old registration dropped, a failure keeps the old. */
 static void test_rekey(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 4);
 	struct bufpool_buf *b, *again;
 	uint32_t old_rkey;
@@ -452,7 +426,7 @@ static void test_rekey(void **state)
  * the holder says it wrote. */
 static void test_keep_confirmed_and_dirty(void **state)
 {
-	struct fake_reg f = {0};
+	struct fake_reg f = FAKE_REG_INIT(1);
 	struct bufpool *pool = make_pool(&f, BUFPOOL_RMB, 4);
 	struct bufpool_buf *b, *again;
 	uint32_t rkey;

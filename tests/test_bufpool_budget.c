@@ -19,59 +19,14 @@
 #include <cmocka.h>
 
 #include "bufpool.h"
+#include "common/bufpool_fake.h"
 
 #define KiB	       1024u
 #define BUF	       (64 * KiB) /* every test's buffers: class 2 */
-#define FAKE_KEY_BASE  0x2000u
 #define DROPPED_MAX    8
 #define STRESS_THREADS 4
 #define STRESS_ROUNDS  2000
 #define STRESS_HOLD    2 /* buffers a thread holds at once: 8 wanted, 3 fit */
-
-/* A registration hook without a device. @limit (0: none) plays the
- * kernel's RLIMIT_MEMLOCK: a registration past it fails with -ENOMEM. */
-struct fake_reg {
-	pthread_mutex_t lock;
-	unsigned int regs, deregs;
-	uint64_t bytes, limit, peak;
-	uint32_t next_key;
-};
-
-static int fake_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
-{
-	struct fake_reg *f = ctx;
-	int rc = 0;
-
-	(void)access;
-	pthread_mutex_lock(&f->lock);
-	if (f->limit && f->bytes + len > f->limit) {
-		rc = -ENOMEM;
-	} else {
-		f->regs++;
-		f->bytes += len;
-		if (f->bytes > f->peak)
-			f->peak = f->bytes;
-		(void)addr;
-		mr->handle = (void *)(uintptr_t)len; /* what dereg() gives back */
-		mr->lkey = FAKE_KEY_BASE + f->next_key++;
-		mr->rkey = FAKE_KEY_BASE + f->next_key++;
-	}
-	pthread_mutex_unlock(&f->lock);
-	return rc;
-}
-
-static int fake_dereg(void *ctx, struct bufpool_mr *mr)
-{
-	struct fake_reg *f = ctx;
-
-	pthread_mutex_lock(&f->lock);
-	f->deregs++;
-	f->bytes -= (uintptr_t)mr->handle;
-	pthread_mutex_unlock(&f->lock);
-	return 0;
-}
-
-static const struct bufpool_reg_ops fake_ops = {.reg = fake_reg, .dereg = fake_dereg};
 
 /* The rkeys a shrink reported (cfg.dropped). */
 static uint32_t dropped[DROPPED_MAX];
@@ -84,18 +39,21 @@ static void on_dropped(void *arg, const struct bufpool_buf *buf)
 	dropped[ndropped++] = buf->rkey;
 }
 
+/* The fake's @limit (0: none) plays the kernel's RLIMIT_MEMLOCK. */
 static void fake_init(struct fake_reg *f)
 {
-	memset(f, 0, sizeof(*f));
-	pthread_mutex_init(&f->lock, NULL);
+	fake_reg_init(f, 1);
 	ndropped = 0;
 }
 
 static struct bufpool *make_pool(struct fake_reg *f, struct bufpool_budget *b,
 				 enum bufpool_kind kind)
 {
-	struct bufpool_config cfg = {
-		.kind = kind, .ops = &fake_ops, .ops_ctx = f, .budget = b, .dropped = on_dropped};
+	struct bufpool_config cfg = {.kind = kind,
+				     .ops = &fake_reg_ops,
+				     .ops_ctx = f,
+				     .budget = b,
+				     .dropped = on_dropped};
 	struct bufpool *pool = bufpool_create(&cfg);
 
 	assert_non_null(pool);
@@ -145,6 +103,8 @@ static void test_budget_respected(void **state)
 	assert_int_equal(atomic_load(&b.pinned), 0);
 	assert_int_equal(f.deregs, f.regs);
 	bufpool_budget_fini(&b);
+	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
 }
 
 /* Two link groups' pools under one budget: the idle one's free buffers
@@ -194,6 +154,8 @@ static void test_idle_shrunk_before_refusal(void **state)
 	assert_int_equal(atomic_load(&b.pinned), 0);
 	assert_int_equal(f.deregs, f.regs);
 	bufpool_budget_fini(&b);
+	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
 }
 
 /* A free RMB whose rkey the peer holds is reported before a shrink drops
@@ -229,6 +191,8 @@ static void test_shrunk_rmb_reported(void **state)
 	assert_int_equal(bufpool_destroy(other, NULL), 0);
 	assert_int_equal(f.deregs, f.regs);
 	bufpool_budget_fini(&b);
+	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
 }
 
 /* No cap of ours (0), but the kernel's limit is met (the hook's -ENOMEM):
@@ -263,6 +227,8 @@ static void test_kernel_limit_shrinks(void **state)
 	assert_int_equal(bufpool_destroy(busy, NULL), 0);
 	assert_int_equal(atomic_load(&b.pinned), 0);
 	bufpool_budget_fini(&b);
+	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
 }
 
 /* bufpool_budget_shrink() on its own (a budget lowered at run time): it
@@ -294,6 +260,8 @@ static void test_shrink_on_demand(void **state)
 	assert_int_equal(f.deregs, 4);
 	assert_int_equal(atomic_load(&b.pinned), 0);
 	bufpool_budget_fini(&b);
+	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
 }
 
 /* Threads claim and release on two pools under a budget of a few
@@ -367,6 +335,8 @@ static void test_stress_shared_budget(void **state)
 	assert_int_equal(atomic_load(&b.pinned), 0);
 	assert_int_equal(f.deregs, f.regs);
 	bufpool_budget_fini(&b);
+	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
 }
 
 int main(void)

@@ -46,6 +46,12 @@ struct fake_reg {
 	uint32_t nlog, caplog;
 };
 
+/* struct fake_reg f = FAKE_REG_INIT(id), or fake_reg_init(&f, id). */
+#define FAKE_REG_INIT(i)                                     \
+	{                                                    \
+		.lock = PTHREAD_MUTEX_INITIALIZER, .id = (i) \
+	}
+
 static inline void fake_reg_init(struct fake_reg *f, uint32_t id)
 {
 	memset(f, 0, sizeof(*f));
