@@ -9,9 +9,11 @@
  * A claimer that sees slot 1 active (bufpool_regs_active()) must read keys
  * that the slot's fake handed out for that very buffer: a slot published
  * before every buffer has its keys reads 0 here, or another buffer's. It
- * may read 0 only if a deletion started meanwhile: the adder bumps @epoch
- * before each bufpool_reg_del(), whose zeroing the claimer's acquire load
- * of the key then orders after the bump (bufpool_buf_lkey()).
+ * may read 0 only if a deletion was under way when it looked at @epoch or
+ * started since: the adder makes @epoch odd before each bufpool_reg_del()
+ * and even again after it, and a key load that reads the deletion's 0 (an
+ * acquire, bufpool_buf_lkey()) orders the claimer's next look at @epoch
+ * after the first bump.
  *
  * Usage: test_bufpool_reg_stress [claims-per-thread]
  */
@@ -39,13 +41,17 @@
  * than ITERS_CAP times their iterations (the fake's keys run out) */
 #define MIN_ADDS  200
 #define ITERS_CAP 10
+/* one look at slot 1 in this many reads its keys after a yield, as a
+ * connection reads them some time after it looked at the mask (to send):
+ * time for a deletion to start in between */
+#define LOOK_LATER_EVERY 4
 
 struct shared {
 	struct bufpool *pool;
-	struct fake_reg fakes[2]; /* slot 0's, slot 1's */
-	_Atomic unsigned long epoch;
-	atomic_int finished; /* claimers done */
-	_Atomic long adds;   /* slot 1 added (and deleted) */
+	struct fake_reg fakes[2];    /* slot 0's, slot 1's */
+	_Atomic unsigned long epoch; /* odd while a bufpool_reg_del() of slot 1 runs */
+	atomic_int finished;	     /* claimers done */
+	_Atomic long adds;	     /* slot 1 added (and deleted) */
 };
 
 struct claimer {
@@ -77,11 +83,19 @@ static void check_slots(struct claimer *c, struct bufpool_buf *buf)
 	if (!(bufpool_regs_active(sh->pool) & 2u))
 		return;
 	c->seen_active++;
+	if (rand_r(&c->seed) % LOOK_LATER_EVERY == 0)
+		sched_yield();
 	lkey = bufpool_buf_lkey(buf, 1);
 	rkey = bufpool_buf_rkey(buf, 1);
 	if (!lkey || !rkey) {
-		/* only a deletion since the slot was seen zeroes them */
-		CHECK(atomic_load_explicit(&sh->epoch, memory_order_acquire) != e,
+		/*
+		 * Only a deletion zeroes them: one under way when @e was read
+		 * (odd), or one begun since (@epoch moved on). An even @e that
+		 * is still @epoch cannot meet a deletion's 0: the one before it
+		 * unpublished the slot before @e's bump, so the active mask seen
+		 * after is the next addition's, whose keys the 0 preceded.
+		 */
+		CHECK((e & 1) || atomic_load_explicit(&sh->epoch, memory_order_acquire) != e,
 		      "slot 1 active, its keys of buffer %p 0 (lkey %#x rkey %#x), no deletion",
 		      buf->addr, lkey, rkey);
 		c->seen_deleting++;
@@ -196,8 +210,18 @@ int main(int argc, char **argv)
 		adds++;
 		atomic_store(&sh.adds, adds);
 		sched_yield();
+		/*
+		 * A deletion is under way (the link going down) from the first
+		 * bump to the second. A claimer may read @epoch after the
+		 * first, then the mask while slot 1 is still active, then 0
+		 * keys that bufpool_reg_del() zeroed: @epoch has not moved
+		 * since its read, so only its oddness tells that the deletion
+		 * had begun. The yield lets claimers look in that window.
+		 */
 		atomic_fetch_add_explicit(&sh.epoch, 1, memory_order_release);
+		sched_yield();
 		bufpool_reg_del(sh.pool, 1);
+		atomic_fetch_add_explicit(&sh.epoch, 1, memory_order_release);
 	}
 	for (int t = 0; t < CLAIMERS; t++)
 		CHECK(pthread_join(claimers[t].thread, NULL) == 0, "pthread_join");
