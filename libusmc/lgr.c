@@ -19,17 +19,10 @@
 #include "bufpool.h"
 #include "clock.h"
 #include "lgr.h"
+#include "lgr_int.h"
 #include "log.h"
 #include "thread_name.h"
 
-#define LGR_TICK_MS 250 /* timer resolution of the progress thread */
-/* A busy-polling progress thread looks at its epoll set this often. */
-#define LGR_BUSY_LOOK_MS 10
-#define LGR_EP_EVENTS	 16 /* events one epoll_wait() takes */
-#define LGR_EP_CH	 1ull
-#define LGR_EP_STOP	 2ull
-#define LGR_EP_ASYNC	 3ull	      /* the verbs context's async events */
-#define LGR_EP_TCP	 (1ull << 40) /* | connection token */
 /* Link group ids step by SMC_LGR_NUM_INCR (net/smc/smc_core.h): the low
  * byte numbers the links, link_uid = id + link number. */
 #define LGR_ID_STEP 256
@@ -90,7 +83,7 @@ static void lgr_link_sq_room(struct smcr_link *lnk)
  * move to another here: Linux's smcr_link_down() -> smc_switch_conns(),
  * each counted SMCR_LINK_FAILOVER.)
  */
-static void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
+void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 {
 	struct lgr *lgr = lgr_of(lnk);
 	int was = smcr_link_deactivate(lnk);
@@ -159,23 +152,6 @@ void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
 	smcr_link_init(&lgr->lnk[LGR_FIRST_LINK], dev, &up);
 }
 
-/* The progress thread's wake-up and epoll set, and the engine that runs
- * the first link (always initialised: lgr_free() finishes it). */
-static int lgr_progress_init(struct lgr *lgr)
-{
-	struct smcr_eng_setup es = {.lnk = &lgr->lnk[LGR_FIRST_LINK],
-				    .spin = lgr->cfg.spin,
-				    .busy_poll = lgr->cfg.busy_poll};
-	int rc, erc;
-
-	lgr->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	lgr->ep = epoll_create1(EPOLL_CLOEXEC);
-	rc = lgr->stop_fd < 0 || lgr->ep < 0 ? -errno : 0;
-	es.progress_fd = lgr->stop_fd;
-	erc = smcr_eng_init(&lgr->eng, &es);
-	return rc ? rc : erc;
-}
-
 int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const struct lgr_config *cfg,
 	       bool is_server, const struct smcr_dev *dev, struct lgr **out)
 {
@@ -217,214 +193,6 @@ void lgr_set_peer(struct lgr *lgr, const uint8_t peer_id[SMCR_SYSTEM_ID_LEN],
 	memcpy(lgr->peer_id, peer_id, SMCR_SYSTEM_ID_LEN);
 	memcpy(lgr->lnk[LGR_FIRST_LINK].peer_mac, peer_mac, SMCR_MAC_LEN);
 	lgr->peer_addr = peer_addr;
-}
-
-/* ---- progress thread -------------------------------------------------- */
-
-/*
- * The verbs context's async events (each link group has its own context,
- * so each sees its port's events). A port that goes down ends the link
- * group at once, as Linux does (net/smc/smc_ib.c smc_ib_port_event_work()
- * -> smc_core.c smcr_port_err()): otherwise a link group with nothing in
- * flight would not notice a peer that ended its side while the link was
- * down (the peer's TCP reset may be lost with the link) before TEST_LINK.
- */
-static void lgr_async_events(struct lgr *lgr)
-{
-	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
-	struct ibv_async_event e;
-
-	while (!ibv_get_async_event(lnk->ib, &e)) {
-		bool fatal = smcr_link_async_fatal(lnk, &e);
-
-		eng_count(&lgr->st, ENG_SYSCALLS, 1);
-		usmc_log(lgr->sctx->log, fatal ? USMC_LOG_INFO : USMC_LOG_DEBUG,
-			 "link group %x: async event %s", lgr->id,
-			 ibv_event_type_str(e.event_type));
-		ibv_ack_async_event(&e);
-		if (fatal)
-			lgr_link_error(lnk, -ECONNABORTED, false);
-	}
-}
-
-/* The events @ev[@n] of the progress thread's epoll set (@owner: it holds
- * the token, and the channel is in the set). */
-static void lgr_handle_events(struct lgr *lgr, const struct epoll_event *ev, int n, bool owner)
-{
-	uint64_t v;
-
-	for (int i = 0; i < n; i++) {
-		if (ev[i].data.u64 & LGR_EP_TCP) {
-			lgr->ops->tcp_hup(lgr, (uint32_t)ev[i].data.u64);
-		} else if (ev[i].data.u64 == LGR_EP_CH && owner) {
-			smcr_eng_get_event(&lgr->eng);
-		} else if (ev[i].data.u64 == LGR_EP_STOP && read(lgr->stop_fd, &v, sizeof(v)) > 0) {
-			eng_count(&lgr->st, ENG_SYSCALLS, 1);
-		} else if (ev[i].data.u64 == LGR_EP_ASYNC) {
-			lgr_async_events(lgr);
-		}
-	}
-}
-
-/*
- * Sleep until an event or the tick: the completion channel while the
- * progress thread holds the engine's token (lgr_ep_channel()), the
- * stop/kick eventfd, the TCP sockets, the verbs context's async events.
- */
-static void lgr_wait_event(struct lgr *lgr, bool owner)
-{
-	struct epoll_event ev[LGR_EP_EVENTS];
-	int n = epoll_wait(lgr->ep, ev, LGR_EP_EVENTS, LGR_TICK_MS);
-
-	eng_count(&lgr->st, ENG_WAKEUPS, 1);
-	eng_count(&lgr->st, ENG_SYSCALLS, 1);
-	if (owner)
-		eng_count(&lgr->st, ENG_CH_SLEEPS, 1);
-	lgr_handle_events(lgr, ev, n, owner);
-}
-
-/*
- * A busy-polling owner never sleeps in epoll_wait(): it looks at the set
- * without waiting every LGR_BUSY_LOOK_MS instead, so a peer's TCP hang-up
- * and the port's events reach it as they reach a thread that sleeps there.
- * (Otherwise a readiness descriptor, which keeps the token with the
- * progress thread, left a killed peer to TEST_LINK.) The channel is not
- * in the set then: the owner polls the CQs itself. *@next_ms: when to look
- * next.
- */
-static void lgr_busy_look(struct lgr *lgr, long *next_ms)
-{
-	struct epoll_event ev[LGR_EP_EVENTS];
-	long now = clock_now_ms();
-	int n;
-
-	if (now < *next_ms)
-		return;
-	*next_ms = now + LGR_BUSY_LOOK_MS;
-	n = epoll_wait(lgr->ep, ev, LGR_EP_EVENTS, 0);
-	eng_count(&lgr->st, ENG_SYSCALLS, 1);
-	lgr_handle_events(lgr, ev, n, false);
-}
-
-/*
- * The channel in the progress thread's epoll set only while it holds the
- * token: an application owner reads it otherwise. Level-triggered: the
- * event read after each report clears it, so the registration changes only
- * when the token does, not once per event.
- */
-static void lgr_ep_channel(struct lgr *lgr, bool *ch_watched, bool want)
-{
-	struct epoll_event ch = {.events = want ? EPOLLIN : 0, .data.u64 = LGR_EP_CH};
-
-	if (*ch_watched == want)
-		return;
-	epoll_ctl(lgr->ep, EPOLL_CTL_MOD, lgr->lnk[LGR_FIRST_LINK].ch->fd, &ch);
-	eng_count(&lgr->st, ENG_SYSCALLS, 1);
-	*ch_watched = want;
-}
-
-int lgr_watch_tcp(struct lgr *lgr, uint32_t token, int fd)
-{
-	/* one-shot: a hang-up is reported once, then the socket is left alone */
-	struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT,
-				 .data.u64 = LGR_EP_TCP | token};
-
-	return epoll_ctl(lgr->ep, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
-}
-
-void lgr_unwatch_tcp(struct lgr *lgr, int fd)
-{
-	epoll_ctl(lgr->ep, EPOLL_CTL_DEL, fd, NULL);
-}
-
-static bool lgr_idle_unlink(struct lgr *lgr);
-
-/* Timers; true if the link group unlinked itself for the thread to free it. */
-static bool lgr_tick(struct lgr *lgr)
-{
-	long now = clock_now_ms();
-
-	for (int i = 0; i < SMCR_LINKS_MAX; i++)
-		if (atomic_load(&lgr->state) == LGR_ACTIVE && smcr_wr_stalled(&lgr->lnk[i], now))
-			lgr_link_error(&lgr->lnk[i], -ETIMEDOUT, false);
-	smcr_llc_tick(lgr, now);
-	lgr->ops->tick(lgr);
-	return lgr_idle_unlink(lgr);
-}
-
-/*
- * The progress thread: runs the completions while it holds the engine's
- * token (smcr_eng.h: somebody needs them run without waiting for them),
- * drains the CQs at each tick if nobody holds it, and runs the timers.
- */
-static void *lgr_progress(void *arg)
-{
-	struct lgr *lgr = arg;
-	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK]; /* the one its engine runs */
-	long next_tick = 0, next_look = 0;
-	int64_t last_yield_ns = 0;
-	bool ch_watched = false;
-
-	thread_name_set(pthread_self(), "usmc-lgr/%x", lgr->id);
-	while (!atomic_load(&lgr->stop)) {
-		bool tick = clock_now_ms() >= next_tick;
-		bool owner = smcr_eng_progress_take(&lgr->eng, tick);
-		int n = owner ? smcr_wr_drain_cq(lnk) : 0;
-
-		if (tick) {
-			if (lgr_tick(lgr)) {
-				/* free ourselves: nobody can reach this LGR any more */
-				if (owner)
-					smcr_eng_progress_release(&lgr->eng, true);
-				pthread_detach(pthread_self());
-				lgr->thread_started = false;
-				lgr_free(lgr);
-				return NULL;
-			}
-			next_tick = clock_now_ms() + LGR_TICK_MS;
-		}
-		/* an application thread waits, or nobody needs us: give it up */
-		if (owner && smcr_eng_progress_release(&lgr->eng, false))
-			owner = false;
-		if (owner) {
-			if (lgr->cfg.busy_poll)
-				lgr_busy_look(lgr, &next_look);
-			if (n)
-				continue;
-			if (lgr->cfg.busy_poll) {
-				smcr_eng_progress_busy_idle(&lgr->eng, &last_yield_ns);
-				continue;
-			}
-			/* arm, then drain once more so no completion slips between */
-			smcr_eng_progress_arm(&lgr->eng);
-			if (smcr_wr_drain_cq(lnk))
-				continue;
-		}
-		lgr_ep_channel(lgr, &ch_watched, owner);
-		lgr_wait_event(lgr, owner);
-	}
-	return NULL;
-}
-
-int lgr_start(struct lgr *lgr)
-{
-	struct epoll_event ch = {.events = 0, .data.u64 = LGR_EP_CH}; /* lgr_ep_channel() */
-	struct epoll_event stop = {.events = EPOLLIN, .data.u64 = LGR_EP_STOP};
-	struct epoll_event async = {.events = EPOLLIN, .data.u64 = LGR_EP_ASYNC};
-	struct smcr_link *lnk = &lgr->lnk[LGR_FIRST_LINK];
-	int rc;
-
-	if (fcntl(lnk->ib->async_fd, F_SETFL, fcntl(lnk->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
-	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ch->fd, &ch) ||
-	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lgr->stop_fd, &stop) ||
-	    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ib->async_fd, &async))
-		return -errno;
-	rc = pthread_create(&lgr->thread, NULL, lgr_progress, lgr);
-
-	if (rc)
-		return -rc;
-	lgr->thread_started = true;
-	return 0;
 }
 
 /* ---- connections table ------------------------------------------------ */
@@ -606,7 +374,7 @@ void lgr_put(struct lgr *lgr)
  * dead: unlink from the context (no one can find it any more) and report
  * true; the caller frees. One reclaimed at a full cap is unlinked already.
  */
-static bool lgr_idle_unlink(struct lgr *lgr)
+bool lgr_idle_unlink(struct lgr *lgr)
 {
 	struct smcr_ctx *s = lgr->sctx;
 	bool expired;
@@ -627,20 +395,6 @@ static bool lgr_idle_unlink(struct lgr *lgr)
 	pthread_mutex_unlock(&lgr->lock);
 	pthread_mutex_unlock(&s->lock);
 	return expired;
-}
-
-static void lgr_stop_thread(struct lgr *lgr)
-{
-	uint64_t one = 1;
-
-	if (!lgr->thread_started)
-		return;
-	atomic_store(&lgr->stop, true);
-	if (write(lgr->stop_fd, &one, sizeof(one)) < 0) {
-		/* the tick ends the wait anyway */
-	}
-	pthread_join(lgr->thread, NULL);
-	lgr->thread_started = false;
 }
 
 /* Connections closed by the user but waiting for the peer's close. */
@@ -675,6 +429,8 @@ static void lgr_free_verbs(struct lgr *lgr)
 	if (lgr->sndbufs)
 		bufpool_destroy(lgr->sndbufs, NULL);
 	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		if (atomic_load(&lgr->lnk[i].state) == SMCR_LNK_UNUSED)
+			continue; /* a slot that never held a link */
 		smcr_wr_rx_free(&lgr->lnk[i]);
 		smcr_link_free(&lgr->lnk[i]);
 	}

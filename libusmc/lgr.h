@@ -32,9 +32,6 @@
 #include "smcr_wr.h"
 
 #define SMCR_MAX_CONNS 255 /* SMC_CONN_PER_LGR_MAX */
-/* Links a link group holds (Linux: SMC_LINKS_PER_LGR_MAX, 3): no ADD_LINK
- * yet, so one. */
-#define SMCR_LINKS_MAX 1
 #define LGR_FIRST_LINK 0 /* the link a first contact creates (Linux: SMC_SINGLE_LINK) */
 
 enum lgr_state { LGR_INIT, LGR_ACTIVE, LGR_DEAD };
@@ -125,12 +122,16 @@ struct lgr {
 	struct smcr_llc llc; /* its own locks */
 	struct smcr_eng eng; /* who runs the first link's completions (smcr_eng.h); its own lock */
 
-	/* progress thread */
+	/* progress thread (lgr_progress.c) */
 	pthread_t thread;
 	bool thread_started; /* written by lgr_start() and lgr_stop_thread() */
 	atomic_bool stop;
 	int stop_fd;	    /* eventfd: ask the progress thread to stop or to look at the token */
-	int ep;		    /* epoll: completion channel, stop_fd, TCP sockets */
+	int ep;		    /* epoll: completion channels, async events, stop_fd, TCP sockets */
+	/* the links whose channel and async events ep holds, and whether it
+	 * watches each channel: the progress thread's only */
+	struct smcr_link *ep_links[SMCR_LINKS_MAX];
+	bool ch_watched[SMCR_LINKS_MAX];
 	atomic_int orphans; /* closed by their user, waiting for the peer (smcr_close.c) */
 	atomic_bool tcp_eof_seen;
 	atomic_int tcp_unwatched; /* established, TCP socket not yet watched (smcr_close.c) */

@@ -41,8 +41,10 @@ static bool lgr_link_matches(const struct lgr *l, const struct lgr_key *k)
 {
 	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
 		const struct smcr_link *lnk = &l->lnk[i];
+		int state = atomic_load(&lnk->state);
 
-		if (!memcmp(lnk->peer_gid, k->peer_gid, SMCR_GID_LEN) &&
+		if (state != SMCR_LNK_UNUSED && state != SMCR_LNK_INACTIVE &&
+		    !memcmp(lnk->peer_gid, k->peer_gid, SMCR_GID_LEN) &&
 		    (!k->match_qpn || lnk->peer_qpn == k->peer_qpn))
 			return true;
 	}

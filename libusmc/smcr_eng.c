@@ -71,50 +71,132 @@ void smcr_eng_fini(struct smcr_eng *e)
 
 int smcr_eng_poll(struct smcr_eng *e)
 {
-	return smcr_wr_poll(e->set.lnk);
+	int n = smcr_wr_poll(e->set.lnk);
+
+	for (int i = 1; i < SMCR_LINKS_MAX; i++) {
+		struct smcr_link *lnk = smcr_eng_link(e, i);
+
+		if (lnk)
+			n += smcr_wr_poll(lnk);
+	}
+	return n;
+}
+
+int smcr_eng_drain(struct smcr_eng *e)
+{
+	int n, total = 0;
+
+	while ((n = smcr_eng_poll(e)) > 0)
+		total += n;
+	return total;
+}
+
+/* Arm @cq unless *@armed. */
+static void eng_arm_cq(struct smcr_eng *e, struct ibv_cq *cq, bool *armed)
+{
+	if (*armed)
+		return;
+	ibv_req_notify_cq(cq, 0);
+	*armed = true;
+	eng_stat(e, ENG_CQ_ARMS, 1);
+	eng_stat(e, ENG_SYSCALLS, 1);
 }
 
 void smcr_eng_arm(struct smcr_eng *e, bool scq)
 {
-	if (!e->rcq_armed) {
-		ibv_req_notify_cq(e->set.lnk->rcq, 0);
-		e->rcq_armed = true;
-		eng_stat(e, ENG_CQ_ARMS, 1);
-		eng_stat(e, ENG_SYSCALLS, 1);
-	}
-	if (scq && !e->scq_armed) {
-		ibv_req_notify_cq(e->set.lnk->scq, 0);
-		e->scq_armed = true;
-		eng_stat(e, ENG_CQ_ARMS, 1);
-		eng_stat(e, ENG_SYSCALLS, 1);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		struct smcr_link *lnk = smcr_eng_link(e, i);
+
+		if (!lnk)
+			continue;
+		eng_arm_cq(e, lnk->rcq, &e->rcq_armed[i]);
+		if (scq)
+			eng_arm_cq(e, lnk->scq, &e->scq_armed[i]);
 	}
 }
 
-bool smcr_eng_get_event(struct smcr_eng *e)
+bool smcr_eng_get_event(struct smcr_eng *e, int slot)
 {
+	struct smcr_link *lnk = smcr_eng_link(e, slot);
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
+	if (!lnk)
+		return false;
 	eng_stat(e, ENG_SYSCALLS, 1); /* the read() */
-	if (ibv_get_cq_event(e->set.lnk->ch, &cq, &cq_ctx))
+	if (ibv_get_cq_event(lnk->ch, &cq, &cq_ctx))
 		return false;
 	ibv_ack_cq_events(cq, 1);
-	if (cq == e->set.lnk->rcq)
-		e->rcq_armed = false;
+	if (cq == lnk->rcq)
+		e->rcq_armed[slot] = false;
 	else
-		e->scq_armed = false;
+		e->scq_armed[slot] = false;
 	return true;
+}
+
+void smcr_eng_link_add(struct smcr_eng *e, int slot, struct smcr_link *lnk)
+{
+	atomic_store_explicit(&e->lnk[slot], lnk, memory_order_release);
+	/* an owner asleep on the other channels arms this one and sleeps on it too */
+	smcr_eng_kick(e);
+}
+
+void smcr_eng_link_del(struct smcr_eng *e, int slot)
+{
+	struct smcr_link *lnk = smcr_eng_link(e, slot);
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	if (!lnk || slot == 0)
+		return;
+	atomic_store_explicit(&e->lnk[slot], NULL, memory_order_release);
+	/* an event it raised and nobody read would hold up destroying its CQ
+	 * (ibv_destroy_cq() waits for every event to be acknowledged) */
+	while (e->rcq_armed[slot] || e->scq_armed[slot]) {
+		struct pollfd p = {.fd = lnk->ch->fd, .events = POLLIN};
+
+		if (poll(&p, 1, 0) <= 0 || ibv_get_cq_event(lnk->ch, &cq, &cq_ctx))
+			break;
+		ibv_ack_cq_events(cq, 1);
+		if (cq == lnk->rcq)
+			e->rcq_armed[slot] = false;
+		else
+			e->scq_armed[slot] = false;
+	}
+	e->rcq_armed[slot] = e->scq_armed[slot] = false;
 }
 
 /* ---- hand-off ------------------------------------------------------- */
 
+/* A link of the engine is being set up, or has sends waiting for room. */
+static bool links_need_progress(struct smcr_eng *e)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		struct smcr_link *lnk = smcr_eng_link(e, i);
+
+		if (lnk && (atomic_load(&lnk->any_pending) ||
+			    atomic_load(&lnk->state) == SMCR_LNK_ACTIVATING))
+			return true;
+	}
+	return false;
+}
+
+/* Sends wait for room in some link's send queue. */
+static bool links_pending(struct smcr_eng *e)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		struct smcr_link *lnk = smcr_eng_link(e, i);
+
+		if (lnk && atomic_load(&lnk->any_pending))
+			return true;
+	}
+	return false;
+}
+
 static bool progress_needed(struct smcr_eng *e)
 {
-	struct smcr_link *lnk = e->set.lnk;
-
 	return atomic_load(&e->fd_users) > 0 || atomic_load(&e->holds) > 0 ||
-	       atomic_load(&lnk->any_pending) || atomic_load(&lnk->state) == SMCR_LNK_ACTIVATING ||
-	       smcr_eng_churning(e, clock_now_ms());
+	       links_need_progress(e) || smcr_eng_churning(e, clock_now_ms());
 }
 
 bool smcr_eng_progress_needed(struct smcr_eng *e)
@@ -143,8 +225,16 @@ static void kick_app_owner(struct smcr_eng *e)
 
 bool smcr_eng_scq_demand_locked(struct smcr_eng *e)
 {
-	return e->scq_wanted > 0 || atomic_load(&e->set.lnk->any_pending) ||
-	       atomic_load(&e->room_waiters) > 0;
+	return e->scq_wanted > 0 || links_pending(e) || atomic_load(&e->room_waiters) > 0;
+}
+
+/* Every link's send CQ is armed (the token holder's view). */
+static bool scqs_armed(struct smcr_eng *e)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		if (smcr_eng_link(e, i) && !e->scq_armed[i])
+			return false;
+	return true;
 }
 
 void smcr_eng_progress_arm(struct smcr_eng *e)
@@ -155,7 +245,7 @@ void smcr_eng_progress_arm(struct smcr_eng *e)
 	 * sees prog_scq_off and kicks us */
 	pthread_mutex_lock(&e->lock);
 	scq = smcr_eng_scq_demand_locked(e);
-	e->prog_scq_off = !scq && !e->scq_armed;
+	e->prog_scq_off = !scq && !scqs_armed(e);
 	pthread_mutex_unlock(&e->lock);
 	smcr_eng_arm(e, scq);
 }
@@ -384,26 +474,36 @@ void smcr_eng_progress_busy_idle(struct smcr_eng *e, int64_t *last_ns)
 	spin_yield(e, last_ns, ENG_BUSY_YIELD_NS);
 }
 
-/* Sleep on the channel (and the kick eventfd) until @deadline_ms at most. */
+/* Sleep on the links' channels (and the kick eventfd) until @deadline_ms at most. */
 static void owner_sleep(struct smcr_eng *e, long deadline_ms)
 {
-	struct pollfd p[2] = {{.fd = e->set.lnk->ch->fd, .events = POLLIN},
-			      {.fd = e->kick_fd, .events = POLLIN}};
+	struct pollfd p[SMCR_LINKS_MAX + 1] = {{.fd = e->kick_fd, .events = POLLIN}};
+	int slot[SMCR_LINKS_MAX + 1], n = 1;
 	long ms = deadline_ms - clock_now_ms();
 	uint64_t v;
 
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		struct smcr_link *lnk = smcr_eng_link(e, i);
+
+		if (lnk) {
+			p[n] = (struct pollfd){.fd = lnk->ch->fd, .events = POLLIN};
+			slot[n++] = i;
+		}
+	}
 	if (ms > ENG_SLEEP_MAX_MS)
 		ms = ENG_SLEEP_MAX_MS;
 	if (ms < 0)
 		ms = 0;
-	poll(p, 2, (int)ms);
+	poll(p, (nfds_t)n, (int)ms);
 	eng_stat(e, ENG_WAKEUPS, 1);
 	eng_stat(e, ENG_CH_SLEEPS, 1);
 	eng_stat(e, ENG_SYSCALLS, 1);
-	/* one event (the usual case); another one makes the next poll() return */
-	if (p[0].revents & POLLIN)
-		smcr_eng_get_event(e);
-	if ((p[1].revents & POLLIN) && read(e->kick_fd, &v, sizeof(v)) > 0)
+	/* one event per channel (the usual case); another one makes the next
+	 * poll() return */
+	for (int i = 1; i < n; i++)
+		if (p[i].revents & POLLIN)
+			smcr_eng_get_event(e, slot[i]);
+	if ((p[0].revents & POLLIN) && read(e->kick_fd, &v, sizeof(v)) > 0)
 		eng_stat(e, ENG_SYSCALLS, 1);
 }
 

@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct smcr_link;
+#include "smcr_link.h"
 
 enum smcr_eng_owner {
 	ENG_FREE, /* nobody polls: the next thread that waits takes it */
@@ -47,7 +47,10 @@ struct smcr_eng_waiter {
 
 /* What an engine runs on, fixed at smcr_eng_init(). */
 struct smcr_eng_setup {
-	struct smcr_link *lnk; /* the link whose completions it runs */
+	/* the link group's first link: the engine runs its completions from
+	 * the start, and counts in its counters (up.st, shared by the links
+	 * of a link group) */
+	struct smcr_link *lnk;
 	int progress_fd;       /* eventfd: wakes the progress thread (its owner's) */
 	bool spin;	       /* USMC_OPT_SPIN: a wait for a reply spins first */
 	bool busy_poll;	       /* USMC_OPT_BUSY_POLL: an owner never sleeps */
@@ -69,11 +72,24 @@ struct smcr_eng {
 	atomic_int holds;	    /* smcr_eng_hold(): completions must run at once */
 	atomic_long churn_until_ms; /* connections come and go: drain often until then */
 	int kick_fd;		    /* eventfd: wakes the application owner's sleep */
+	/*
+	 * The links it runs besides the first (set.lnk, slot 0), by their
+	 * link group slot (smcr_eng_link()): smcr_eng_link_add() publishes one
+	 * at any time, smcr_eng_link_del() takes it back only while its caller
+	 * holds the token, so nobody else polls, arms or sleeps on it then.
+	 */
+	_Atomic(struct smcr_link *) lnk[SMCR_LINKS_MAX];
 	/* the token holder's only */
-	bool rcq_armed, scq_armed;
+	bool rcq_armed[SMCR_LINKS_MAX], scq_armed[SMCR_LINKS_MAX];
 	int64_t avg_wait_ns; /* moving average of an application wait */
 	int64_t spin_cap_ns; /* the longest spin (smcr_spin_cap_ns()), set at init */
 };
+
+/* The link in link group slot @slot if the engine runs it, else NULL. */
+static inline struct smcr_link *smcr_eng_link(struct smcr_eng *e, int slot)
+{
+	return slot == 0 ? e->set.lnk : atomic_load_explicit(&e->lnk[slot], memory_order_acquire);
+}
 
 /* A predicate on the waiter's state, evaluated with its lock taken by the callee. */
 typedef bool (*smcr_eng_ready_fn)(void *arg);
@@ -165,11 +181,28 @@ bool smcr_eng_scq_demand_locked(struct smcr_eng *e);
 /* That demand rose from nothing: wake an owner asleep without the send CQ. */
 void smcr_eng_scq_demand_raised(struct smcr_eng *e);
 
-/* Poll both CQs once and dispatch (the token holder only); returns how many. */
+/* Poll each link's CQs once and dispatch (the token holder only); returns how many. */
 int smcr_eng_poll(struct smcr_eng *e);
-/* Arm the receive CQ (and the send CQ if @scq) unless armed (token holder). */
+/* Poll each link's CQs until they are empty (the token holder only). */
+int smcr_eng_drain(struct smcr_eng *e);
+/* Arm each link's receive CQ (and send CQ if @scq) unless armed (token holder). */
 void smcr_eng_arm(struct smcr_eng *e, bool scq);
-/* Consume one channel event (token holder); false if none was pending. */
-bool smcr_eng_get_event(struct smcr_eng *e);
+/* Consume one event of the channel of the link in @slot (token holder);
+ * false if none was pending. */
+bool smcr_eng_get_event(struct smcr_eng *e, int slot);
+
+/*
+ * smcr_eng_link_add() - run the completions of @lnk, the link group's
+ * link in @slot, from now on too (its CQs and channel made, not yet in
+ * use by anybody else). Any thread; the owner, if asleep, is woken to
+ * sleep on its channel too.
+ */
+void smcr_eng_link_add(struct smcr_eng *e, int slot, struct smcr_link *lnk);
+/*
+ * smcr_eng_link_del() - stop running the completions of the link in
+ * @slot (not the first), before its CQs are destroyed. Only while the
+ * caller holds the token: nobody else polls or sleeps on the engine then.
+ */
+void smcr_eng_link_del(struct smcr_eng *e, int slot);
 
 #endif

@@ -38,6 +38,9 @@
 #define SMCR_TX_LLC_WRS	 16   /* reserved for LLC (responses must always go) */
 #define SMCR_MAX_SEND_WR (SMCR_TX_CDC_WRS + SMCR_TX_LLC_WRS)
 #define SMCR_MAX_INLINE	 64 /* a 44-byte CDC/LLC always goes inline */
+/* Link slots of a link group (Linux: SMC_LINKS_PER_LGR_MAX): two
+ * symmetric links and an asymmetric one. */
+#define SMCR_LINKS_MAX 3
 
 enum smcr_link_state {
 	SMCR_LNK_UNUSED,     /* a slot of a link group that holds no link */

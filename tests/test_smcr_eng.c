@@ -308,7 +308,7 @@ static void progress_sleep(bool owner, int64_t next_tick)
 	poll(p, 2, left < 0 ? 0 : (int)left);
 	atomic_store(&progress_asleep, false);
 	if (p[0].revents & POLLIN)
-		smcr_eng_get_event(&eng);
+		smcr_eng_get_event(&eng, 0);
 	if ((p[1].revents & POLLIN) && read(progress_fd, &v, sizeof(v)) < 0)
 		die("eventfd");
 }

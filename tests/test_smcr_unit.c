@@ -252,6 +252,7 @@ static void test_lgr_claim_found_at_deadline(void **state)
 	lgr->peer_addr = k.peer_addr;
 	memcpy(lgr->peer_id, id, sizeof(id));
 	memcpy(lgr_conn_link(lgr)->peer_gid, gid, sizeof(gid));
+	lgr_conn_link(lgr)->state = SMCR_LNK_ACTIVE; /* only a link in use matches */
 	lgr->max_conns = 255;
 	pthread_mutex_init(&lgr->lock, NULL);
 	/* another handshake's first contact with that peer is in progress */
