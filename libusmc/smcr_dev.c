@@ -134,28 +134,57 @@ struct addr_match {
 	struct smcr_dev *dev;
 };
 
+/* @e is on an active port: fill @dev with it. */
+static bool fill_dev(struct ibv_context *ib, const struct ibv_gid_entry *e, struct smcr_dev *dev)
+{
+	struct ibv_port_attr pa;
+
+	if (ibv_query_port(ib, (uint8_t)e->port_num, &pa) || pa.state != IBV_PORT_ACTIVE)
+		return false;
+	memset(dev, 0, sizeof(*dev));
+	strncpy(dev->name, ibv_get_device_name(ib->device), sizeof(dev->name) - 1);
+	dev->port = (uint8_t)e->port_num;
+	dev->gid_index = (int)e->gid_index;
+	memcpy(dev->gid, e->gid.raw, SMCR_GID_LEN);
+	dev->active_mtu = pa.active_mtu;
+	netdev_mac(e->ndev_ifindex, dev->mac);
+	return true;
+}
+
 /* The entry is @arg's address on an active port: fill its smcr_dev. */
 static bool match_addr(struct ibv_context *ib, const struct ibv_gid_entry *e, void *arg)
 {
 	struct addr_match *m = arg;
-	struct ibv_port_attr pa;
 
-	if (memcmp(e->gid.raw + 12, &m->addr->s_addr, 4) ||
-	    ibv_query_port(ib, (uint8_t)e->port_num, &pa) || pa.state != IBV_PORT_ACTIVE)
-		return false;
-	memset(m->dev, 0, sizeof(*m->dev));
-	strncpy(m->dev->name, ibv_get_device_name(ib->device), sizeof(m->dev->name) - 1);
-	m->dev->port = (uint8_t)e->port_num;
-	m->dev->gid_index = (int)e->gid_index;
-	memcpy(m->dev->gid, e->gid.raw, SMCR_GID_LEN);
-	m->dev->active_mtu = pa.active_mtu;
-	netdev_mac(e->ndev_ifindex, m->dev->mac);
-	return true;
+	return !memcmp(e->gid.raw + 12, &m->addr->s_addr, 4) && fill_dev(ib, e, m->dev);
 }
 
-int smcr_dev_find(const struct in_addr *addr, struct smcr_dev *dev)
+struct alt_match {
+	const struct smcr_dev *cur;
+	const uint8_t (*peer_gids)[SMCR_GID_LEN];
+	int npeer;
+	struct smcr_dev *alt;
+};
+
+/* The entry is on an active port other than @arg's current one, and not
+ * one of the peer's addresses. */
+static bool match_alt(struct ibv_context *ib, const struct ibv_gid_entry *e, void *arg)
 {
-	struct addr_match m = {.addr = addr, .dev = dev};
+	struct alt_match *m = arg;
+
+	if (!strcmp(ibv_get_device_name(ib->device), m->cur->name) &&
+	    e->port_num == m->cur->port)
+		return false;
+	for (int i = 0; i < m->npeer; i++)
+		if (!memcmp(e->gid.raw, m->peer_gids[i], SMCR_GID_LEN))
+			return false;
+	return fill_dev(ib, e, m->alt);
+}
+
+/* The first device whose GID table has an entry @visit takes. */
+static int dev_walk(bool (*visit)(struct ibv_context *ib, const struct ibv_gid_entry *e, void *arg),
+		    void *arg)
+{
 	struct ibv_device **list;
 	int n = 0;
 	bool found = false;
@@ -166,12 +195,27 @@ int smcr_dev_find(const struct in_addr *addr, struct smcr_dev *dev)
 
 		if (!ib)
 			continue;
-		found = gid_table_walk(ib, match_addr, &m);
+		found = gid_table_walk(ib, visit, arg);
 		ibv_close_device(ib);
 	}
 	if (list)
 		ibv_free_device_list(list);
 	return found ? 0 : -ENODEV;
+}
+
+int smcr_dev_find(const struct in_addr *addr, struct smcr_dev *dev)
+{
+	struct addr_match m = {.addr = addr, .dev = dev};
+
+	return dev_walk(match_addr, &m);
+}
+
+int smcr_dev_find_alt(const struct smcr_dev *cur, const uint8_t (*peer_gids)[SMCR_GID_LEN],
+		      int npeer, struct smcr_dev *alt)
+{
+	struct alt_match m = {.cur = cur, .peer_gids = peer_gids, .npeer = npeer, .alt = alt};
+
+	return dev_walk(match_alt, &m);
 }
 
 struct ibv_context *smcr_dev_open(const char *name)

@@ -38,6 +38,18 @@ int smcr_dev_discover(struct usmc_device_info **devs, int *ndevs);
 /* smcr_dev_find() - the active RoCE v2 port whose IPv4-mapped GID is @addr. */
 int smcr_dev_find(const struct in_addr *addr, struct smcr_dev *dev);
 
+/*
+ * smcr_dev_find_alt() - an active RoCE v2 port other than @cur (another
+ * device, or another port of it) for a link group's second link, with its
+ * first IPv4-mapped GID that is none of the peer's @peer_gids[@npeer] (on
+ * a host that holds both ends, the peer's ports are not ours to take);
+ * -ENODEV if there is none. As Linux's alternate device
+ * (net/smc/smc_pnet.c smc_pnet_find_alt_roce()), without its pnet table:
+ * any other port will do, and the path between the two ends' choices is
+ * the routing's to provide.
+ */
+int smcr_dev_find_alt(const struct smcr_dev *cur, const uint8_t (*peer_gids)[SMCR_GID_LEN],
+		      int npeer, struct smcr_dev *alt);
 /* smcr_dev_open() - a verbs context on the device named @name, or NULL. */
 struct ibv_context *smcr_dev_open(const char *name);
 
