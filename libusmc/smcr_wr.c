@@ -33,7 +33,8 @@ static int post_recv(struct smcr_link *lnk, uint32_t idx)
 
 int smcr_wr_rx_setup(struct smcr_link *lnk)
 {
-	size_t len = (size_t)SMCR_RX_WRS * SMCR_RX_BUF_LEN;
+	/* and one more buffer behind the receives: the long LLC send's */
+	size_t len = (size_t)(SMCR_RX_WRS + 1) * SMCR_RX_BUF_LEN;
 	int rc;
 
 	lnk->rx_bufs = aligned_alloc(4096, len);
@@ -49,6 +50,12 @@ int smcr_wr_rx_setup(struct smcr_link *lnk)
 			return rc;
 	}
 	return 0;
+}
+
+uint8_t *smcr_wr_long_buf(struct smcr_link *lnk, uint32_t *lkey)
+{
+	*lkey = lnk->rx_mr->lkey;
+	return lnk->rx_bufs + (size_t)SMCR_RX_WRS * SMCR_RX_BUF_LEN;
 }
 
 void smcr_wr_rx_free(struct smcr_link *lnk)

@@ -33,6 +33,14 @@ bool smcr_sq_pop_locked(struct smcr_sq *sq, struct smcr_tx_pend *p);
 /* Receive buffers: allocate, register and post all of them (QP in INIT). */
 int smcr_wr_rx_setup(struct smcr_link *lnk);
 void smcr_wr_rx_free(struct smcr_link *lnk);
+/*
+ * The link's buffer for an LLC message too long to go inline (a v2
+ * ADD_LINK with its rkeys: net/smc/smc_wr.c's wr_tx_v2 buffer), of
+ * SMCR_RX_BUF_LEN bytes, registered for local access with *@lkey. One
+ * such message in flight per link: only the ADD_LINK flow sends one, and
+ * a link group runs one flow at a time.
+ */
+uint8_t *smcr_wr_long_buf(struct smcr_link *lnk, uint32_t *lkey);
 
 /*
  * smcr_wr_post_send() - post @n chained WRs (the last one signaled),
