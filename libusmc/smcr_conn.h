@@ -103,6 +103,10 @@ struct smcr_conn {
 	struct cdc_msg early;
 
 	/* ---- transmit (smcr_tx.c), with lock */
+	/* the link group slot of the link it sends on (Linux: conn->lnk):
+	 * the server's choice, the link of the QP the ACCEPT named for the
+	 * client; moved by a failover */
+	uint8_t lnk_slot;
 	uint64_t tx_prep; /* copied into the send buffer; RDMA-written: rx.tx_sent */
 	uint64_t tx_fin;  /* CDC completed (sc_snd_free(): or consumed by the peer) */
 	uint16_t tx_seq;

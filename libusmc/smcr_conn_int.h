@@ -113,6 +113,9 @@ void sc_user_call_end(struct smcr_conn *sc, int what, int cancel);
 
 /* ---- transmit (smcr_tx.c) -------------------------------------------- */
 
+/* The link @sc sends on; requires sc->lock (a failover moves it). */
+struct smcr_link *sc_link_locked(struct smcr_conn *sc);
+
 /* Send what the window allows, each piece with its CDC, if there is
  * anything to say; requires sc->lock. */
 void sc_tx_push_locked(struct smcr_conn *sc);

@@ -17,6 +17,11 @@
 
 /* ---- a CDC and the writes before it ---------------------------------- */
 
+struct smcr_link *sc_link_locked(struct smcr_conn *sc)
+{
+	return &sc->lgr->lnk[sc->lnk_slot];
+}
+
 static uint8_t sc_state_flags(const struct smcr_conn *sc, bool all_sent)
 {
 	uint8_t f = 0;
@@ -64,7 +69,7 @@ static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr 
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
 			.send_flags =
-				chunk <= lgr_conn_link(sc->lgr)->max_inline ? IBV_SEND_INLINE : 0,
+				chunk <= sc_link_locked(sc)->max_inline ? IBV_SEND_INLINE : 0,
 			.wr.rdma = {.remote_addr = sc->peer_rmb_addr + roff,
 				    .rkey = sc->peer_rkey}};
 		wr[k].next = &wr[k + 1];
@@ -122,7 +127,7 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 				     .send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
 						   IBV_SEND_INLINE};
 	atomic_fetch_add(&sc->refs, 1); /* the pending send's; before the completion can run */
-	rc = smcr_wr_post_send(lgr_conn_link(sc->lgr), wr, k + 1, &p, SMCR_SQ_CDC);
+	rc = smcr_wr_post_send(sc_link_locked(sc), wr, k + 1, &p, SMCR_SQ_CDC);
 	if (rc) {
 		atomic_fetch_sub(&sc->refs, 1);
 		if (rc == -EAGAIN) { /* the post marked the link (smcr_wr.h) */
