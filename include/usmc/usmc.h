@@ -266,6 +266,17 @@ enum usmc_opt {
 	 * accept thread. Read by usmc_listen(). Env USMC_ACCEPT_DIRECT,
 	 * default 1. */
 	USMC_OPT_ACCEPT_DIRECT,
+	/* SMC-R: links a link group may hold (RFC 7609 "link groups"; Linux
+	 * SMC_LINKS_PER_LGR_MAX). 2: after a first contact the server adds a
+	 * second link on another RoCE port of each end (LLC ADD_LINK, then
+	 * CONFIRM_LINK on it; docs/smcr.md "Links"), and a client takes the
+	 * peer's ADD_LINK if it has a port to spare; 1: one link per link
+	 * group, the peer's ADD_LINK rejected. A server advertises
+	 * min(this, 1 + whether it has a second port) as max_links in the
+	 * CLC v2.1 fields. Read at each handshake. Env USMC_MAX_LINKS,
+	 * default 1 while connections do not yet move to a surviving link
+	 * when one fails, range 1..2. */
+	USMC_OPT_MAX_LINKS,
 	USMC_OPT_COUNT_ /* not an option */
 };
 
