@@ -78,23 +78,29 @@ static void lgr_link_sq_room(struct smcr_link *lnk)
  * fatal async event of its port, QP, CQs or device). It goes down here,
  * once: the caller that takes it down says so and, if it was ACTIVE,
  * counts a link failure (SMCR_LINK_FAILED); a link an orderly end took
- * down before (lgr_terminate(), lgr_free()) is neither. One link, one link
- * group: the group ends with it. (With more links, its connections would
- * move to another here: Linux's smcr_link_down() -> smc_switch_conns(),
- * each counted SMCR_LINK_FAILOVER.)
+ * down before (lgr_terminate(), lgr_free(), lgr_link_drop()) is neither.
+ * A link no connection sends on, with another link up, goes alone
+ * (lgr_link_drop()); otherwise the link group ends with it (connections
+ * do not move between links yet, Linux's smcr_link_down() ->
+ * smc_switch_conns(): docs/smcr.md "Links").
  */
 void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 {
 	struct lgr *lgr = lgr_of(lnk);
 	int was = smcr_link_deactivate(lnk);
 
+	if (was != SMCR_LNK_ACTIVE && was != SMCR_LNK_ACTIVATING)
+		return; /* down already: its flushed work requests, say */
 	if (was == SMCR_LNK_ACTIVE)
 		smcr_ctx_count_link_event(lgr->sctx, SMCR_LINK_FAILED, 1);
-	if (was == SMCR_LNK_ACTIVE || was == SMCR_LNK_ACTIVATING)
-		usmc_log(lgr->sctx->log, was == SMCR_LNK_ACTIVE ? USMC_LOG_INFO : USMC_LOG_DEBUG,
-			 "link group %x: link %u (%s:%u) down%s: %s", lgr->id, lnk->link_num,
-			 lnk->dev.name, lnk->dev.port,
-			 was == SMCR_LNK_ACTIVE ? "" : " before it was up", log_errname(err));
+	usmc_log(lgr->sctx->log, was == SMCR_LNK_ACTIVE ? USMC_LOG_INFO : USMC_LOG_DEBUG,
+		 "link group %x: link %u (%s:%u) down%s: %s", lgr->id, lnk->link_num,
+		 lnk->dev.name, lnk->dev.port, was == SMCR_LNK_ACTIVE ? "" : " before it was up",
+		 log_errname(err));
+	if (lgr_link_spare(lgr, lnk)) {
+		lgr_link_drop(lgr, lnk);
+		return;
+	}
 	lgr_terminate(lgr, err, orderly);
 }
 
@@ -141,7 +147,7 @@ static int lgr_verbs(struct lgr *lgr)
 	return rc;
 }
 
-void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
+void lgr_link_init_slot(struct lgr *lgr, int slot, const struct smcr_dev *dev)
 {
 	struct smcr_link_upper up = {.h = &lgr_link_handlers,
 				     .ctx = lgr,
@@ -149,7 +155,12 @@ void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
 				     .lgr_id = lgr->id,
 				     .st = &lgr->st};
 
-	smcr_link_init(&lgr->lnk[LGR_FIRST_LINK], dev, &up);
+	smcr_link_init(&lgr->lnk[slot], dev, &up);
+}
+
+void lgr_link_init(struct lgr *lgr, const struct smcr_dev *dev)
+{
+	lgr_link_init_slot(lgr, LGR_FIRST_LINK, dev);
 }
 
 int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const struct lgr_config *cfg,
@@ -406,7 +417,7 @@ static void lgr_free_orphans(struct lgr *lgr)
 }
 
 /* Completions of a link's flushed work requests: their references go back. */
-static void lgr_flush_sends(struct lgr *lgr, struct smcr_link *lnk)
+void lgr_flush_sends(struct lgr *lgr, struct smcr_link *lnk)
 {
 	struct smcr_tx_pend p;
 
@@ -459,6 +470,7 @@ void lgr_free(struct lgr *lgr)
 
 	if (lgr->lnk[LGR_FIRST_LINK].qp)
 		lgr_terminate(lgr, -ECONNABORTED, atomic_load(&lgr->state) == LGR_ACTIVE);
+	lgr_links_join(lgr); /* its waits end with the link group */
 	lgr_stop_thread(lgr);
 	for (int i = 0; i < SMCR_LINKS_MAX; i++)
 		lgr_flush_sends(lgr, &lgr->lnk[i]);

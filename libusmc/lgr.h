@@ -108,6 +108,7 @@ struct lgr {
 	uint8_t peer_id[SMCR_SYSTEM_ID_LEN];
 	struct in_addr peer_addr; /* the TCP peer that created it: only it may reuse it */
 	uint8_t max_conns;
+	uint8_t max_links; /* negotiated: USMC_OPT_MAX_LINKS and the peer's CLC */
 
 	/* Its links, each with its QP's two ends: created by lgr_create(),
 	 * freed by lgr_free(). The one a connection uses: lgr_conn_link(). */
@@ -121,6 +122,14 @@ struct lgr {
 
 	struct smcr_llc llc; /* its own locks */
 	struct smcr_eng eng; /* who runs the first link's completions (smcr_eng.h); its own lock */
+
+	/* links beyond the first (lgr_link.c): the one thread that adds a
+	 * link (joined by lgr_free()), and the slots of dropped links the
+	 * progress thread is to free */
+	pthread_t al_thread;
+	atomic_bool al_started; /* al_thread is to be joined */
+	atomic_bool al_running; /* ... and has not ended yet */
+	atomic_uint reap_slots;
 
 	/* progress thread (lgr_progress.c) */
 	pthread_t thread;
@@ -152,6 +161,21 @@ static inline struct smcr_link *lgr_conn_link(struct lgr *lgr)
 	return &lgr->lnk[LGR_FIRST_LINK];
 }
 
+/* The peer's last word on any link of @lgr: the latest of its links'
+ * last receives (an answer may come over any of them). */
+static inline long lgr_last_rx_ms(struct lgr *lgr)
+{
+	long last = 0;
+
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		long t = atomic_load(&lgr->lnk[i].last_rx_ms);
+
+		if (atomic_load(&lgr->lnk[i].state) != SMCR_LNK_UNUSED && t > last)
+			last = t;
+	}
+	return last;
+}
+
 /* ---- life cycle ---- */
 
 /* A new LGR_INIT link group on @dev with its link's QP in INIT, receives posted. */
@@ -176,6 +200,32 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete);
 void lgr_free(struct lgr *lgr);
 /* Free every link group of @sctx (context teardown). */
 void lgr_destroy_all(struct smcr_ctx *sctx);
+
+/* ---- links beyond the first (lgr_link.c) ---- */
+
+/*
+ * lgr_link_new() - a new link in a free slot of @lgr on @dev, numbered
+ * @link_num: its verbs objects, its receives posted, the link group's
+ * buffers registered on its PD, its completions run by the engine; its QP
+ * in INIT, ACTIVATING. -ENOSPC without a free slot.
+ */
+int lgr_link_new(struct lgr *lgr, const struct smcr_dev *dev, uint8_t link_num,
+		 struct smcr_link **out);
+/* Take @lnk down (not the first link's slot while it lives: any other):
+ * its QP to ERR now, its objects freed by the progress thread. */
+void lgr_link_drop(struct lgr *lgr, struct smcr_link *lnk);
+/* The link number for a new link: one no link of @lgr has (Linux:
+ * smc_next_link_id()). */
+uint8_t lgr_next_link_num(struct lgr *lgr);
+/* The link of @lgr numbered @link_num (ACTIVATING or ACTIVE), or NULL. */
+struct smcr_link *lgr_link_by_num(struct lgr *lgr, uint8_t link_num);
+/* How many of @lgr's links are ACTIVE. */
+int lgr_links_active(struct lgr *lgr);
+/* @lnk's slot in its link group. */
+static inline int lgr_link_slot(const struct lgr *lgr, const struct smcr_link *lnk)
+{
+	return (int)(lnk - lgr->lnk);
+}
 
 /* ---- which link group a connection joins (lgr_find.c) ---- */
 

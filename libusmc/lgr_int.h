@@ -21,7 +21,28 @@ void lgr_link_error(struct smcr_link *lnk, int err, bool orderly);
  * context and say true; the caller frees it. */
 bool lgr_idle_unlink(struct lgr *lgr);
 
+/* The links' handlers' context, for a link in @slot on @dev. */
+void lgr_link_init_slot(struct lgr *lgr, int slot, const struct smcr_dev *dev);
+/* Run @lnk's completions (its CQs drained) and give the references of its
+ * sends that will not complete back. */
+void lgr_flush_sends(struct lgr *lgr, struct smcr_link *lnk);
+
+/* ---- lgr_link.c ---- */
+
+/* @lnk could go without its link group: no connection sends on it, and
+ * another link is up. */
+bool lgr_link_spare(struct lgr *lgr, const struct smcr_link *lnk);
+/* Free the links lgr_link_drop() left (the progress thread, holding the
+ * engine's token: nobody else polls them). */
+void lgr_links_reap(struct lgr *lgr);
+/* Wait for the add-link thread (lgr_free()). */
+void lgr_links_join(struct lgr *lgr);
+
 /* ---- lgr_progress.c ---- */
+
+/* Take @lnk's channel and async events out of the epoll set (before
+ * they are destroyed). */
+void lgr_ep_link_del(struct lgr *lgr, int slot);
 
 /* The progress thread's wake-up and epoll set, and the engine, which
  * runs the first link from the start (always initialised: lgr_free()

@@ -154,12 +154,7 @@ static void lgr_ep_links(struct lgr *lgr)
 
 		if (lnk == had)
 			continue;
-		if (had) {
-			epoll_ctl(lgr->ep, EPOLL_CTL_DEL, had->ch->fd, NULL);
-			epoll_ctl(lgr->ep, EPOLL_CTL_DEL, had->ib->async_fd, NULL);
-		}
-		lgr->ep_links[i] = NULL;
-		lgr->ch_watched[i] = false;
+		lgr_ep_link_del(lgr, i);
 		if (!lnk)
 			continue;
 		if (fcntl(lnk->ib->async_fd, F_SETFL, fcntl(lnk->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
@@ -175,6 +170,18 @@ static void lgr_ep_links(struct lgr *lgr)
 		}
 		lgr->ep_links[i] = lnk;
 	}
+}
+
+void lgr_ep_link_del(struct lgr *lgr, int slot)
+{
+	struct smcr_link *had = lgr->ep_links[slot];
+
+	if (!had)
+		return;
+	epoll_ctl(lgr->ep, EPOLL_CTL_DEL, had->ch->fd, NULL);
+	epoll_ctl(lgr->ep, EPOLL_CTL_DEL, had->ib->async_fd, NULL);
+	lgr->ep_links[slot] = NULL;
+	lgr->ch_watched[slot] = false;
 }
 
 /*
@@ -241,6 +248,8 @@ static void *lgr_progress(void *arg)
 		bool owner = smcr_eng_progress_take(&lgr->eng, tick);
 		int n;
 
+		if (owner)
+			lgr_links_reap(lgr); /* nobody else polls them now */
 		lgr_ep_links(lgr);
 		n = owner ? smcr_eng_drain(&lgr->eng) : 0;
 		if (tick) {

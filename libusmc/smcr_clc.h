@@ -206,7 +206,7 @@ void smcr_clc_serve_abort(struct smcr_serve *st);
 
 #define SMCR_RELEASE	  CLC_RELEASE_1
 #define SMCR_MIN_CONNS	  16 /* v2.1: fewer is MAXCONNERR */
-#define SMCR_MAX_LINKS	  1  /* one link per LGR: no ADD_LINK */
+#define SMCR_MAX_LINKS	  2  /* links we take (Linux's v2.1 SMC_LINKS_ADD_LNK_MAX) */
 #define SMCR_FEATURE_MASK 0x0001
 
 /*
@@ -259,6 +259,12 @@ struct lgr_config smcr_clc_lgr_config(const struct usmc_opts *o);
 int smcr_hs_conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc);
 
 /* The first-contact extension of an ACCEPT or CONFIRM. */
+/*
+ * The max_links we offer: USMC_OPT_MAX_LINKS (at most SMCR_MAX_LINKS), 1
+ * on a host with fewer than two RoCE v2 ports (a second link needs one at
+ * each end; a Linux peer told 2 would wait for our ADD_LINK).
+ */
+uint8_t smcr_clc_max_links(const struct usmc_opts *opts);
 void smcr_clc_fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links);
 
 /* Our half of an ACCEPT or CONFIRM (@type): link, RMB, token. */

@@ -26,8 +26,8 @@
  * of ours may still be confirming: wait for it, boundedly. */
 #define CLIENT_REUSE_WAIT_MS 2000
 
-static void build_proposal(struct smcr_ctx *sctx, const struct smcr_dev *dev,
-			   struct clc_proposal *p)
+static void build_proposal(struct smcr_ctx *sctx, const struct usmc_opts *opts,
+			   const struct smcr_dev *dev, struct clc_proposal *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->version = CLC_V2;
@@ -45,7 +45,7 @@ static void build_proposal(struct smcr_ctx *sctx, const struct smcr_dev *dev,
 	p->release = SMCR_RELEASE;
 	memcpy(p->roce_gid, dev->gid, CLC_GID_LEN);
 	p->max_conns = SMCR_MAX_CONNS;
-	p->max_links = SMCR_MAX_LINKS;
+	p->max_links = smcr_clc_max_links(opts);
 	p->feature_mask = SMCR_FEATURE_MASK;
 }
 
@@ -101,6 +101,9 @@ static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm 
 	struct smcr_link *lnk = lgr_conn_link(lgr);
 
 	lgr_set_peer(lgr, a->peer_id, a->mac, server);
+	/* release 0 negotiates none: we take a second link only if asked to */
+	lgr->max_links = a->fce.release >= CLC_RELEASE_1 ? a->fce.max_links
+							  : smcr_clc_max_links(hs->opts);
 	if (smcr_hs_conn_new(hs, lgr, sc) ||
 	    smcr_link_qp_rtr(lnk, a->qpn, a->psn, a->gid,
 			     mtu_min(lnk->dev.active_mtu, a->qp_mtu)) ||
@@ -434,7 +437,7 @@ int smcr_clc_propose(struct smcr_hs *hs, struct smcr_client *cl)
 		hs->reason = USMC_REASON_NOSMCRDEV;
 		return SMCR_HS_NODEV;
 	}
-	build_proposal(hs->sctx, &cl->dev, &p);
+	build_proposal(hs->sctx, hs->opts, &cl->dev, &p);
 	len = clc_proposal_encode(&p, buf, sizeof(buf));
 	if (len < 0)
 		return usmc_err_of_wire(len);

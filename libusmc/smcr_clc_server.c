@@ -183,6 +183,8 @@ static int first_contact_accept(struct smcr_hs *hs, struct smcr_serve *st)
 	if (lgr_create(hs->sctx, &smcr_conn_lgr_ops, &cfg, true, &st->dev, &st->lgr))
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
 	lgr_set_peer(st->lgr, st->prop.peer_id, st->prop.mac, st->neg.peer_addr);
+	/* a v2.0 client negotiates none: Linux's then takes an ADD_LINK (2) */
+	st->lgr->max_links = st->neg.release >= CLC_RELEASE_1 ? st->neg.max_links : 1;
 	if (smcr_hs_conn_new(hs, st->lgr, &st->sc))
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
 	smcr_clc_fill_ac(&m, CLC_ACCEPT, st->lgr, st->sc, true);
@@ -277,6 +279,7 @@ static int confirm_link_step(struct smcr_hs *hs, struct smcr_serve *st)
 	if (rc || lgr_activate(st->lgr, lgr_conn_link(st->lgr)->link_num, st->neg.max_conns))
 		return decline_first_contact(hs, st);
 	lgr_publish(st->lgr);
+	smcr_llc_add_link_start(st->lgr); /* a second link, if both ends allow it */
 	st->lgr = NULL; /* published: the connection holds it now */
 	return smcr_hs_established(hs, serve_take_conn(st));
 }
@@ -325,7 +328,9 @@ static uint32_t serve_negotiate(struct smcr_hs *hs, const struct clc_proposal *p
 		return SMC_CLC_DECL_DIFFPREFIX;
 	n->release = p->release > SMCR_RELEASE ? SMCR_RELEASE : p->release;
 	n->max_conns = p->max_conns < SMCR_MAX_CONNS ? p->max_conns : SMCR_MAX_CONNS;
-	n->max_links = p->max_links < SMCR_MAX_LINKS ? p->max_links : SMCR_MAX_LINKS;
+	n->max_links = smcr_clc_max_links(hs->opts);
+	if (p->max_links < n->max_links)
+		n->max_links = p->max_links;
 	n->eid = p->eid[eid_idx];
 	return 0;
 }

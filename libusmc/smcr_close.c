@@ -127,7 +127,7 @@ bool sc_orphan_expired_locked(struct smcr_conn *sc, long now)
 void sc_orphan_probe_locked(struct smcr_conn *sc, long now)
 {
 	struct lgr *lgr = sc->lgr;
-	long quiet_since = atomic_load(&lgr_conn_link(lgr)->last_rx_ms);
+	long quiet_since = lgr_last_rx_ms(lgr);
 
 	if (!sc->orphan || sc->orphan_probed || sc->err || !sc->closed_sent)
 		return;
@@ -270,7 +270,7 @@ bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 	if (!sc->hup_barrier)
 		sc->hup_barrier = sc_hup_barrier(sc, now);
 	if (smcr_llc_answer_waits(now, sc->tcp_eof_ms,
-				  atomic_load(&lgr_conn_link(sc->lgr)->last_rx_ms)))
+				  lgr_last_rx_ms(sc->lgr)))
 		return true;
 	sc_hup_reset_locked(sc, "no answer to the barrier behind it");
 	/* and the link group: is that peer gone altogether? */

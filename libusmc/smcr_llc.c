@@ -32,15 +32,20 @@ void smcr_llc_fini(struct smcr_llc *llc)
 	pthread_mutex_destroy(&llc->lock);
 }
 
-/* The link LLC messages go on (Linux: smc_llc_usable_link()): with one
- * link per group, that one. */
+/* The link LLC messages go on (Linux: smc_llc_usable_link()): the first
+ * active one, else the first (a dead link group's last words). */
 static struct smcr_link *llc_link(struct lgr *lgr)
 {
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		if (atomic_load(&lgr->lnk[i].state) == SMCR_LNK_ACTIVE)
+			return &lgr->lnk[i];
 	return &lgr->lnk[LGR_FIRST_LINK];
 }
 
-/* Post the encoded LLC message @buf of @len bytes (inline). */
-static int llc_post_bytes(struct lgr *lgr, const uint8_t *buf, int len, enum smcr_sq_class cls)
+/* Post the encoded LLC message @buf of @len bytes on @lnk: inline, or from
+ * the link's buffer for long ones (smcr_wr_long_buf()). */
+static int llc_post_bytes(struct lgr *lgr, struct smcr_link *lnk, const uint8_t *buf, int len,
+			  enum smcr_sq_class cls)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = (uint32_t)len};
 	struct ibv_send_wr wr = {
@@ -50,21 +55,30 @@ static int llc_post_bytes(struct lgr *lgr, const uint8_t *buf, int len, enum smc
 		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE,
 	};
 	struct smcr_tx_pend p = {0};
-	int rc = smcr_wr_post_send(llc_link(lgr), &wr, 1, &p, cls);
+	int rc;
 
+	if (len > LLC_MSG_LEN) { /* a 44-byte one always goes inline (SMCR_MAX_INLINE) */
+		uint8_t *lb = smcr_wr_long_buf(lnk, &sge.lkey);
+
+		memcpy(lb, buf, (size_t)len);
+		sge.addr = (uintptr_t)lb;
+		wr.send_flags &= ~(unsigned)IBV_SEND_INLINE;
+	}
+	rc = smcr_wr_post_send(lnk, &wr, 1, &p, cls);
 	if (!rc)
 		atomic_fetch_add_explicit(&lgr->sctx->llc_sent, 1, memory_order_relaxed);
 	return rc;
 }
 
-static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class cls)
+static int llc_post(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m,
+		    enum smcr_sq_class cls)
 {
-	uint8_t buf[LLC_MSG_LEN];
+	static _Thread_local uint8_t buf[LLC_V2_BUF_LEN]; /* an ADD_LINK's rkeys: not on the stack */
 	int len = llc_encode(m, buf, sizeof(buf));
 
 	if (len < 0)
-		return len; /* we only send 44-byte LLC messages */
-	len = llc_post_bytes(lgr, buf, len, cls);
+		return len;
+	len = llc_post_bytes(lgr, lnk, buf, len, cls);
 	if (len)
 		return len;
 	/* counted where they leave, so that a reader never sees half of an
@@ -77,12 +91,17 @@ static int llc_post(struct lgr *lgr, const struct llc_msg *m, enum smcr_sq_class
 
 int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m)
 {
-	return llc_post(lgr, m, SMCR_SQ_LLC);
+	return llc_post(lgr, llc_link(lgr), m, SMCR_SQ_LLC);
+}
+
+int smcr_llc_send_on(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m)
+{
+	return llc_post(lgr, lnk, m, SMCR_SQ_LLC);
 }
 
 int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m)
 {
-	return llc_post(lgr, m, SMCR_SQ_LLC_FORCE);
+	return llc_post(lgr, llc_link(lgr), m, SMCR_SQ_LLC_FORCE);
 }
 
 /* user_data of a barrier's TEST_LINK: this tag, then the generation (big
@@ -195,6 +214,12 @@ static void warn_unanswered(struct lgr *lgr, uint8_t type)
 
 int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp)
 {
+	return smcr_llc_flow_on(lgr, NULL, req, resp);
+}
+
+int smcr_llc_flow_on(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *req,
+		     struct llc_msg *resp)
+{
 	struct smcr_llc *llc = &lgr->llc;
 	long deadline;
 	int rc;
@@ -207,7 +232,7 @@ int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *re
 		return rc;
 	/* the answer must be run as it comes, not when a reader next polls */
 	smcr_eng_hold(&lgr->eng);
-	rc = smcr_llc_send(lgr, req);
+	rc = lnk ? smcr_llc_send_on(lgr, lnk, req) : smcr_llc_send(lgr, req);
 	deadline = clock_now_ms() + SMCR_LLC_WAIT_MS;
 	pthread_mutex_lock(&llc->lock);
 	if (!rc)
@@ -305,6 +330,30 @@ void smcr_llc_flow_abandon(struct lgr *lgr, uint32_t ticket)
 	pthread_mutex_unlock(&llc->lock);
 	if (owned)
 		flow_ended(lgr);
+}
+
+int smcr_llc_flow_own(struct lgr *lgr)
+{
+	static const struct llc_msg none = {0}; /* awaits no response */
+	struct smcr_llc *llc = &lgr->llc;
+	int rc;
+
+	pthread_mutex_lock(&llc->lock);
+	rc = flow_begin_locked(llc, &none);
+	if (!rc)
+		llc->confirm_req_valid = false; /* the next CONFIRM_LINK is the new link's */
+	pthread_mutex_unlock(&llc->lock);
+	if (!rc)
+		smcr_eng_hold(&lgr->eng);
+	return rc;
+}
+
+void smcr_llc_flow_disown(struct lgr *lgr)
+{
+	pthread_mutex_lock(&lgr->llc.lock);
+	flow_end_locked(&lgr->llc);
+	pthread_mutex_unlock(&lgr->llc.lock);
+	flow_ended(lgr);
 }
 
 int smcr_llc_wait_confirm_link(struct lgr *lgr, int timeout_ms, struct llc_msg *req)
@@ -420,7 +469,7 @@ void smcr_llc_send_owed(struct lgr *lgr)
 
 	/* posted outside llc->lock, a leaf: the send queue has its own */
 	while (owed_take(&lgr->llc, &o))
-		if (llc_post_bytes(lgr, o.b, o.len, SMCR_SQ_LLC) == -EAGAIN) {
+		if (llc_post_bytes(lgr, llc_link(lgr), o.b, o.len, SMCR_SQ_LLC) == -EAGAIN) {
 			/* the refusal marked the link: room calls us again */
 			owed_put_back(&lgr->llc, &o);
 			return;
@@ -430,7 +479,7 @@ void smcr_llc_send_owed(struct lgr *lgr)
 
 /* Send @m, the answer to a peer's request, behind the answers still owed;
  * kept if the send queue is full. */
-static void answer_send(struct lgr *lgr, const struct llc_msg *m)
+void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m)
 {
 	struct smcr_llc *llc = &lgr->llc;
 	bool behind;
@@ -474,9 +523,9 @@ static void answer(struct lgr *lgr, struct llc_msg *m)
 		atomic_fetch_add(&lgr->llc.rkey_deleted, 1);
 		break;
 	}
-	case LLC_ADD_LINK: /* max_links 1: never a second link */
-		llc_add_link_reject(m);
-		break;
+	case LLC_ADD_LINK: /* taken on its own thread, or rejected */
+		smcr_llc_add_link_rx(lgr, m);
+		return;
 	case LLC_REQ_ADD_LINK:
 		/* "cannot start": a response of zeros (net/smc/smc_llc.c
 		 * smc_llc_process_srv_add_link() on a v2 request it refuses) */
@@ -486,7 +535,7 @@ static void answer(struct lgr *lgr, struct llc_msg *m)
 	default:
 		return;
 	}
-	answer_send(lgr, m);
+	smcr_llc_answer(lgr, m);
 }
 
 void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)

@@ -44,6 +44,7 @@ static inline bool smcr_llc_answer_waits(long now, long asked_ms, long last_rx_m
 }
 
 struct lgr;
+struct smcr_link;
 
 /*
  * Answers to the peer's requests that found the send queue full, kept
@@ -91,6 +92,8 @@ void smcr_llc_fini(struct smcr_llc *llc);
 
 /* Send one LLC message; -EAGAIN if the send queue is full. */
 int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m);
+/* The same on link @lnk (a CONFIRM_LINK goes on the link it confirms). */
+int smcr_llc_send_on(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m);
 /* The same on a DEAD link group: its last words (DELETE_LINK). */
 int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m);
 
@@ -100,6 +103,20 @@ int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m);
  * -ETIMEDOUT, -ECONNABORTED if the link group dies meanwhile.
  */
 int smcr_llc_flow(struct lgr *lgr, const struct llc_msg *req, struct llc_msg *resp);
+
+/* The same on link @lnk (NULL: the link LLC messages go on). */
+int smcr_llc_flow_on(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *req,
+		     struct llc_msg *resp);
+/*
+ * smcr_llc_flow_own() - own the link group's flow without a request of
+ * ours: the peer's ADD_LINK runs, and our own flows (CONFIRM_RKEY) wait
+ * for its end, as Linux's remote flow holds off its local ones
+ * (net/smc/smc_llc.c smc_llc_flow_start()). Waits for a running flow
+ * SMCR_FLOW_WAIT_MS at most; the next CONFIRM_LINK request is awaited
+ * anew (smcr_llc_wait_confirm_link()). smcr_llc_flow_disown() ends it.
+ */
+int smcr_llc_flow_own(struct lgr *lgr);
+void smcr_llc_flow_disown(struct lgr *lgr);
 
 /*
  * The same flow run as events, for a handshake that must not wait on its
@@ -143,6 +160,19 @@ uint32_t smcr_llc_barrier(struct lgr *lgr);
  * room comes back: a peer's TEST_LINK or CONFIRM_RKEY left unanswered ends
  * its side of the link group or its connection. */
 void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);
+
+/* Send @m, the answer to a peer's request, behind the answers still
+ * owed (kept if the send queue is full). */
+void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m);
+
+/* ---- adding a link (smcr_llc_link.c) ---- */
+
+/* Server: add a second link to @lgr, just up, if both ends allow one
+ * (lgr->max_links); runs on a thread of its own. */
+void smcr_llc_add_link_start(struct lgr *lgr);
+/* Client: the server's ADD_LINK request @m (progress thread): taken on a
+ * thread of its own, or rejected at once. */
+void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m);
 
 /* Send queue room came back (the link's sq_room): send the answers owed,
  * oldest first, while there is room. */

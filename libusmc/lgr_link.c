@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Links beyond a link group's first (lgr.h), as net/smc/smc_core.c
+ * smcr_link_init() / smcr_link_clear() for an added link: a slot, its
+ * verbs objects and receives, the group's buffers registered on its PD
+ * (Linux: smcr_buf_map_lgr(), smcr_link_reg_buf()), and the engine that
+ * runs its completions. Taking one down is two steps: whoever notices
+ * moves its QP to ERR at once, and the progress thread, holding the
+ * engine's token (so that nobody polls the link meanwhile), frees it.
+ * The LLC flows that add a link are smcr_llc_link.c's.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bufpool.h"
+#include "lgr.h"
+#include "lgr_int.h"
+#include "log.h"
+
+/* A slot that holds no link, not the first's; -ENOSPC if none. */
+static int free_slot(struct lgr *lgr)
+{
+	for (int i = LGR_FIRST_LINK + 1; i < SMCR_LINKS_MAX; i++)
+		if (atomic_load(&lgr->lnk[i].state) == SMCR_LNK_UNUSED &&
+		    !(atomic_load(&lgr->reap_slots) & (1u << i)))
+			return i;
+	return -ENOSPC;
+}
+
+/* Wake the progress thread: a link to watch, or one to free. */
+static void kick_progress(struct lgr *lgr)
+{
+	uint64_t one = 1;
+
+	if (write(lgr->stop_fd, &one, sizeof(one)) < 0) {
+		/* the tick looks anyway */
+	}
+}
+
+/* The slot holds no link again: its objects gone, the state last (a
+ * reader that sees UNUSED reads nothing else of it). */
+static void slot_clear(struct smcr_link *lnk)
+{
+	lnk->qp = NULL;
+	lnk->rcq = lnk->scq = NULL;
+	lnk->ch = NULL;
+	lnk->pd = NULL;
+	lnk->ib = NULL;
+	lnk->rx_bufs = NULL;
+	lnk->rx_mr = NULL;
+	memset(&lnk->sq, 0, sizeof(lnk->sq)); /* its lock destroyed: the next link's */
+	atomic_store(&lnk->any_pending, false);
+	atomic_store(&lnk->state, SMCR_LNK_UNUSED);
+}
+
+/* What lgr_link_new() made of the link in @slot before it failed,
+ * freed: nobody else has seen it. */
+static void link_unmake(struct lgr *lgr, int slot)
+{
+	struct smcr_link *lnk = &lgr->lnk[slot];
+
+	smcr_link_qp_destroy(lnk);
+	bufpool_reg_del(lgr->rmbs, slot);
+	bufpool_reg_del(lgr->sndbufs, slot);
+	smcr_wr_rx_free(lnk);
+	smcr_link_free(lnk);
+	slot_clear(lnk);
+}
+
+int lgr_link_new(struct lgr *lgr, const struct smcr_dev *dev, uint8_t link_num,
+		 struct smcr_link **out)
+{
+	int slot = free_slot(lgr);
+	struct smcr_link *lnk;
+	int rc;
+
+	if (slot < 0)
+		return slot;
+	lnk = &lgr->lnk[slot];
+	lgr_link_init_slot(lgr, slot, dev);
+	lnk->link_num = link_num;
+	rc = smcr_link_create(lnk);
+	if (!rc)
+		rc = smcr_wr_rx_setup(lnk);
+	if (!rc)
+		rc = bufpool_reg_add(lgr->rmbs, slot, lnk->pd);
+	if (!rc)
+		rc = bufpool_reg_add(lgr->sndbufs, slot, lnk->pd);
+	if (rc) {
+		link_unmake(lgr, slot);
+		return rc;
+	}
+	smcr_eng_link_add(&lgr->eng, slot, lnk);
+	kick_progress(lgr); /* its channel and async events go into the epoll set */
+	*out = lnk;
+	return 0;
+}
+
+void lgr_link_drop(struct lgr *lgr, struct smcr_link *lnk)
+{
+	int slot = lgr_link_slot(lgr, lnk);
+
+	if (slot == LGR_FIRST_LINK)
+		return; /* its link group's: it goes with it */
+	smcr_link_deactivate(lnk);
+	smcr_link_qp_error(lnk);
+	if (atomic_fetch_or(&lgr->reap_slots, 1u << slot) & (1u << slot))
+		return; /* dropped already */
+	/* the progress thread needs the token to free it: it takes it when
+	 * an application thread next gives it up */
+	smcr_eng_hold(&lgr->eng);
+	kick_progress(lgr);
+}
+
+/* Free the dropped link in @slot; the caller holds the engine's token. */
+static void link_reap(struct lgr *lgr, int slot)
+{
+	struct smcr_link *lnk = &lgr->lnk[slot];
+
+	smcr_eng_link_del(&lgr->eng, slot);
+	lgr_ep_link_del(lgr, slot);
+	lgr_flush_sends(lgr, lnk);
+	/* the QP first: the peer can no longer write into the buffers */
+	smcr_link_qp_destroy(lnk);
+	bufpool_reg_del(lgr->rmbs, slot);
+	bufpool_reg_del(lgr->sndbufs, slot);
+	smcr_wr_rx_free(lnk);
+	smcr_link_free(lnk);
+	slot_clear(lnk);
+	atomic_fetch_and(&lgr->reap_slots, ~(1u << slot));
+	smcr_eng_unhold(&lgr->eng);
+}
+
+void lgr_links_reap(struct lgr *lgr)
+{
+	unsigned int slots = atomic_load(&lgr->reap_slots);
+
+	for (int i = LGR_FIRST_LINK + 1; slots && i < SMCR_LINKS_MAX; i++)
+		if (slots & (1u << i))
+			link_reap(lgr, i);
+}
+
+void lgr_links_join(struct lgr *lgr)
+{
+	if (atomic_exchange(&lgr->al_started, false))
+		pthread_join(lgr->al_thread, NULL);
+}
+
+uint8_t lgr_next_link_num(struct lgr *lgr)
+{
+	uint8_t num = 0;
+
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		if (atomic_load(&lgr->lnk[i].state) != SMCR_LNK_UNUSED &&
+		    lgr->lnk[i].link_num > num)
+			num = lgr->lnk[i].link_num;
+	return num == UINT8_MAX ? 1 : num + 1;
+}
+
+struct smcr_link *lgr_link_by_num(struct lgr *lgr, uint8_t link_num)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		int state = atomic_load(&lgr->lnk[i].state);
+
+		if ((state == SMCR_LNK_ACTIVE || state == SMCR_LNK_ACTIVATING) &&
+		    lgr->lnk[i].link_num == link_num)
+			return &lgr->lnk[i];
+	}
+	return NULL;
+}
+
+int lgr_links_active(struct lgr *lgr)
+{
+	int n = 0;
+
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		n += atomic_load(&lgr->lnk[i].state) == SMCR_LNK_ACTIVE;
+	return n;
+}
+
+bool lgr_link_spare(struct lgr *lgr, const struct smcr_link *lnk)
+{
+	/* connections send on the first link only (smcr_conn.h lnk_slot:
+	 * none is put on another yet), so any other can go alone */
+	return lgr_link_slot(lgr, lnk) != LGR_FIRST_LINK && lgr_links_active(lgr) > 0;
+}

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Adding a link to a link group (smcr_llc.h), as net/smc/smc_llc.c
+ * smc_llc_srv_add_link() and smc_llc_cli_add_link() do on an SMC-Rv2 link
+ * group:
+ *
+ *   server                                     client
+ *   new link on another port (QP in INIT)
+ *   ADD_LINK (its QP, GID, MAC, PSN, MTU;
+ *     v2: our RMBs' rkeys on the new link) -->
+ *                                              new link on another port,
+ *                                              QP to RTR and RTS
+ *                                          <-- ADD_LINK response (its QP ...,
+ *                                              its RMBs' rkeys)
+ *   QP to RTR and RTS
+ *   CONFIRM_LINK on the new link            ==>
+ *                                          <== CONFIRM_LINK response
+ *   both: the link ACTIVE
+ *
+ * The server starts it once a first contact's link group is up, when
+ * both ends allow two links (USMC_OPT_MAX_LINKS, the CLC v2.1 max_links).
+ * Each end runs its part on a thread of its own (the link's verbs set-up
+ * takes milliseconds in a guest; a handshake worker or the progress
+ * thread must not wait for it) and each wait has the LLC deadline,
+ * SMCR_LLC_WAIT_MS. A link that does not come up is dropped, and the
+ * link group goes on with the links it has.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lgr.h"
+#include "lgr_int.h"
+#include "log.h"
+#include "smcr_clc.h"
+#include "smcr_conn.h"
+#include "smcr_llc.h"
+#include "thread_name.h"
+
+/* The peer's part of a link: from its ADD_LINK or its response. */
+static int link_ready(struct smcr_link *lnk, const struct llc_add_link *peer)
+{
+	int rc;
+
+	memcpy(lnk->peer_mac, peer->mac, SMCR_MAC_LEN);
+	rc = smcr_link_qp_rtr(lnk, peer->qpn, peer->psn, peer->gid,
+			      mtu_min(lnk->dev.active_mtu, peer->qp_mtu));
+	return rc ? rc : smcr_link_qp_rts(lnk);
+}
+
+/*
+ * Our half of an ADD_LINK (request or accepting response) for @lnk: the
+ * new QP, and the rkey of each of our RMBs the peer may write into on
+ * the new link (v2 extension; Linux: smc_llc_fill_ext_v2()).
+ */
+static void add_link_fill(struct lgr *lgr, struct smcr_link *lnk, struct llc_msg *m)
+{
+	struct smcr_conn *list[SMCR_MAX_CONNS];
+	int slot = lgr_link_slot(lgr, lnk);
+	int n = lgr_conns_get(lgr, list);
+	struct llc_add_link *a = &m->add_link;
+
+	m->version = LLC_V2;
+	m->type = LLC_ADD_LINK;
+	memcpy(a->mac, lnk->dev.mac, SMCR_MAC_LEN);
+	memcpy(a->gid, lnk->dev.gid, SMCR_GID_LEN);
+	a->qpn = lnk->qp->qp_num;
+	a->link_num = lnk->link_num;
+	a->qp_mtu = (uint8_t)lnk->dev.active_mtu;
+	a->psn = lnk->psn;
+	a->has_ext = true;
+	memcpy(a->client_target_gid, lnk->dev.gid, SMCR_GID_LEN);
+	a->num_rkeys = 0;
+	for (int i = 0; i < n; i++) {
+		const struct bufpool_buf *rmb = list[i]->rmb;
+
+		if (a->num_rkeys < LLC_V2_MAX_RKEYS)
+			a->rkeys[a->num_rkeys++] = (struct llc_add_link_rkey){
+				.rkey = rmb->rkey,
+				.rkey_new = bufpool_buf_rkey(rmb, slot),
+				.vaddr_new = (uintptr_t)rmb->addr};
+		lgr->ops->put(list[i]);
+	}
+}
+
+/* The link is confirmed: ACTIVE, said once. */
+static int link_up(struct lgr *lgr, struct smcr_link *lnk)
+{
+	if (!smcr_link_activate(lnk))
+		return -ECONNABORTED;
+	smcr_ctx_count_link_event(lgr->sctx, SMCR_LINK_ADDED, 1);
+	usmc_log(lgr->sctx->log, USMC_LOG_INFO,
+		 "link group %x: link %u up: %s:%u, qp %u <-> peer qp %u (%d links)", lgr->id,
+		 lnk->link_num, lnk->dev.name, lnk->dev.port, lnk->qp->qp_num, lnk->peer_qpn,
+		 lgr_links_active(lgr));
+	return 0;
+}
+
+/* Our CONFIRM_LINK on the new link and its answer (Linux:
+ * smc_llc_srv_conf_link()). */
+static int srv_confirm_link(struct lgr *lgr, struct smcr_link *lnk)
+{
+	struct llc_msg req = {.version = LLC_V2,
+			      .type = LLC_CONFIRM_LINK,
+			      .flags = LLC_FLAG_NO_RMBE_EYEC},
+		       resp;
+	struct llc_confirm_link *c = &req.confirm_link;
+
+	memcpy(c->mac, lnk->dev.mac, SMCR_MAC_LEN);
+	memcpy(c->gid, lnk->dev.gid, SMCR_GID_LEN);
+	c->qpn = lnk->qp->qp_num;
+	c->link_num = lnk->link_num;
+	c->link_uid = lgr->id + lnk->link_num;
+	c->max_links = lgr->max_links;
+	c->max_conns = lgr->max_conns;
+	return smcr_llc_flow_on(lgr, lnk, &req, &resp);
+}
+
+/* The server's part; 0 once the new link is up. */
+static int srv_add_link(struct lgr *lgr, struct llc_msg *m)
+{
+	const struct smcr_link *first = &lgr->lnk[LGR_FIRST_LINK];
+	struct smcr_dev alt;
+	struct smcr_link *lnk;
+	int rc = smcr_dev_find_alt(&first->dev, &first->peer_gid, 1, &alt);
+
+	if (rc)
+		return rc; /* Linux would try an asymmetric link on the same port */
+	rc = lgr_link_new(lgr, &alt, lgr_next_link_num(lgr), &lnk);
+	if (rc)
+		return rc;
+	add_link_fill(lgr, lnk, m);
+	rc = smcr_llc_flow(lgr, m, m);
+	if (!rc && (m->flags & LLC_FLAG_ADD_LNK_REJ))
+		rc = -ECONNREFUSED; /* the client has no port to spare */
+	if (!rc && !m->add_link.has_ext)
+		rc = -EPROTO; /* an accepting v2 response carries its rkeys */
+	if (!rc)
+		rc = link_ready(lnk, &m->add_link);
+	if (!rc)
+		rc = srv_confirm_link(lgr, lnk);
+	if (!rc)
+		rc = link_up(lgr, lnk);
+	if (rc)
+		lgr_link_drop(lgr, lnk);
+	return rc;
+}
+
+/* Our ADD_LINK response on @lnk, then the server's CONFIRM_LINK on it,
+ * answered there (Linux: smc_llc_cli_conf_link()). */
+static int cli_confirm(struct lgr *lgr, struct smcr_link *lnk, struct llc_msg *m)
+{
+	int rc;
+
+	add_link_fill(lgr, lnk, m);
+	m->flags = LLC_FLAG_RESP;
+	rc = smcr_llc_send(lgr, m);
+	if (!rc)
+		rc = smcr_llc_wait_confirm_link(lgr, SMCR_LLC_WAIT_MS, m);
+	if (!rc && m->confirm_link.link_num != lnk->link_num)
+		rc = -EPROTO;
+	if (rc)
+		return rc;
+	llc_make_response(m);
+	memcpy(m->confirm_link.mac, lnk->dev.mac, SMCR_MAC_LEN);
+	memcpy(m->confirm_link.gid, lnk->dev.gid, SMCR_GID_LEN);
+	m->confirm_link.qpn = lnk->qp->qp_num;
+	return smcr_llc_send_on(lgr, lnk, m);
+}
+
+/* The client's part, the server's request in @m; 0 once the new link is
+ * up. A request it cannot take is rejected as Linux words it. */
+static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
+{
+	uint8_t peer[2][SMCR_GID_LEN]; /* the first link's peer, the offered one */
+	struct smcr_dev alt;
+	struct smcr_link *lnk = NULL;
+	int rc = smcr_llc_flow_own(lgr);
+
+	if (rc)
+		return rc; /* our own flow hung: the server's times out */
+	memcpy(peer[0], lgr->lnk[LGR_FIRST_LINK].peer_gid, SMCR_GID_LEN);
+	memcpy(peer[1], m->add_link.gid, SMCR_GID_LEN);
+	rc = smcr_dev_find_alt(&lgr->lnk[LGR_FIRST_LINK].dev, peer, 2, &alt);
+	if (!rc)
+		rc = lgr_link_new(lgr, &alt, m->add_link.link_num, &lnk);
+	if (rc) {
+		llc_add_link_reject(m);
+		smcr_llc_send(lgr, m);
+		smcr_llc_flow_disown(lgr);
+		return rc;
+	}
+	rc = link_ready(lnk, &m->add_link);
+	if (!rc)
+		rc = cli_confirm(lgr, lnk, m);
+	if (!rc)
+		rc = link_up(lgr, lnk);
+	if (rc)
+		lgr_link_drop(lgr, lnk);
+	smcr_llc_flow_disown(lgr);
+	return rc;
+}
+
+struct add_link_job {
+	struct lgr *lgr;
+	struct llc_msg m; /* the client's: the server's request */
+};
+
+static void *add_link_thread(void *arg)
+{
+	struct add_link_job *job = arg;
+	struct lgr *lgr = job->lgr;
+	int rc;
+
+	thread_name_set(pthread_self(), "usmc-link/%x", lgr->id);
+	rc = lgr->is_server ? srv_add_link(lgr, &job->m) : cli_add_link(lgr, &job->m);
+	if (rc)
+		usmc_log(lgr->sctx->log, rc == -ENODEV ? USMC_LOG_DEBUG : USMC_LOG_INFO,
+			 "link group %x: no second link: %s", lgr->id, log_errname(rc));
+	free(job);
+	atomic_store(&lgr->al_running, false);
+	lgr_put(lgr);
+	return NULL;
+}
+
+/* Run the add-link on its thread, with @req the server's request (client);
+ * false if it could not start (one runs, or no memory, no thread). */
+static bool add_link_spawn(struct lgr *lgr, const struct llc_msg *req)
+{
+	struct add_link_job *job;
+
+	if (atomic_load(&lgr->al_running))
+		return false; /* one at a time */
+	lgr_links_join(lgr); /* the last one, done */
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return false;
+	job->lgr = lgr;
+	if (req)
+		job->m = *req;
+	lgr_get(lgr);
+	atomic_store(&lgr->al_running, true);
+	atomic_store(&lgr->al_started, true);
+	if (pthread_create(&lgr->al_thread, NULL, add_link_thread, job)) {
+		atomic_store(&lgr->al_started, false);
+		atomic_store(&lgr->al_running, false);
+		lgr_put(lgr);
+		free(job);
+		return false;
+	}
+	return true;
+}
+
+void smcr_llc_add_link_start(struct lgr *lgr)
+{
+	if (lgr->is_server && lgr->max_links > 1 && lgr_links_active(lgr) < lgr->max_links)
+		add_link_spawn(lgr, NULL);
+}
+
+void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m)
+{
+	/* a v2 request with its rkeys, on a link group that allows a second
+	 * link, and a port for it (the thread looks): taken; else rejected at
+	 * once, as Linux's client does (smc_llc_cli_add_link()) */
+	if (lgr->is_server || lgr->max_links < 2 || !m->add_link.has_ext ||
+	    !m->add_link.qp_mtu || lgr_links_active(lgr) >= lgr->max_links ||
+	    lgr_link_by_num(lgr, m->add_link.link_num) || !add_link_spawn(lgr, m)) {
+		llc_add_link_reject(m);
+		smcr_llc_answer(lgr, m);
+	}
+}

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A link group's second link (LLC ADD_LINK, then CONFIRM_LINK on the new
+ * QP) between two libusmc contexts over the guest's two RoCE paths
+ * (tests/rxe/vm-run.sh --setup twopath):
+ *
+ *  1. both ends allow two links (USMC_OPT_MAX_LINKS 2): after a first
+ *     contact over path 1, each end's link group holds two ACTIVE links,
+ *     the second on one of path 2's devices each, the two QPs each other's
+ *     peer; links_added counts one at each end; a checked stream crosses
+ *     the link group afterwards;
+ *  2. one end allows one link: max_links 1 is negotiated, no ADD_LINK is
+ *     sent, each link group keeps its one link.
+ *
+ * What a link group holds is read from the library's internals (lgr.h):
+ * the test's view, not an API (usmc-stat shows the same to operators).
+ *
+ * usage: test_multilink (as root in the guest; fails without the topology)
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/pattern.h"
+#include "ctx.h"
+#include "lgr.h"
+#include "smcr_common.h"
+
+#define SEED	       0x11a2
+#define STREAM_BYTES   (4u << 20)
+#define CHUNK	       (64 * 1024)
+#define LINKS_WAIT_MS  5000 /* for the second link: two LLC round trips, QP set-up */
+#define SINGLE_WAIT_MS 1500 /* for an ADD_LINK that must not come */
+
+struct server {
+	struct usmc_listener *l;
+	uint64_t echoed;
+};
+
+static void *server_main(void *arg)
+{
+	struct server *s = arg;
+	static uint8_t buf[CHUNK];
+	struct usmc_conn *c;
+	int rc = usmc_accept(s->l, 0, &c);
+
+	CHECK(!rc, "usmc_accept: %s", usmc_strerror(rc));
+	expect_smcr(c, "server");
+	s->echoed = echo_until_eof(c, buf, sizeof(buf));
+	CHECK(!usmc_close(c), "server close");
+	return NULL;
+}
+
+static struct usmc_ctx *ctx_with_links(long max_links)
+{
+	struct usmc_ctx *ctx;
+
+	CHECK(!usmc_ctx_create(&ctx), "usmc_ctx_create");
+	CHECK(!usmc_ctx_setopt(ctx, USMC_OPT_MAX_LINKS, max_links), "USMC_OPT_MAX_LINKS");
+	return ctx;
+}
+
+/* The ACTIVE links of @ctx's one link group, copied; how many. */
+static int active_links(struct usmc_ctx *ctx, struct smcr_link out[SMCR_LINKS_MAX])
+{
+	struct smcr_ctx *s = &ctx->rdma;
+	int n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct lgr *l = s->lgrs; l; l = l->next)
+		for (int i = 0; i < SMCR_LINKS_MAX; i++)
+			if (atomic_load(&l->lnk[i].state) == SMCR_LNK_ACTIVE)
+				memcpy(&out[n++], &l->lnk[i], sizeof(out[0]));
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* Wait up to @ms for @ctx's link group to hold @want ACTIVE links. */
+static int wait_links(struct usmc_ctx *ctx, int want, int ms, struct smcr_link out[SMCR_LINKS_MAX])
+{
+	double until = mono_s() + ms / 1000.0;
+	int n;
+
+	while ((n = active_links(ctx, out)) != want && mono_s() < until)
+		usleep(10000);
+	return n;
+}
+
+static void print_links(const char *who, const struct smcr_link *lnk, int n)
+{
+	for (int i = 0; i < n; i++)
+		printf("  %s link %u on %s:%u qp %u <-> peer qp %u\n", who, lnk[i].link_num,
+		       lnk[i].dev.name, lnk[i].dev.port, lnk[i].qp ? lnk[i].qp->qp_num : 0,
+		       lnk[i].peer_qpn);
+}
+
+/*
+ * The link of @lnk[@n] on one of path 2's devices; dies if none. Both
+ * ends run in one kernel here and see all four devices: which end takes
+ * which of path 2's two is theirs to pick (a host of its own would have
+ * only one); the path the link runs over is what counts.
+ */
+static const struct smcr_link *link_on_path2(const struct smcr_link *lnk, int n,
+					     const char *dev_a2, const char *dev_b2, const char *who)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(lnk[i].dev.name, dev_a2) || !strcmp(lnk[i].dev.name, dev_b2))
+			return &lnk[i];
+	CHECK(0, "%s: no link on %s or %s", who, dev_a2, dev_b2);
+	return NULL;
+}
+
+static uint64_t links_added(struct usmc_ctx *ctx)
+{
+	struct usmc_ctx_stats st;
+
+	usmc_ctx_stats(ctx, &st);
+	return st.links_added;
+}
+
+/* Push STREAM_BYTES of the pattern through the echo and check what comes back. */
+static void stream_checked(struct usmc_conn *c)
+{
+	static uint8_t out[CHUNK], in[CHUNK];
+	uint64_t sent = 0, got = 0;
+
+	while (got < STREAM_BYTES) {
+		if (sent < STREAM_BYTES && sent - got < 4 * CHUNK) {
+			pattern_fill(SEED, sent, out, CHUNK);
+			send_all(c, out, CHUNK);
+			sent += CHUNK;
+			continue;
+		}
+		ssize_t n = usmc_recv(c, in, sizeof(in), 0);
+
+		CHECK(n > 0, "client recv: %s", usmc_strerror((int)n));
+		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0,
+		      "byte %llu of the echo is wrong", (unsigned long long)got);
+		got += (uint64_t)n;
+	}
+}
+
+/* A connection from host A to host B's listener; the server echoes. */
+struct pair {
+	struct usmc_ctx *sctx, *cctx;
+	struct server srv;
+	pthread_t t;
+	struct usmc_conn *c;
+};
+
+static void pair_open(struct pair *p, long server_links, long client_links)
+{
+	struct sockaddr_in sa;
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	p->sctx = ctx_with_links(server_links);
+	p->cctx = ctx_with_links(client_links);
+	p->srv.l = listen_b(p->sctx, 8, &sa);
+	CHECK(!pthread_create(&p->t, NULL, server_main, &p->srv), "pthread_create");
+	rc = usmc_connect(p->cctx, (struct sockaddr *)&sa, sizeof(sa), 0, &p->c);
+	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
+	expect_smcr(p->c, "client");
+}
+
+static void pair_close(struct pair *p)
+{
+	CHECK(!usmc_shutdown(p->c, SHUT_WR), "shutdown");
+	for (;;) {
+		uint8_t b[256];
+		ssize_t n = usmc_recv(p->c, b, sizeof(b), 0);
+
+		CHECK(n >= 0, "recv to EOF: %s", usmc_strerror((int)n));
+		if (!n)
+			break;
+	}
+	CHECK(!usmc_close(p->c), "client close");
+	pthread_join(p->t, NULL);
+	usmc_listener_close(p->srv.l);
+	usmc_ctx_destroy(p->cctx);
+	usmc_ctx_destroy(p->sctx);
+}
+
+static void test_second_link(void)
+{
+	const char *dev_a2 = getenv("USMC_TEST_RXE_A2"), *dev_b2 = getenv("USMC_TEST_RXE_B2");
+	struct smcr_link sl[SMCR_LINKS_MAX], cl[SMCR_LINKS_MAX];
+	const struct smcr_link *s2, *c2;
+	double t0 = mono_s();
+	struct pair p;
+	int ns, nc;
+
+	CHECK(dev_a2 && dev_b2, "USMC_TEST_RXE_A2/_B2 not set (vm-run.sh --setup twopath)");
+	pair_open(&p, 2, 2);
+	ns = wait_links(p.sctx, 2, LINKS_WAIT_MS, sl);
+	nc = wait_links(p.cctx, 2, LINKS_WAIT_MS, cl);
+	printf("second link: server %d links, client %d links after %.0f ms\n", ns, nc,
+	       (mono_s() - t0) * 1000);
+	print_links("server", sl, ns);
+	print_links("client", cl, nc);
+	CHECK(ns == 2 && nc == 2, "two links expected at each end");
+	s2 = link_on_path2(sl, ns, dev_a2, dev_b2, "server");
+	c2 = link_on_path2(cl, nc, dev_a2, dev_b2, "client");
+	CHECK(strcmp(s2->dev.name, c2->dev.name), "both ends on %s", s2->dev.name);
+	CHECK(s2->link_num == c2->link_num && s2->link_num != sl[0].link_num,
+	      "link numbers: server %u, client %u", s2->link_num, c2->link_num);
+	CHECK(s2->peer_qpn == c2->qp->qp_num && c2->peer_qpn == s2->qp->qp_num,
+	      "the second links are not each other's peers");
+	CHECK(links_added(p.sctx) == 1 && links_added(p.cctx) == 1,
+	      "links_added: server %llu, client %llu", (unsigned long long)links_added(p.sctx),
+	      (unsigned long long)links_added(p.cctx));
+	stream_checked(p.c);
+	pair_close(&p);
+	printf("ok: a second link on %s <-> %s, %u MiB echoed intact\n", dev_a2, dev_b2,
+	       STREAM_BYTES >> 20);
+}
+
+static void test_one_end_single(long server_links, long client_links)
+{
+	struct smcr_link sl[SMCR_LINKS_MAX], cl[SMCR_LINKS_MAX];
+	struct pair p;
+	int ns, nc;
+
+	pair_open(&p, server_links, client_links);
+	usleep(SINGLE_WAIT_MS * 1000);
+	ns = active_links(p.sctx, sl);
+	nc = active_links(p.cctx, cl);
+	CHECK(ns == 1 && nc == 1, "server %ld/client %ld: %d and %d links, one expected",
+	      server_links, client_links, ns, nc);
+	CHECK(!links_added(p.sctx) && !links_added(p.cctx), "a link was added");
+	stream_checked(p.c);
+	pair_close(&p);
+	printf("ok: server max_links %ld, client %ld: one link each\n", server_links,
+	       client_links);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	test_second_link();
+	test_one_end_single(2, 1);
+	test_one_end_single(1, 2);
+	return 0;
+}
