@@ -182,6 +182,7 @@ int lgr_create(struct smcr_ctx *sctx, const struct lgr_conn_ops *ops, const stru
 	lgr_link_init(lgr, dev);
 	pthread_mutex_init(&lgr->lock, NULL);
 	smcr_llc_init(&lgr->llc);
+	lgr_rtoken_init(&lgr->rtok);
 	rc = lgr_progress_init(lgr);
 	pthread_mutex_lock(&sctx->lock);
 	lgr->all_next = sctx->all;
@@ -481,6 +482,7 @@ void lgr_free(struct lgr *lgr)
 	if (lgr->ep >= 0)
 		close(lgr->ep);
 	smcr_llc_fini(&lgr->llc);
+	lgr_rtoken_fini(&lgr->rtok);
 	smcr_eng_fini(&lgr->eng);
 	pthread_mutex_destroy(&lgr->lock);
 	lgr_count_freed(s, lgr);

@@ -24,6 +24,7 @@
 #include <infiniband/verbs.h>
 
 #include "bufpool.h"
+#include "lgr_rtoken.h"
 #include "smcr_ctx.h"
 #include "smcr_dev.h"
 #include "smcr_eng.h"
@@ -33,6 +34,8 @@
 
 #define SMCR_MAX_CONNS 255 /* SMC_CONN_PER_LGR_MAX */
 #define LGR_FIRST_LINK 0 /* the link a first contact creates (Linux: SMC_SINGLE_LINK) */
+
+_Static_assert(LGR_RTOKEN_LINKS == SMCR_LINKS_MAX, "a peer RMB has a column per link slot");
 
 enum lgr_state { LGR_INIT, LGR_ACTIVE, LGR_DEAD };
 
@@ -121,6 +124,10 @@ struct lgr {
 	long idle_since_ms; /* when nconns dropped to 0 */
 
 	struct smcr_llc llc; /* its own locks */
+	/* the peer's RMBs, a column per link slot (lgr_rtoken.h): rows from
+	 * its CONFIRM_RKEY (smcr_llc.c) and its CLC ACCEPT/CONFIRM
+	 * (smcr_conn_set_peer()), gone with its DELETE_RKEY; its own lock */
+	struct lgr_rtokens rtok;
 	struct smcr_eng eng; /* who runs the first link's completions (smcr_eng.h); its own lock */
 
 	/* links beyond the first (lgr_link.c): the one thread that adds a

@@ -91,6 +91,7 @@ static void fake_open(struct fake *f, int used)
 	f->lgr->ops = &fake_ops;
 	f->lgr->state = LGR_ACTIVE;
 	smcr_llc_init(&f->lgr->llc);
+	lgr_rtoken_init(&f->lgr->rtok); /* the peer's CONFIRM_RKEY lands there */
 	/* the engine's wake-up, which a peer's request asks for */
 	pthread_mutex_init(&f->lgr->eng.lock, NULL);
 	f->lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -113,6 +114,7 @@ static void fake_close(struct fake *f)
 	pthread_mutex_destroy(&f->lgr->eng.lock);
 	pthread_mutex_destroy(&f->lnk->sq.lock);
 	smcr_llc_fini(&f->lgr->llc);
+	lgr_rtoken_fini(&f->lgr->rtok);
 	free(f->lgr);
 }
 

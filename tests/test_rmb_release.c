@@ -113,6 +113,7 @@ static void fake_open(struct fake *f)
 	lgr->max_conns = SMCR_MAX_CONNS;
 	pthread_mutex_init(&lgr->lock, NULL);
 	smcr_llc_init(&lgr->llc);
+	lgr_rtoken_init(&lgr->rtok);
 	pthread_mutex_init(&lgr->eng.lock, NULL);
 	lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	assert_true(lgr->eng.set.progress_fd >= 0);
@@ -143,6 +144,7 @@ static void fake_close(struct fake *f)
 	pthread_mutex_destroy(&lgr->eng.lock);
 	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
 	smcr_llc_fini(&lgr->llc);
+	lgr_rtoken_fini(&lgr->rtok);
 	pthread_mutex_destroy(&lgr->lock);
 	free(lgr);
 }
