@@ -502,6 +502,63 @@ void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m)
 	smcr_llc_send_owed(lgr);
 }
 
+/* ---- the peer's rkeys (lgr.rtok) ------------------------------------- */
+
+/* The slot of @lgr's link numbered @link_id (ACTIVATING or ACTIVE), -1 if
+ * none (Linux: smc_rtoken_set2() looks for lnk[].link_id). */
+static int rtok_slot_of(struct lgr *lgr, uint8_t link_id)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		int st = atomic_load(&lgr->lnk[i].state);
+
+		if ((st == SMCR_LNK_ACTIVATING || st == SMCR_LNK_ACTIVE) &&
+		    lgr->lnk[i].link_num == link_id)
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * The peer's CONFIRM_RKEY @m, received over the link in @slot (net/smc/
+ * smc_llc.c smc_llc_rmt_conf_rkey()): its RMB's row, the first entry for
+ * that link, each additional entry for the link it names (one we do not
+ * know, or the receiving link again, is ignored; the decoder refused more
+ * than LLC_CONFIRM_RKEY_EXTRA). Refused with NEG|RETRY when the table is
+ * full: the peer then declines its connection.
+ */
+static void answer_confirm_rkey(struct lgr *lgr, int slot, struct llc_msg *m)
+{
+	const struct llc_confirm_rkey *c = &m->confirm_rkey;
+	int row = lgr_rtoken_add(&lgr->rtok, slot, c->rkey, c->vaddr);
+
+	for (unsigned int i = 0; row > 0 && i < c->num_extra && i < LLC_CONFIRM_RKEY_EXTRA; i++) {
+		int s = rtok_slot_of(lgr, c->extra[i].link_id);
+
+		if (s >= 0 && s != slot)
+			lgr_rtoken_set(&lgr->rtok, row, s, c->extra[i].rkey, c->extra[i].vaddr);
+	}
+	if (row < 0)
+		usmc_log(lgr->sctx->log, USMC_LOG_WARN,
+			 "link group %x: the peer's RMBs fill its %d rtokens: rkey %08x refused",
+			 lgr->id, LGR_RTOKEN_ROWS, c->rkey);
+	llc_confirm_rkey_response(m, row > 0);
+	atomic_fetch_add(&lgr->llc.rkey_confirmed, 1);
+}
+
+/* The peer's DELETE_RKEY @m, received over the link in @slot (smc_llc.c
+ * smc_llc_rmt_delete_rkey()): each rkey's row goes; the unknown ones are
+ * marked in the answer. */
+static void answer_delete_rkey(struct lgr *lgr, int slot, struct llc_msg *m)
+{
+	bool unknown[LLC_V2_DEL_RKEY_MAX] = {false};
+	struct llc_delete_rkey *d = &m->delete_rkey;
+
+	for (unsigned int i = 0; i < d->num_rkeys && i < LLC_V2_DEL_RKEY_MAX; i++)
+		unknown[i] = !lgr_rtoken_del(&lgr->rtok, slot, d->rkeys[i]);
+	llc_delete_rkey_response(m, unknown);
+	atomic_fetch_add(&lgr->llc.rkey_deleted, 1);
+}
+
 /* Answer a request the peer started; the reserved LLC send entries make
  * room, and when even they are taken the answer waits for room. */
 static void answer(struct lgr *lgr, struct llc_msg *m)
@@ -512,17 +569,15 @@ static void answer(struct lgr *lgr, struct llc_msg *m)
 		atomic_fetch_add(&lgr->llc.test_link_answered, 1);
 		break;
 	case LLC_CONFIRM_RKEY:
-		/* single link: the same rkey arrives in CLC; accept and echo */
-		llc_confirm_rkey_response(m, true);
-		atomic_fetch_add(&lgr->llc.rkey_confirmed, 1);
+		/* the slot of the link the request came over belongs here:
+		 * smcr_llc_rx() is not told it (lgr_link_rx_llc() knows it).
+		 * Until it is, a request that came over another link is taken
+		 * for the first link's. */
+		answer_confirm_rkey(lgr, LGR_FIRST_LINK, m);
 		break;
-	case LLC_DELETE_RKEY: {
-		bool unknown[LLC_V2_DEL_RKEY_MAX] = {false};
-
-		llc_delete_rkey_response(m, unknown);
-		atomic_fetch_add(&lgr->llc.rkey_deleted, 1);
+	case LLC_DELETE_RKEY:
+		answer_delete_rkey(lgr, LGR_FIRST_LINK, m); /* the same slot */
 		break;
-	}
 	case LLC_ADD_LINK: /* taken on its own thread, or rejected */
 		smcr_llc_add_link_rx(lgr, m);
 		return;

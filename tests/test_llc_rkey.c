@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The peer's RMBs in the link group's rtokens (lgr_rtoken.h) as the LLC
+ * and the CLC fill them: the peer's CONFIRM_RKEY stores a row (its
+ * additional entries in the other links' columns) or is refused when the
+ * table is full, its DELETE_RKEY removes rows and reports the unknown
+ * rkeys. No device: a link group built by hand around fakes
+ * of the verbs calls (the QP's post_send records the LLC messages) and a
+ * pool registration hook that hands out keys.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bufpool.h"
+#include "lgr.h"
+#include "lgr_rtoken.h"
+#include "llc.h"
+#include "smcr_conn.h"
+#include "smcr_llc.h"
+#include "smcr_wr.h"
+
+#define SENT_MAX  16
+#define RMB_BYTES 16384u
+
+static uint8_t sent[SENT_MAX][LLC_MSG_LEN];
+static int nsent;
+
+static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	(void)qp;
+	(void)bad;
+	assert_true(nsent < SENT_MAX);
+	memcpy(sent[nsent++], (const void *)(uintptr_t)wr->sg_list[0].addr, LLC_MSG_LEN);
+	return 0;
+}
+
+static int fake_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
+{
+	(void)cq;
+	(void)num;
+	(void)wc;
+	return 0;
+}
+
+static uint32_t next_key = 0x5000;
+
+static int fake_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
+{
+	(void)ctx;
+	(void)len;
+	(void)access;
+	mr->handle = addr;
+	mr->lkey = next_key;
+	mr->rkey = next_key++;
+	return 0;
+}
+
+static int fake_dereg(void *ctx, struct bufpool_mr *mr)
+{
+	(void)ctx;
+	(void)mr;
+	return 0;
+}
+
+static const struct bufpool_reg_ops fake_reg_ops = {.reg = fake_reg, .dereg = fake_dereg};
+
+static struct ibv_cq fake_rcq, fake_scq;
+
+struct fake {
+	struct smcr_ctx sctx;
+	struct ibv_context ib;
+	struct ibv_qp qp;
+	struct lgr *lgr;
+	struct smcr_link *lnk;
+};
+
+/* An active link group whose first link (number 1) carries everything. */
+static void fake_open(struct fake *f)
+{
+	const struct smcr_dev dev = {0};
+	struct bufpool_config cfg = {.kind = BUFPOOL_RMB, .ops = &fake_reg_ops};
+	struct lgr *lgr;
+
+	memset(f, 0, sizeof(*f));
+	f->ib.ops.post_send = fake_post_send;
+	f->ib.ops.poll_cq = fake_poll_cq;
+	f->qp.context = &f->ib;
+	fake_rcq.context = fake_scq.context = &f->ib;
+	lgr = f->lgr = calloc(1, sizeof(*f->lgr));
+	assert_non_null(lgr);
+	lgr->sctx = &f->sctx;
+	lgr->ops = &smcr_conn_lgr_ops;
+	lgr->state = LGR_ACTIVE;
+	lgr->max_conns = SMCR_MAX_CONNS;
+	pthread_mutex_init(&lgr->lock, NULL);
+	smcr_llc_init(&lgr->llc);
+	lgr_rtoken_init(&lgr->rtok);
+	pthread_mutex_init(&lgr->eng.lock, NULL);
+	lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	assert_true(lgr->eng.set.progress_fd >= 0);
+	lgr_link_init(lgr, &dev);
+	f->lnk = lgr_conn_link(lgr);
+	lgr->eng.set.lnk = f->lnk;
+	f->lnk->state = SMCR_LNK_ACTIVE;
+	f->lnk->qp = &f->qp;
+	f->lnk->rcq = &fake_rcq;
+	f->lnk->scq = &fake_scq;
+	f->lnk->max_inline = SMCR_MAX_INLINE; /* as the QP grants: 44-byte LLC goes inline */
+	lgr->rmbs = bufpool_create(&cfg);
+	cfg.kind = BUFPOOL_SNDBUF;
+	lgr->sndbufs = bufpool_create(&cfg);
+	assert_non_null(lgr->rmbs);
+	assert_non_null(lgr->sndbufs);
+	nsent = 0;
+}
+
+/* Link slot @slot holds a link numbered @num in @state (no verbs: only
+ * what the rkey paths look at). */
+static void fake_link(struct fake *f, int slot, uint8_t num, int state)
+{
+	f->lgr->lnk[slot].link_num = num;
+	atomic_store(&f->lgr->lnk[slot].state, state);
+}
+
+static void fake_close(struct fake *f)
+{
+	struct lgr *lgr = f->lgr;
+
+	assert_int_equal(atomic_load(&lgr->refs), 0);
+	assert_int_equal(bufpool_destroy(lgr->rmbs, NULL), 0);
+	assert_int_equal(bufpool_destroy(lgr->sndbufs, NULL), 0);
+	close(lgr->eng.set.progress_fd);
+	pthread_mutex_destroy(&lgr->eng.lock);
+	pthread_mutex_destroy(&f->lnk->sq.lock);
+	smcr_llc_fini(&lgr->llc);
+	lgr_rtoken_fini(&lgr->rtok);
+	pthread_mutex_destroy(&lgr->lock);
+	free(lgr);
+}
+
+/* The peer's request @m arrives on the first link; its answer, decoded. */
+static struct llc_msg peer_asks(struct fake *f, const struct llc_msg *m)
+{
+	uint8_t buf[LLC_MSG_LEN];
+	struct llc_msg a;
+	int n = nsent;
+
+	assert_int_equal(llc_encode(m, buf, sizeof(buf)), LLC_MSG_LEN);
+	f->lnk->up.h->rx_llc(f->lnk, buf, sizeof(buf));
+	assert_int_equal(nsent, n + 1);
+	assert_int_equal(llc_decode(sent[n], LLC_MSG_LEN, &a), 0);
+	assert_int_equal(a.type, m->type);
+	assert_true(a.flags & LLC_FLAG_RESP);
+	return a;
+}
+
+static struct llc_msg confirm_rkey(uint32_t rkey, uint64_t vaddr)
+{
+	struct llc_msg m = {.version = LLC_V2, .type = LLC_CONFIRM_RKEY};
+
+	m.confirm_rkey.rkey = rkey;
+	m.confirm_rkey.vaddr = vaddr;
+	return m;
+}
+
+static struct llc_msg delete_rkey(uint8_t version, const uint32_t *rkeys, uint8_t n)
+{
+	struct llc_msg m = {.version = version, .type = LLC_DELETE_RKEY};
+
+	m.delete_rkey.num_rkeys = n;
+	memcpy(m.delete_rkey.rkeys, rkeys, n * sizeof(*rkeys));
+	return m;
+}
+
+/* The one row in use. */
+static struct lgr_rtoken_entry only_row(struct fake *f)
+{
+	struct lgr_rtoken_entry e[2];
+
+	assert_int_equal(lgr_rtoken_list(&f->lgr->rtok, e, 2), 1);
+	return e[0];
+}
+
+/* CONFIRM_RKEY: the first entry for the link it came over, each additional
+ * one in the column of the link it names; a link we do not know and the
+ * receiving link named again are ignored. */
+static void test_peer_confirm_rkey_stored(void **state)
+{
+	struct fake f;
+	struct llc_msg m, a;
+	struct lgr_rtoken_entry e;
+
+	(void)state;
+	fake_open(&f);
+	fake_link(&f, 2, 3, SMCR_LNK_ACTIVE);
+	m = confirm_rkey(0x1234, 0x7f0000100000ull);
+	m.confirm_rkey.num_extra = 2;
+	m.confirm_rkey.extra[0] =
+		(struct llc_rtoken){.link_id = 3, .rkey = 0x3234, .vaddr = 0x3000};
+	m.confirm_rkey.extra[1] =
+		(struct llc_rtoken){.link_id = 9, .rkey = 0x9234, .vaddr = 0x9000};
+	a = peer_asks(&f, &m);
+	assert_int_equal(a.flags, LLC_FLAG_RESP);
+	assert_int_equal(a.confirm_rkey.rkey, 0x1234); /* the echo */
+	assert_int_equal(a.confirm_rkey.num_extra, 2);
+	e = only_row(&f);
+	assert_int_equal(e.cols, 1 | 4);
+	assert_int_equal(e.col[0].rkey, 0x1234);
+	assert_int_equal(e.col[0].addr, 0x7f0000100000ull);
+	assert_int_equal(e.col[2].rkey, 0x3234);
+	assert_int_equal(e.col[2].addr, 0x3000);
+	/* the same again (a retry): the same row; an entry for link 1, the
+	 * one it came over, does not overwrite the first entry */
+	m.confirm_rkey.num_extra = 1;
+	m.confirm_rkey.extra[0] = (struct llc_rtoken){.link_id = 1, .rkey = 0x1111, .vaddr = 0x1};
+	a = peer_asks(&f, &m);
+	assert_int_equal(a.flags, LLC_FLAG_RESP);
+	assert_int_equal(only_row(&f).handle, e.handle);
+	assert_int_equal(only_row(&f).col[0].rkey, 0x1234);
+	/* a link that is down, and a link number none has, take nothing */
+	fake_link(&f, 1, 2, SMCR_LNK_INACTIVE);
+	m.confirm_rkey.extra[0] = (struct llc_rtoken){.link_id = 2, .rkey = 0x2222, .vaddr = 0x2};
+	peer_asks(&f, &m);
+	m.confirm_rkey.extra[0].link_id = 0;
+	peer_asks(&f, &m);
+	assert_int_equal(only_row(&f).cols, 1 | 4);
+	assert_int_equal(atomic_load(&f.lgr->llc.rkey_confirmed), 4);
+	fake_close(&f);
+}
+
+/* A full table: a new RMB is refused (NEG|RETRY: the peer declines its
+ * connection), one the table knows is still confirmed. */
+static void test_peer_confirm_rkey_full(void **state)
+{
+	struct fake f;
+	struct llc_msg m;
+
+	(void)state;
+	fake_open(&f);
+	for (uint32_t i = 0; i < LGR_RTOKEN_ROWS; i++)
+		assert_true(lgr_rtoken_add(&f.lgr->rtok, 0, 0x100 + i, 0x1000 * i) > 0);
+	m = confirm_rkey(0x99999, 0x5000);
+	assert_int_equal(peer_asks(&f, &m).flags,
+			 LLC_FLAG_RESP | LLC_FLAG_RKEY_NEG | LLC_FLAG_RKEY_RETRY);
+	m = confirm_rkey(0x100 + 7, 0x1000 * 7);
+	assert_int_equal(peer_asks(&f, &m).flags, LLC_FLAG_RESP);
+	assert_int_equal(lgr_rtoken_count(&f.lgr->rtok), LGR_RTOKEN_ROWS);
+	/* a DELETE_RKEY makes room */
+	m = delete_rkey(LLC_V2, (uint32_t[]){0x100}, 1);
+	assert_int_equal(peer_asks(&f, &m).flags, LLC_FLAG_RESP);
+	m = confirm_rkey(0x99999, 0x5000);
+	assert_int_equal(peer_asks(&f, &m).flags, LLC_FLAG_RESP);
+	fake_close(&f);
+}
+
+/* DELETE_RKEY: the rows named go, the unknown rkeys are reported (v2: a
+ * count, v1: a mask bit per position), NEG when any was unknown. */
+static void test_peer_delete_rkey(void **state)
+{
+	struct fake f;
+	struct llc_msg m, a;
+
+	(void)state;
+	fake_open(&f);
+	assert_true(lgr_rtoken_add(&f.lgr->rtok, 0, 0x10, 0x1000) > 0);
+	assert_true(lgr_rtoken_add(&f.lgr->rtok, 0, 0x20, 0x2000) > 0);
+	assert_true(lgr_rtoken_add(&f.lgr->rtok, 0, 0x30, 0x3000) > 0);
+	m = delete_rkey(LLC_V2, (uint32_t[]){0x10, 0x99, 0x20}, 3);
+	a = peer_asks(&f, &m);
+	assert_int_equal(a.flags, LLC_FLAG_RESP | LLC_FLAG_RKEY_NEG);
+	assert_int_equal(a.delete_rkey.err, 1);
+	assert_int_equal(lgr_rtoken_count(&f.lgr->rtok), 1);
+	m = delete_rkey(LLC_V1, (uint32_t[]){0x10, 0x30}, 2);
+	a = peer_asks(&f, &m);
+	assert_int_equal(a.flags, LLC_FLAG_RESP | LLC_FLAG_RKEY_NEG);
+	assert_int_equal(a.delete_rkey.err, 0x80); /* rkey 0 (0x10) is gone already */
+	assert_int_equal(lgr_rtoken_count(&f.lgr->rtok), 0);
+	m = delete_rkey(LLC_V2, (uint32_t[]){0x99}, 1);
+	assert_int_equal(peer_asks(&f, &m).delete_rkey.err, 1);
+	assert_int_equal(atomic_load(&f.lgr->llc.rkey_deleted), 3);
+	fake_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_peer_confirm_rkey_stored),
+		cmocka_unit_test(test_peer_confirm_rkey_full),
+		cmocka_unit_test(test_peer_delete_rkey),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
