@@ -22,9 +22,25 @@ static bool sc_cdc_apply_locked(struct smcr_conn *sc, const struct cdc_msg *m)
 	return cdc_rx_apply(&sc->rx, m) == CDC_RX_OK;
 }
 
-void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
+int smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
 {
+	struct lgr *lgr = sc->lgr;
+	int row;
+
 	pthread_mutex_lock(&sc->lock);
+	/* the RMB's row, for the link the connection sends on: found again
+	 * when the peer's CONFIRM_RKEY brought it or the peer kept its rkey,
+	 * else new (a first contact's) */
+	row = lgr_rtoken_add(&lgr->rtok, sc->lnk_slot, peer->rkey, peer->dma_addr);
+	if (row < 0) {
+		pthread_mutex_unlock(&sc->lock);
+		usmc_log(lgr->sctx->log, USMC_LOG_WARN,
+			 "link group %x: the peer's RMBs fill its %d rtokens: connection %08x "
+			 "cannot take rkey %08x",
+			 lgr->id, LGR_RTOKEN_ROWS, sc->token, peer->rkey);
+		return row;
+	}
+	sc->peer_rtok = row;
 	sc->peer_token = peer->token;
 	sc->peer_rkey = peer->rkey;
 	sc->rx.peer_len = (uint32_t)smc_uncompress_bufsize(peer->size_class);
@@ -48,6 +64,7 @@ void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
 		sc_eof_ask_locked(sc); /* it may have ended the stream while blocked */
 	}
 	pthread_mutex_unlock(&sc->lock);
+	return 0;
 }
 
 void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)

@@ -173,7 +173,7 @@ int smcr_clc_send_ac(int fd, const struct clc_accept_confirm *m)
 }
 
 /* The peer's RMB as its ACCEPT or CONFIRM describes it. */
-void smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m)
+int smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m)
 {
 	struct smcr_peer_rmb peer = {.token = m->rmbe_alert_token,
 				     .rkey = m->rmb_rkey,
@@ -181,7 +181,7 @@ void smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm
 				     .rmbe_idx = m->rmbe_idx,
 				     .size_class = m->rmbe_size};
 
-	smcr_conn_set_peer(sc, &peer);
+	return smcr_conn_set_peer(sc, &peer);
 }
 
 /* Our CONFIRM_RKEY request for @sc's RMB. */

@@ -274,8 +274,9 @@ void smcr_clc_fill_ac(struct clc_accept_confirm *m, uint8_t type, struct lgr *lg
 /* Encode and send an ACCEPT or CONFIRM. */
 int smcr_clc_send_ac(int fd, const struct clc_accept_confirm *m);
 
-/* The peer's RMB as its ACCEPT or CONFIRM describes it. */
-void smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m);
+/* The peer's RMB as its ACCEPT or CONFIRM describes it: 0, or -ENOSPC
+ * when the link group has no rtoken left for it (smcr_conn_set_peer()). */
+int smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m);
 
 /*
  * CONFIRM_RKEY for @sc's RMB on a reused link group, unless the peer holds

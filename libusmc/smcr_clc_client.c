@@ -109,8 +109,7 @@ static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm 
 			     mtu_min(lnk->dev.active_mtu, a->qp_mtu)) ||
 	    lgr_start(lgr))
 		return SMC_CLC_DECL_MEM;
-	smcr_clc_set_peer_rmb(*sc, a);
-	return 0;
+	return smcr_clc_set_peer_rmb(*sc, a) ? SMC_CLC_DECL_ERR_RTOK : 0;
 }
 
 /* Phase @ph of the handshake after the ACCEPT, due @ms from now. */
@@ -353,7 +352,9 @@ static int client_reuse(struct smcr_hs *hs, struct smcr_client *cl, bool wait, s
 	lgr_put(lgr);
 	if (rc)
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
-	smcr_clc_set_peer_rmb(cl->sc, &cl->accept);
+	/* Linux: smc_connect_rdma() -> smc_rmb_rtoken_handling() */
+	if (smcr_clc_set_peer_rmb(cl->sc, &cl->accept))
+		return smcr_hs_decline(hs, SMC_CLC_DECL_ERR_RTOK, false);
 	/* Linux waits up to 20 s for a running flow (SMC_LLC_WAIT_FIRST_TIME) */
 	phase_begin(cl, CL_RKEY, SMCR_FLOW_WAIT_MS);
 	return client_rkey_step(hs, cl, wait);

@@ -121,7 +121,9 @@ static int reuse_confirm(struct smcr_hs *hs, struct smcr_serve *st)
 		lgr_terminate(st->sc->lgr, -ECONNABORTED, true);
 	if (rc != CLC_RX_MSG)
 		return smcr_hs_declined_or(hs, rc);
-	smcr_clc_set_peer_rmb(st->sc, &conf);
+	/* Linux: smc_listen_rdma_finish() -> smc_rmb_rtoken_handling() */
+	if (smcr_clc_set_peer_rmb(st->sc, &conf))
+		return smcr_hs_declined_or(hs, smcr_hs_decline(hs, SMC_CLC_DECL_ERR_RTOK, false));
 	return smcr_hs_established(hs, serve_take_conn(st));
 }
 
@@ -298,8 +300,10 @@ static int first_contact_confirm(struct smcr_hs *hs, struct smcr_serve *st)
 	reason = serve_check_confirm(&conf, &st->neg);
 	if (reason)
 		return smcr_hs_declined_or(hs, smcr_hs_decline(hs, reason, false));
-	smcr_clc_set_peer_rmb(st->sc, &conf);
-	reason = serve_link_up(st, &conf);
+	/* a first contact's table is empty: this never fails */
+	reason = smcr_clc_set_peer_rmb(st->sc, &conf) ? SMC_CLC_DECL_ERR_RTOK : 0;
+	if (!reason)
+		reason = serve_link_up(st, &conf);
 	if (reason == SMC_CLC_DECL_TIMEOUT_CL)
 		return decline_first_contact(hs, st);
 	if (reason)

@@ -95,6 +95,13 @@ struct smcr_conn {
 	/* ---- CDC receive (smcr_cdc.c), with lock */
 	/* the peer's RMB (smcr_conn_set_peer): where smcr_tx.c writes */
 	uint32_t peer_token;
+	/* its row in lgr->rtok (a handle, lgr_rtoken.h; 0 none): its rkey
+	 * and address on each link. A stale handle (the peer deleted the
+	 * rkey, the row went to another RMB) finds nothing. */
+	int peer_rtok;
+	/* the row's column for the link the connection sends on, copied:
+	 * the data path reads these (plus the RMBE's offset in the address),
+	 * and a connection that changes links copies them anew */
 	uint64_t peer_rmb_addr;
 	uint32_t peer_rkey;
 	uint16_t rx_seq;
@@ -201,8 +208,14 @@ void smcr_conn_discard(struct smcr_conn *sc);
  * caller holds a reference on @lgr.
  */
 void smcr_rkey_forget(struct lgr *lgr, uint32_t rkey);
-/* The peer's RMB, from its CLC message; applies a CDC that came first. */
-void smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer);
+/*
+ * smcr_conn_set_peer() - the peer's RMB, from its CLC message: its row in
+ * the link group's rtokens (added, or found again) and the copy for the
+ * connection's link; applies a CDC that came first. -ENOSPC, nothing
+ * changed, when the link group knows LGR_RTOKEN_ROWS other peer RMBs
+ * already (the handshake declines: SMC_CLC_DECL_ERR_RTOK).
+ */
+int smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer);
 /* The handshake is done: watch @tcp_fd for the peer's death (from
  * SMCR_TCP_WATCH_DELAY_MS on), publish readiness. */
 void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd);

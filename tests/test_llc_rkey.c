@@ -4,7 +4,8 @@
  * and the CLC fill them: the peer's CONFIRM_RKEY stores a row (its
  * additional entries in the other links' columns) or is refused when the
  * table is full, its DELETE_RKEY removes rows and reports the unknown
- * rkeys. No device: a link group built by hand around fakes
+ * rkeys, a connection's peer RMB from the CLC finds or adds its row
+ * (smcr_conn_set_peer()). No device: a link group built by hand around fakes
  * of the verbs calls (the QP's post_send records the LLC messages) and a
  * pool registration hook that hands out keys.
  */
@@ -291,12 +292,110 @@ static void test_peer_delete_rkey(void **state)
 	fake_close(&f);
 }
 
+static struct smcr_conn *conn_new(struct fake *f)
+{
+	struct smcr_conn *sc;
+
+	assert_int_equal(smcr_conn_new(f->lgr, RMB_BYTES, RMB_BYTES, &sc), 0);
+	return sc;
+}
+
+/* The connection's peer RMB from the CLC: a row whose column is the
+ * connection's link's (found again when the peer's CONFIRM_RKEY brought
+ * it, with the other links' columns), the copy for the data path with the
+ * RMBE's offset; once the peer deletes the rkey, the connection's handle
+ * finds nothing, not the next RMB that takes the row. */
+static void test_set_peer_row(void **state)
+{
+	struct smcr_peer_rmb p = {.token = 7, .rkey = 0xabc, .dma_addr = 0x40000, .rmbe_idx = 2};
+	struct fake f;
+	struct smcr_conn *a, *b, *c;
+	struct lgr_rtoken r;
+	struct llc_msg m;
+
+	(void)state;
+	fake_open(&f);
+	fake_link(&f, 1, 2, SMCR_LNK_ACTIVE);
+	a = conn_new(&f);
+	b = conn_new(&f);
+	assert_int_equal(a->peer_rtok, 0);
+	assert_int_equal(smcr_conn_set_peer(a, &p), 0);
+	assert_true(a->peer_rtok > 0);
+	assert_int_equal(lgr_rtoken_get(&f.lgr->rtok, a->peer_rtok, 0, &r), 0);
+	assert_int_equal(r.rkey, 0xabc);
+	assert_int_equal(r.addr, 0x40000); /* the RMB's, not the RMBE's */
+	assert_int_equal(a->peer_rkey, 0xabc);
+	assert_int_equal(a->peer_rmb_addr, 0x40000 + a->rx.peer_len);
+	/* the peer's CONFIRM_RKEY first (a reused link group), then the CLC */
+	m = confirm_rkey(0xdef, 0x80000);
+	m.confirm_rkey.num_extra = 1;
+	m.confirm_rkey.extra[0] =
+		(struct llc_rtoken){.link_id = 2, .rkey = 0x2def, .vaddr = 0x80000};
+	peer_asks(&f, &m);
+	p.rkey = 0xdef;
+	p.dma_addr = 0x80000;
+	p.rmbe_idx = 1;
+	assert_int_equal(smcr_conn_set_peer(b, &p), 0);
+	assert_int_equal(lgr_rtoken_count(&f.lgr->rtok), 2);
+	assert_int_equal(lgr_rtoken_get(&f.lgr->rtok, b->peer_rtok, 1, &r), 0);
+	assert_int_equal(r.rkey, 0x2def);
+	assert_int_equal(b->peer_rmb_addr, 0x80000);
+	/* the peer deletes a's rkey; another RMB takes the row */
+	m = delete_rkey(LLC_V2, (uint32_t[]){0xabc}, 1);
+	assert_int_equal(peer_asks(&f, &m).delete_rkey.err, 0);
+	m = confirm_rkey(0x123, 0xc0000);
+	peer_asks(&f, &m);
+	assert_int_equal(lgr_rtoken_get(&f.lgr->rtok, a->peer_rtok, 0, &r), -ENOENT);
+	assert_int_equal(lgr_rtoken_get(&f.lgr->rtok, b->peer_rtok, 0, &r), 0);
+	/* a connection that sends on another link: the row's column is that link's */
+	c = conn_new(&f);
+	c->lnk_slot = 1;
+	p.rkey = 0x555;
+	p.dma_addr = 0x100000;
+	assert_int_equal(smcr_conn_set_peer(c, &p), 0);
+	assert_int_equal(lgr_rtoken_get(&f.lgr->rtok, c->peer_rtok, 1, &r), 0);
+	assert_int_equal(r.rkey, 0x555);
+	assert_int_equal(lgr_rtoken_get(&f.lgr->rtok, c->peer_rtok, 0, &r), -ENODATA);
+	assert_int_equal(c->peer_rkey, 0x555);
+	smcr_conn_discard(a);
+	smcr_conn_discard(b);
+	smcr_conn_discard(c);
+	fake_close(&f);
+}
+
+/* No rtoken left for the connection's peer RMB: refused, nothing set (the
+ * handshake declines); one the table knows is still taken. */
+static void test_set_peer_full(void **state)
+{
+	struct smcr_peer_rmb p = {.token = 7, .rkey = 0xabc, .dma_addr = 0x40000, .rmbe_idx = 1};
+	struct fake f;
+	struct smcr_conn *sc;
+
+	(void)state;
+	fake_open(&f);
+	for (uint32_t i = 0; i < LGR_RTOKEN_ROWS; i++)
+		assert_true(lgr_rtoken_add(&f.lgr->rtok, 0, 0x100 + i, 0x1000 * i) > 0);
+	sc = conn_new(&f);
+	assert_int_equal(smcr_conn_set_peer(sc, &p), -ENOSPC);
+	assert_int_equal(sc->peer_rtok, 0);
+	assert_int_equal(sc->rx.peer_len, 0);
+	assert_int_equal(sc->peer_rkey, 0);
+	p.rkey = 0x100 + 3;
+	p.dma_addr = 0x3000;
+	assert_int_equal(smcr_conn_set_peer(sc, &p), 0);
+	assert_int_equal(sc->peer_rkey, 0x103);
+	smcr_conn_discard(sc);
+	fake_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_peer_confirm_rkey_stored),
 		cmocka_unit_test(test_peer_confirm_rkey_full),
 		cmocka_unit_test(test_peer_delete_rkey),
+		cmocka_unit_test(test_set_peer_row),
+		cmocka_unit_test(test_set_peer_full),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
