@@ -183,6 +183,18 @@ static inline long lgr_last_rx_ms(struct lgr *lgr)
 	return last;
 }
 
+/*
+ * lgr_rmb_rkey() - the rkey of our RMB @buf on link slot @slot: what the
+ * peer writes it with over that link (our CONFIRM_RKEY's entries). The
+ * pools' registration slots are the link slots (lgr_link.c
+ * bufpool_reg_add()); 0 while @slot's link has no registration yet.
+ */
+static inline uint32_t lgr_rmb_rkey(const struct lgr *lgr, const struct bufpool_buf *buf, int slot)
+{
+	(void)lgr;
+	return bufpool_buf_rkey(buf, slot);
+}
+
 /* ---- life cycle ---- */
 
 /* A new LGR_INIT link group on @dev with its link's QP in INIT, receives posted. */

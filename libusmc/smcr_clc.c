@@ -184,14 +184,29 @@ int smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm 
 	return smcr_conn_set_peer(sc, &peer);
 }
 
-/* Our CONFIRM_RKEY request for @sc's RMB. */
-static void rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
+void smcr_clc_rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
 {
+	struct lgr *lgr = sc->lgr;
+	const struct bufpool_buf *rmb = sc->rmb;
+	int fslot = smcr_llc_link_slot(lgr); /* the link the flow goes over */
+	struct llc_confirm_rkey *c = &req->confirm_rkey;
+
 	memset(req, 0, sizeof(*req));
 	req->version = LLC_V2;
 	req->type = LLC_CONFIRM_RKEY;
-	req->confirm_rkey.rkey = sc->rmb->rkey;
-	req->confirm_rkey.vaddr = (uintptr_t)sc->rmb->addr;
+	c->rkey = lgr_rmb_rkey(lgr, rmb, fslot);
+	c->vaddr = (uintptr_t)rmb->addr;
+	/* every other active link's rkey of it (net/smc/smc_llc.c
+	 * smc_llc_send_confirm_rkey()); the address is the same on each */
+	for (int i = 0; i < SMCR_LINKS_MAX && c->num_extra < LLC_CONFIRM_RKEY_EXTRA; i++) {
+		const struct smcr_link *lnk = &lgr->lnk[i];
+
+		if (i == fslot || atomic_load(&lnk->state) != SMCR_LNK_ACTIVE)
+			continue;
+		c->extra[c->num_extra++] = (struct llc_rtoken){.link_id = lnk->link_num,
+							       .rkey = lgr_rmb_rkey(lgr, rmb, i),
+							       .vaddr = (uintptr_t)rmb->addr};
+	}
 }
 
 /*
@@ -206,7 +221,7 @@ int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
 
 	if (sc->rmb->rkey_confirmed)
 		return 0;
-	rkey_request(sc, &req);
+	smcr_clc_rkey_request(sc, &req);
 	return smcr_clc_rkey_answered(sc, smcr_llc_flow(lgr, &req, &resp), &resp);
 }
 
@@ -217,7 +232,7 @@ int smcr_clc_rkey_start(struct lgr *lgr, struct smcr_conn *sc, uint32_t *flow)
 	*flow = 0;
 	if (sc->rmb->rkey_confirmed)
 		return 0;
-	rkey_request(sc, &req);
+	smcr_clc_rkey_request(sc, &req);
 	return smcr_llc_flow_start(lgr, &req, flow);
 }
 

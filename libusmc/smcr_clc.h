@@ -274,6 +274,14 @@ void smcr_clc_fill_ac(struct clc_accept_confirm *m, uint8_t type, struct lgr *lg
 /* Encode and send an ACCEPT or CONFIRM. */
 int smcr_clc_send_ac(int fd, const struct clc_accept_confirm *m);
 
+/*
+ * smcr_clc_rkey_request() - our CONFIRM_RKEY request for @sc's RMB: its
+ * rkey and address for the link the flow goes over, and an additional
+ * entry {link number, rkey, address} for each other active link of the
+ * group (at most LLC_CONFIRM_RKEY_EXTRA).
+ */
+void smcr_clc_rkey_request(const struct smcr_conn *sc, struct llc_msg *req);
+
 /* The peer's RMB as its ACCEPT or CONFIRM describes it: 0, or -ENOSPC
  * when the link group has no rtoken left for it (smcr_conn_set_peer()). */
 int smcr_clc_set_peer_rmb(struct smcr_conn *sc, const struct clc_accept_confirm *m);

@@ -42,6 +42,11 @@ static struct smcr_link *llc_link(struct lgr *lgr)
 	return &lgr->lnk[LGR_FIRST_LINK];
 }
 
+int smcr_llc_link_slot(struct lgr *lgr)
+{
+	return (int)(llc_link(lgr) - lgr->lnk);
+}
+
 /* Post the encoded LLC message @buf of @len bytes on @lnk: inline, or from
  * the link's buffer for long ones (smcr_wr_long_buf()). */
 static int llc_post_bytes(struct lgr *lgr, struct smcr_link *lnk, const uint8_t *buf, int len,

@@ -90,6 +90,11 @@ struct smcr_llc {
 void smcr_llc_init(struct smcr_llc *llc);
 void smcr_llc_fini(struct smcr_llc *llc);
 
+/* The slot of the link smcr_llc_send() and the flows send on now (Linux:
+ * smc_llc_usable_link()): a message that names it (CONFIRM_RKEY's first
+ * entry) is built for it. */
+int smcr_llc_link_slot(struct lgr *lgr);
+
 /* Send one LLC message; -EAGAIN if the send queue is full. */
 int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m);
 /* The same on link @lnk (a CONFIRM_LINK goes on the link it confirms). */

@@ -5,7 +5,8 @@
  * additional entries in the other links' columns) or is refused when the
  * table is full, its DELETE_RKEY removes rows and reports the unknown
  * rkeys, a connection's peer RMB from the CLC finds or adds its row
- * (smcr_conn_set_peer()). No device: a link group built by hand around fakes
+ * (smcr_conn_set_peer()), and our CONFIRM_RKEY names our RMB on every
+ * other active link. No device: a link group built by hand around fakes
  * of the verbs calls (the QP's post_send records the LLC messages) and a
  * pool registration hook that hands out keys.
  */
@@ -26,6 +27,7 @@
 #include "lgr.h"
 #include "lgr_rtoken.h"
 #include "llc.h"
+#include "smcr_clc.h"
 #include "smcr_conn.h"
 #include "smcr_llc.h"
 #include "smcr_wr.h"
@@ -388,6 +390,65 @@ static void test_set_peer_full(void **state)
 	fake_close(&f);
 }
 
+/* Our CONFIRM_RKEY: the RMB on the link the flow goes over (its rkey in
+ * that link's registration), and one additional entry per other active
+ * link (not one that is coming up or going down). */
+static void test_our_confirm_rkey(void **state)
+{
+	struct fake f;
+	struct smcr_conn *sc;
+	struct llc_msg req, back;
+	uint8_t buf[LLC_MSG_LEN];
+
+	(void)state;
+	fake_open(&f);
+	sc = conn_new(&f);
+	smcr_clc_rkey_request(sc, &req);
+	assert_int_equal(req.type, LLC_CONFIRM_RKEY);
+	assert_int_equal(req.flags, 0);
+	assert_int_equal(req.confirm_rkey.rkey, sc->rmb->rkey);
+	assert_int_equal(req.confirm_rkey.vaddr, (uintptr_t)sc->rmb->addr);
+	assert_int_equal(req.confirm_rkey.num_extra, 0);
+	/* links 2 and 3 in slots 1 and 2, each with its registration of the RMB */
+	assert_int_equal(bufpool_reg_add(f.lgr->rmbs, 1, NULL), 0);
+	assert_int_equal(bufpool_reg_add(f.lgr->rmbs, 2, NULL), 0);
+	fake_link(&f, 1, 2, SMCR_LNK_ACTIVATING);
+	fake_link(&f, 2, 3, SMCR_LNK_ACTIVE);
+	smcr_clc_rkey_request(sc, &req);
+	assert_int_equal(req.confirm_rkey.rkey, sc->rmb->rkey);
+	assert_int_equal(req.confirm_rkey.num_extra, 1);
+	assert_int_equal(req.confirm_rkey.extra[0].link_id, 3);
+	assert_int_equal(req.confirm_rkey.extra[0].rkey, bufpool_buf_rkey(sc->rmb, 2));
+	assert_int_not_equal(req.confirm_rkey.extra[0].rkey, 0);
+	assert_int_not_equal(req.confirm_rkey.extra[0].rkey, sc->rmb->rkey);
+	assert_int_equal(req.confirm_rkey.extra[0].vaddr, (uintptr_t)sc->rmb->addr);
+	fake_link(&f, 1, 2, SMCR_LNK_ACTIVE);
+	smcr_clc_rkey_request(sc, &req);
+	assert_int_equal(req.confirm_rkey.num_extra, 2);
+	assert_int_equal(req.confirm_rkey.extra[0].link_id, 2);
+	assert_int_equal(req.confirm_rkey.extra[0].rkey, bufpool_buf_rkey(sc->rmb, 1));
+	assert_int_equal(req.confirm_rkey.extra[1].link_id, 3);
+	/* the first link down: the flow goes over the next, which the first
+	 * entry names, the last link the one additional entry */
+	fake_link(&f, 0, 1, SMCR_LNK_INACTIVE);
+	assert_int_equal(smcr_llc_link_slot(f.lgr), 1);
+	smcr_clc_rkey_request(sc, &req);
+	assert_int_equal(req.confirm_rkey.rkey, bufpool_buf_rkey(sc->rmb, 1));
+	assert_int_equal(req.confirm_rkey.num_extra, 1);
+	assert_int_equal(req.confirm_rkey.extra[0].link_id, 3);
+	fake_link(&f, 0, 1, SMCR_LNK_ACTIVE);
+	smcr_clc_rkey_request(sc, &req);
+	/* it is what goes on the wire */
+	assert_int_equal(llc_encode(&req, buf, sizeof(buf)), LLC_MSG_LEN);
+	assert_int_equal(llc_decode(buf, sizeof(buf), &back), 0);
+	assert_int_equal(back.confirm_rkey.num_extra, 2);
+	assert_int_equal(back.confirm_rkey.extra[1].rkey, req.confirm_rkey.extra[1].rkey);
+	smcr_conn_discard(sc);
+	bufpool_reg_del(f.lgr->rmbs, 1);
+	bufpool_reg_del(f.lgr->rmbs, 2);
+	fake_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -396,6 +457,7 @@ int main(void)
 		cmocka_unit_test(test_peer_delete_rkey),
 		cmocka_unit_test(test_set_peer_row),
 		cmocka_unit_test(test_set_peer_full),
+		cmocka_unit_test(test_our_confirm_rkey),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
