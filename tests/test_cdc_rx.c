@@ -86,13 +86,38 @@ static void test_prod_beyond_advertised(void **state)
 	assert_int_equal(s.rx_prod, RMB);
 }
 
+/* Behind what we told the peer we consumed: stale (a peer that moved to
+ * another link rewinds, our cursor lost with the old one), no news; a
+ * ring or more behind: a lie. */
 static void test_prod_behind_advertised(void **state)
 {
 	struct cdc_rx_state s = fresh();
 	struct cdc_msg m = cdc(500, 0);
 
 	s.rx_prod = s.rx_cons = s.rx_cons_sent = 1000;
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_int_equal(s.rx_prod, 1000);
+	s.rx_prod = s.rx_cons = s.rx_cons_sent = 2 * RMB + 1000;
 	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_BAD_PROD);
+	assert_int_equal(s.rx_prod, 2 * RMB + 1000);
+}
+
+/* After a failover rewound what we sent: the peer's consumer cursor may
+ * be ahead of it, up to what we ever sent, and we go on from there; beyond
+ * that it is a lie. */
+static void test_cons_after_rewind(void **state)
+{
+	struct cdc_rx_state s = fresh();
+	struct cdc_msg m = cdc(0, 2000);
+
+	s.tx_sent = 1000;
+	s.tx_sent_max = 3000;
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_OK);
+	assert_int_equal(s.peer_cons, 2000);
+	assert_int_equal(s.tx_sent, 2000);
+	m = cdc(0, 3500);
+	assert_int_equal(cdc_rx_apply(&s, &m), CDC_RX_BAD_CONS);
+	assert_int_equal(s.peer_cons, 2000);
 }
 
 static void test_bad_cursor(void **state)
@@ -279,6 +304,7 @@ int main(void)
 		cmocka_unit_test(test_cons_ahead_of_sent),
 		cmocka_unit_test(test_prod_beyond_advertised),
 		cmocka_unit_test(test_prod_behind_advertised),
+		cmocka_unit_test(test_cons_after_rewind),
 		cmocka_unit_test(test_bad_cursor),
 		cmocka_unit_test(test_data_after_done_writing),
 		cmocka_unit_test(test_close_while_blocked_holds_eof),

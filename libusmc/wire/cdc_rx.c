@@ -10,28 +10,36 @@ struct cdc_cursor cdc_rx_curs_of(uint64_t total, uint32_t size)
 
 /*
  * The peer's producer cursor as a stream total: it may be at most one RMB
- * ahead of the consumer cursor we last told it (rx_cons_sent), never
- * behind it. -1 for a lie.
+ * ahead of the consumer cursor we last told it (rx_cons_sent). Behind it,
+ * by less than a ring, it is stale: a peer that moved to another link
+ * rewinds to what it knows we have, and our consumer cursor may have been
+ * lost with the old link (Linux's smc_curs_diff() takes a cursor that went
+ * back as no news); the caller keeps what it had. -1 for a lie.
  */
 static int64_t prod_total(const struct cdc_rx_state *s, struct cdc_cursor prod)
 {
 	int64_t ahead =
-		cdc_ring_used(prod, cdc_rx_curs_of(s->rx_cons_sent, s->rmb_len), s->rmb_len);
+		cdc_curs_sdiff(cdc_rx_curs_of(s->rx_cons_sent, s->rmb_len), prod, s->rmb_len);
 
-	return ahead < 0 ? -1 : (int64_t)(s->rx_cons_sent + (uint64_t)ahead);
+	if (ahead > (int64_t)s->rmb_len || ahead <= -(int64_t)s->rmb_len ||
+	    (int64_t)s->rx_cons_sent + ahead < 0)
+		return -1;
+	return (int64_t)s->rx_cons_sent + ahead;
 }
 
 /*
- * The peer's consumer cursor as a stream total: at most what we sent, at
- * least one RMB of the peer's below it, and never below zero. -1 for a lie.
+ * The peer's consumer cursor as a stream total: at most what we ever sent
+ * (a failover may have rewound what we sent since), at least one RMB of
+ * the peer's below it, and never below zero. -1 for a lie.
  */
 static int64_t cons_total(const struct cdc_rx_state *s, struct cdc_cursor cons)
 {
-	int64_t unread = cdc_ring_used(cdc_rx_curs_of(s->tx_sent, s->peer_len), cons, s->peer_len);
+	uint64_t sent = s->tx_sent > s->tx_sent_max ? s->tx_sent : s->tx_sent_max;
+	int64_t unread = cdc_ring_used(cdc_rx_curs_of(sent, s->peer_len), cons, s->peer_len);
 
-	if (unread < 0 || (uint64_t)unread > s->tx_sent)
+	if (unread < 0 || (uint64_t)unread > sent)
 		return -1;
-	return (int64_t)(s->tx_sent - (uint64_t)unread);
+	return (int64_t)(sent - (uint64_t)unread);
 }
 
 static void apply_flags(struct cdc_rx_state *s, const struct cdc_msg *m)
@@ -92,6 +100,9 @@ enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m
 	}
 	if ((uint64_t)cons > s->peer_cons)
 		s->peer_cons = (uint64_t)cons;
+	/* what the peer consumed it had: a rewound sender goes on from there */
+	if (s->peer_cons > s->tx_sent)
+		s->tx_sent = s->peer_cons;
 	apply_flags(s, m);
 	apply_hold(s, ended);
 	return CDC_RX_OK;

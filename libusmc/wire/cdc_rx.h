@@ -51,7 +51,10 @@ struct cdc_rx_state {
 	uint64_t rx_cons;      /* the application consumed up to here */
 	uint64_t rx_cons_sent; /* consumer cursor last told to the peer */
 	uint64_t tx_sent;      /* RDMA-written to the peer up to here */
-	uint64_t peer_cons;    /* the peer consumed up to here */
+	/* the most ever written: a failover rewinds tx_sent below it to what
+	 * the peer surely has (smcr_tx.c), and the peer may have taken more */
+	uint64_t tx_sent_max;
+	uint64_t peer_cons; /* the peer consumed up to here */
 	bool peer_write_blocked, peer_done_writing, peer_closed, peer_abort;
 	bool eof_held;	      /* the peer ended its stream while blocked: EOF waits */
 	bool cons_update_due; /* the peer asked, or waits, for our consumer cursor */
@@ -67,7 +70,7 @@ enum cdc_rx_verdict {
 	CDC_RX_OK = 0,
 	CDC_RX_BAD_CURSOR,	/* a cursor outside its ring */
 	CDC_RX_BAD_PROD,	/* producer behind our consumer cursor or a ring beyond it */
-	CDC_RX_BAD_CONS,	/* consumer cursor ahead of what we sent, or below zero */
+	CDC_RX_BAD_CONS,	/* consumer cursor ahead of what we ever sent, or below zero */
 	CDC_RX_PROD_AFTER_DONE, /* data after the end of the peer's stream (not held) */
 };
 
