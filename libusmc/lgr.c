@@ -79,10 +79,9 @@ static void lgr_link_sq_room(struct smcr_link *lnk)
  * once: the caller that takes it down says so and, if it was ACTIVE,
  * counts a link failure (SMCR_LINK_FAILED); a link an orderly end took
  * down before (lgr_terminate(), lgr_free(), lgr_link_drop()) is neither.
- * A link no connection sends on, with another link up, goes alone
- * (lgr_link_drop()); otherwise the link group ends with it (connections
- * do not move between links yet, Linux's smcr_link_down() ->
- * smc_switch_conns(): docs/smcr.md "Links").
+ * With another link up, the link goes alone and its connections move
+ * there (lgr_link_failover(), Linux's smcr_link_down() ->
+ * smc_switch_conns()); otherwise the link group ends with it.
  */
 void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 {
@@ -97,10 +96,8 @@ void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 		 "link group %x: link %u (%s:%u) down%s: %s", lgr->id, lnk->link_num,
 		 lnk->dev.name, lnk->dev.port, was == SMCR_LNK_ACTIVE ? "" : " before it was up",
 		 log_errname(err));
-	if (lgr_link_spare(lgr, lnk)) {
-		lgr_link_drop(lgr, lnk);
+	if (lgr_link_failover(lgr, lnk, err))
 		return;
-	}
 	lgr_terminate(lgr, err, orderly);
 }
 

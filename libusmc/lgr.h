@@ -66,6 +66,10 @@ struct lgr_conn_ops {
 	/* Timer tick: connections whose TCP hung up without a close, closed
 	 * ones whose peer did not close in time, held EOFs past their bound. */
 	void (*tick)(struct lgr *lgr);
+	/* The link in slot @from failed: if @sc sends on it, move it to the
+	 * link in slot @to and send again what the peer has not confirmed;
+	 * true if it moved. */
+	bool (*switch_link)(struct smcr_conn *sc, int from, int to);
 };
 
 /* Per link group settings, from the context's options. */

@@ -29,9 +29,13 @@ void lgr_flush_sends(struct lgr *lgr, struct smcr_link *lnk);
 
 /* ---- lgr_link.c ---- */
 
-/* @lnk could go without its link group: no connection sends on it, and
- * another link is up. */
-bool lgr_link_spare(struct lgr *lgr, const struct smcr_link *lnk);
+/*
+ * lgr_link_failover() - @lnk failed with @err (it is INACTIVE now): if
+ * another link is ACTIVE, drop @lnk, move its connections to that one
+ * and tell the peer (DELETE_LINK over the survivor), and say true; false
+ * if no link is left (the link group ends).
+ */
+bool lgr_link_failover(struct lgr *lgr, struct smcr_link *lnk, int err);
 /* Free the links lgr_link_drop() left (the progress thread, holding the
  * engine's token: nobody else polls them). */
 void lgr_links_reap(struct lgr *lgr);

@@ -101,10 +101,10 @@ void lgr_link_drop(struct lgr *lgr, struct smcr_link *lnk)
 {
 	int slot = lgr_link_slot(lgr, lnk);
 
-	if (slot == LGR_FIRST_LINK)
-		return; /* its link group's: it goes with it */
 	smcr_link_deactivate(lnk);
 	smcr_link_qp_error(lnk);
+	if (slot == LGR_FIRST_LINK)
+		return; /* the engine's own: its objects go with the link group */
 	if (atomic_fetch_or(&lgr->reap_slots, 1u << slot) & (1u << slot))
 		return; /* dropped already */
 	/* the progress thread needs the token to free it: it takes it when
@@ -125,6 +125,7 @@ static void link_reap(struct lgr *lgr, int slot)
 	smcr_link_qp_destroy(lnk);
 	bufpool_reg_del(lgr->rmbs, slot);
 	bufpool_reg_del(lgr->sndbufs, slot);
+	lgr_rtoken_clear_link(&lgr->rtok, slot);
 	smcr_wr_rx_free(lnk);
 	smcr_link_free(lnk);
 	slot_clear(lnk);
@@ -179,9 +180,58 @@ int lgr_links_active(struct lgr *lgr)
 	return n;
 }
 
-bool lgr_link_spare(struct lgr *lgr, const struct smcr_link *lnk)
+/* An ACTIVE link of @lgr other than @lnk, or NULL. */
+static struct smcr_link *survivor(struct lgr *lgr, const struct smcr_link *lnk)
 {
-	/* connections send on the first link only (smcr_conn.h lnk_slot:
-	 * none is put on another yet), so any other can go alone */
-	return lgr_link_slot(lgr, lnk) != LGR_FIRST_LINK && lgr_links_active(lgr) > 0;
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		if (&lgr->lnk[i] != lnk && atomic_load(&lgr->lnk[i].state) == SMCR_LNK_ACTIVE)
+			return &lgr->lnk[i];
+	return NULL;
+}
+
+/* Move the connections of the link in slot @from to slot @to; how many. */
+static int switch_conns(struct lgr *lgr, int from, int to)
+{
+	struct smcr_conn *list[SMCR_MAX_CONNS];
+	int n = lgr_conns_get(lgr, list), moved = 0;
+
+	for (int i = 0; i < n; i++) {
+		moved += lgr->ops->switch_link(list[i], from, to);
+		lgr->ops->put(list[i]);
+	}
+	return moved;
+}
+
+/* The peer learns that our end of @lnk is gone (Linux:
+ * smc_llc_send_delete_link() with SMC_LLC_DEL_LOST_PATH), over @via. */
+static void tell_peer(struct lgr *lgr, const struct smcr_link *lnk, struct smcr_link *via)
+{
+	struct llc_msg m = {.version = LLC_V2,
+			    .type = LLC_DELETE_LINK,
+			    .flags = LLC_FLAG_DEL_LINK_ORDERLY,
+			    .delete_link = {.link_num = lnk->link_num,
+					    .reason = LLC_DEL_LOST_PATH}};
+
+	smcr_llc_send_on(lgr, via, &m);
+}
+
+bool lgr_link_failover(struct lgr *lgr, struct smcr_link *lnk, int err)
+{
+	struct smcr_link *to = survivor(lgr, lnk);
+	int moved;
+
+	if (!to || atomic_load(&lgr->state) != LGR_ACTIVE)
+		return false;
+	/* its QP to ERR first: what it still had posted completes as failed,
+	 * and confirms nothing the connections write again */
+	lgr_link_drop(lgr, lnk);
+	moved = switch_conns(lgr, lgr_link_slot(lgr, lnk), lgr_link_slot(lgr, to));
+	smcr_ctx_count_link_event(lgr->sctx, SMCR_LINK_FAILOVER, (uint64_t)moved);
+	usmc_log(lgr->sctx->log, USMC_LOG_INFO,
+		 "link group %x: failover: %d connection%s from link %u to link %u (%s:%u): %s",
+		 lgr->id, moved, moved == 1 ? "" : "s", lnk->link_num, to->link_num,
+		 to->dev.name, to->dev.port, log_errname(err));
+	if (err != -ECONNRESET) /* not the peer's own DELETE_LINK */
+		tell_peer(lgr, lnk, to);
+	return true;
 }

@@ -45,7 +45,8 @@ int smcr_conn_set_peer(struct smcr_conn *sc, const struct smcr_peer_rmb *peer)
 	sc->peer_rkey = peer->rkey;
 	sc->rx.peer_len = (uint32_t)smc_uncompress_bufsize(peer->size_class);
 	/* RMBE index counts from 1 (Linux: always 1) */
-	sc->peer_rmb_addr = peer->dma_addr + (uint64_t)(peer->rmbe_idx - 1) * sc->rx.peer_len;
+	sc->peer_rmbe_off = (uint64_t)(peer->rmbe_idx - 1) * sc->rx.peer_len;
+	sc->peer_rmb_addr = peer->dma_addr + sc->peer_rmbe_off;
 	/* on a reused link group the peer's first CDC may beat its CLC CONFIRM */
 	if (sc->early_valid) {
 		sc->early_valid = false;

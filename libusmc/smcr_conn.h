@@ -99,6 +99,7 @@ struct smcr_conn {
 	 * and address on each link. A stale handle (the peer deleted the
 	 * rkey, the row went to another RMB) finds nothing. */
 	int peer_rtok;
+	uint64_t peer_rmbe_off; /* our RMBE's offset in the peer's RMB (its rmbe_idx) */
 	/* the row's column for the link the connection sends on, copied:
 	 * the data path reads these (plus the RMBE's offset in the address),
 	 * and a connection that changes links copies them anew */
@@ -118,6 +119,7 @@ struct smcr_conn {
 	uint64_t tx_fin;  /* CDC completed (sc_snd_free(): or consumed by the peer) */
 	uint16_t tx_seq;
 	bool tx_pending;      /* something to send once send queue space frees */
+	bool tx_resync;	      /* moved to another link: the next push sends a CDC */
 	bool sent_since_read; /* sent since the last read took data: a read awaits a reply */
 
 	/* ---- the ends of the stream, with lock: set by the user's calls

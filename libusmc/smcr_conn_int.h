@@ -115,6 +115,9 @@ void sc_user_call_end(struct smcr_conn *sc, int what, int cancel);
 
 /* The link @sc sends on; requires sc->lock (a failover moves it). */
 struct smcr_link *sc_link_locked(struct smcr_conn *sc);
+/* The link group's call (struct lgr_conn_ops): the link in slot @from
+ * failed; move @sc to slot @to if it sends on @from. */
+bool sc_switch_link(struct smcr_conn *sc, int from, int to);
 
 /* Send what the window allows, each piece with its CDC, if there is
  * anything to say; requires sc->lock. */

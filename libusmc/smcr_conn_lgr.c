@@ -72,4 +72,5 @@ const struct lgr_conn_ops smcr_conn_lgr_ops = {
 	.fail = sc_lgr_dead,
 	.tcp_hup = sc_tcp_hup,
 	.tick = sc_tick,
+	.switch_link = sc_switch_link,
 };

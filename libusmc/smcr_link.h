@@ -56,6 +56,9 @@ struct smcr_tx_pend {
 	void *conn;
 	uint16_t nwr;  /* send queue entries it frees */
 	uint64_t mark; /* CDC: bytes of the connection's stream covered */
+	/* at its completion: the send failed (flushed with its QP), so the
+	 * peer may not have what it covers */
+	bool failed;
 };
 
 /* The send queue of one QP. */

@@ -598,6 +598,31 @@ static void answer(struct lgr *lgr, struct llc_msg *m)
 	smcr_llc_answer(lgr, m);
 }
 
+/*
+ * The peer's DELETE_LINK (Linux: smc_llc_rmt_delete_link()): ALL ends the
+ * link group; one link goes down as if it had failed here, its
+ * connections moving to another link if one is up (else the link group
+ * ends), and the peer gets its answer, NOLNK for a link we do not have.
+ */
+static void delete_link_rx(struct lgr *lgr, struct llc_msg *m)
+{
+	struct smcr_link *lnk;
+
+	if (m->flags & LLC_FLAG_DEL_LINK_ALL) {
+		lgr_terminate(lgr, -ECONNABORTED, false);
+		return;
+	}
+	lnk = lgr_link_by_num(lgr, m->delete_link.link_num);
+	if (lnk)
+		lnk->up.h->error(lnk, -ECONNRESET, false);
+	if (atomic_load(&lgr->state) != LGR_ACTIVE)
+		return; /* nobody left to answer on */
+	llc_make_response(m);
+	if (!lnk)
+		m->delete_link.reason = LLC_DEL_NOLNK;
+	smcr_llc_answer(lgr, m);
+}
+
 void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 {
 	static _Thread_local struct llc_msg m; /* large (ADD_LINK rkeys): not on the stack */
@@ -624,8 +649,7 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		deliver_confirm_link(lgr, &m);
 		break;
 	case LLC_DELETE_LINK:
-		/* one link: deleting it (or ALL) ends the link group */
-		lgr_terminate(lgr, -ECONNABORTED, false);
+		delete_link_rx(lgr, &m);
 		break;
 	default:
 		/* a flow of the peer's (CONFIRM_RKEY, DELETE_RKEY): more may follow */
@@ -646,7 +670,10 @@ void smcr_llc_tick(struct lgr *lgr, long now)
 	if (atomic_load(&lgr->state) != LGR_ACTIVE)
 		return;
 	if (sent && !smcr_llc_answer_waits(now, sent, atomic_load(&lnk->last_rx_ms))) {
-		lgr_terminate(lgr, -ETIMEDOUT, false); /* TEST_LINK unanswered, the peer silent */
+		/* TEST_LINK unanswered, the peer silent on that link: it failed
+		 * (its connections move if another link is up) */
+		llc->tl_sent_ms = 0;
+		lnk->up.h->error(lnk, -ETIMEDOUT, false);
 		return;
 	}
 	if (!sent && (atomic_exchange(&llc->test_now, false) ||

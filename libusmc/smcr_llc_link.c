@@ -83,6 +83,23 @@ static void add_link_fill(struct lgr *lgr, struct smcr_link *lnk, struct llc_msg
 	}
 }
 
+/*
+ * The peer's RMBs on the new link, from its ADD_LINK's rkey list: each
+ * entry names an RMB by its rkey on the link the message came over (@via)
+ * and gives its rkey and address on the new one (Linux:
+ * smc_llc_save_add_link_rkeys() -> smc_rtoken_set()). An rkey we do not
+ * know is skipped, as Linux does: a connection of that RMB cannot move to
+ * the new link then (sc_switch_link() fails it).
+ */
+static void peer_rkeys(struct lgr *lgr, int via, struct smcr_link *lnk, const struct llc_add_link *a)
+{
+	int slot = lgr_link_slot(lgr, lnk);
+
+	for (int i = 0; i < a->num_rkeys && i < LLC_V2_MAX_RKEYS; i++)
+		lgr_rtoken_set_known(&lgr->rtok, via, a->rkeys[i].rkey, slot, a->rkeys[i].rkey_new,
+				     a->rkeys[i].vaddr_new);
+}
+
 /* The link is confirmed: ACTIVE, said once. */
 static int link_up(struct lgr *lgr, struct smcr_link *lnk)
 {
@@ -135,8 +152,10 @@ static int srv_add_link(struct lgr *lgr, struct llc_msg *m)
 		rc = -ECONNREFUSED; /* the client has no port to spare */
 	if (!rc && !m->add_link.has_ext)
 		rc = -EPROTO; /* an accepting v2 response carries its rkeys */
-	if (!rc)
+	if (!rc) {
+		peer_rkeys(lgr, LGR_FIRST_LINK, lnk, &m->add_link);
 		rc = link_ready(lnk, &m->add_link);
+	}
 	if (!rc)
 		rc = srv_confirm_link(lgr, lnk);
 	if (!rc)
@@ -190,6 +209,7 @@ static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
 		smcr_llc_flow_disown(lgr);
 		return rc;
 	}
+	peer_rkeys(lgr, LGR_FIRST_LINK, lnk, &m->add_link);
 	rc = link_ready(lnk, &m->add_link);
 	if (!rc)
 		rc = cli_confirm(lgr, lnk, m);

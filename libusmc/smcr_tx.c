@@ -60,7 +60,7 @@ static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr 
 			chunk = sc->rx.peer_len - roff;
 		sge[k] = (struct ibv_sge){.addr = (uintptr_t)sc->sndbuf->addr + soff,
 					  .length = (uint32_t)chunk,
-					  .lkey = sc->sndbuf->lkey};
+					  .lkey = bufpool_buf_lkey(sc->sndbuf, sc->lnk_slot)};
 		/* small: copied into the work request at the post (as Linux's
 		 * net/smc/smc_tx.c smcr_tx_rdma_writes() with its inline limit),
 		 * so a short message is two inline WRs behind one doorbell */
@@ -107,7 +107,8 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		return false;
 	if (sc->aborting)
 		n = 0, all_sent = true;
-	if (!n && !sc->rx.cons_update_due && !sc->eof_ask && !sc_flags_due(sc, all_sent))
+	if (!n && !sc->rx.cons_update_due && !sc->eof_ask && !sc->tx_resync &&
+	    !sc_flags_due(sc, all_sent))
 		return false;
 	k = n ? sc_build_writes(sc, n, wr, sge) : 0;
 	m = (struct cdc_msg){
@@ -139,6 +140,7 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		return false;
 	}
 	sc->tx_seq = m.seqno;
+	sc->tx_resync = false;
 	sc->rx.tx_sent += n;
 	sc->rx.rx_cons_sent = sc->rx.rx_cons;
 	sc->rx.cons_update_due = false;
@@ -169,6 +171,58 @@ void sc_tx_push_locked(struct smcr_conn *sc)
 		;
 }
 
+/* ---- failover -------------------------------------------------------- */
+
+/*
+ * Onto the link in slot @to: the peer's RMB as that link reaches it (the
+ * link group's rtokens: the peer's ADD_LINK or CONFIRM_RKEY told it), and
+ * the stream rewound to what the peer surely has, which goes again: what
+ * a CDC whose send completed covered, or what the peer said it consumed
+ * (Linux's smc_switch_cursor() rewinds to tx_curs_fin, moved on to the
+ * peer's consumer cursor when that is ahead). Writing a byte twice at its
+ * place in the peer's ring is harmless; a producer cursor that went back
+ * is stale news to the peer (wire/cdc_rx.c). One CDC goes even with
+ * nothing to write: the state flags and our consumer cursor, which may
+ * have been lost with the old link. Requires sc->lock.
+ */
+static bool sc_switch_locked(struct smcr_conn *sc, int to)
+{
+	struct lgr_rtoken rt;
+	uint64_t sure = sc->tx_fin > sc->rx.peer_cons ? sc->tx_fin : sc->rx.peer_cons;
+
+	if (!sc->rx.peer_len) { /* in its handshake: no peer RMB yet */
+		sc->lnk_slot = (uint8_t)to;
+		return true;
+	}
+	if (lgr_rtoken_get(&sc->lgr->rtok, sc->peer_rtok, to, &rt)) {
+		/* the peer never said where its RMB is on that link */
+		sc_fail_locked(sc, -ECONNABORTED);
+		return false;
+	}
+	sc->lnk_slot = (uint8_t)to;
+	sc->peer_rkey = rt.rkey;
+	sc->peer_rmb_addr = rt.addr + sc->peer_rmbe_off;
+	if (sc->rx.tx_sent > sc->rx.tx_sent_max)
+		sc->rx.tx_sent_max = sc->rx.tx_sent;
+	if (sure < sc->rx.tx_sent)
+		sc->rx.tx_sent = sure;
+	sc->tx_resync = true;
+	sc->tx_pending = false;
+	sc_tx_push_locked(sc);
+	return true;
+}
+
+bool sc_switch_link(struct smcr_conn *sc, int from, int to)
+{
+	bool moved = false;
+
+	pthread_mutex_lock(&sc->lock);
+	if (sc->lnk_slot == from && !sc->err)
+		moved = sc_switch_locked(sc, to);
+	pthread_mutex_unlock(&sc->lock);
+	return moved;
+}
+
 /* ---- send completions, send queue space ------------------------------ */
 
 void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
@@ -177,7 +231,8 @@ void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
 
 	(void)lgr;
 	pthread_mutex_lock(&sc->lock);
-	if (p->mark > sc->tx_fin) {
+	/* a failed one confirms nothing: a failover writes it again */
+	if (!p->failed && p->mark > sc->tx_fin) {
 		sc->tx_fin = p->mark;
 		sc_wake_locked(sc, SC_WR); /* room: only a writer cares */
 		sc_update_ready_locked(sc);

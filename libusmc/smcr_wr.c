@@ -207,6 +207,7 @@ static bool wr_dispatch(struct smcr_link *lnk, struct ibv_wc *wc, int n)
 		if (wc[i].wr_id & WR_RX_TAG) {
 			rx_done(lnk, &wc[i]);
 		} else if (smcr_wr_send_done(lnk, &p)) {
+			p.failed = wc[i].status != IBV_WC_SUCCESS;
 			sent = true;
 			if (p.conn)
 				lnk->up.h->tx_done(lnk, &p);

@@ -10,7 +10,14 @@
  *     peer; links_added counts one at each end; a checked stream crosses
  *     the link group afterwards;
  *  2. one end allows one link: max_links 1 is negotiated, no ADD_LINK is
- *     sent, each link group keeps its one link.
+ *     sent, each link group keeps its one link;
+ *  3. failover: a checked stream (USMC_TEST_FAILOVER_MB, default 64 MiB)
+ *     whose first path fails for 5 s a quarter of the way through, its
+ *     netdevs down (a port event at both ends), or for 10 s its RoCE
+ *     silently lost (no event, and rxe retries a send for ever: TEST_LINK,
+ *     every 3 s here, tells, within 2 x its interval): the stream completes
+ *     intact on the second link; each end counts a failover and keeps one
+ *     link. The longest time without progress is printed.
  *
  * What a link group holds is read from the library's internals (lgr.h):
  * the test's view, not an API (usmc-stat shows the same to operators).
@@ -23,6 +30,7 @@
 
 #include "../common/pattern.h"
 #include "ctx.h"
+#include "fault_net.h"
 #include "lgr.h"
 #include "smcr_common.h"
 
@@ -31,6 +39,9 @@
 #define CHUNK	       (64 * 1024)
 #define LINKS_WAIT_MS  5000 /* for the second link: two LLC round trips, QP set-up */
 #define SINGLE_WAIT_MS 1500 /* for an ADD_LINK that must not come */
+#define FAULT_SECONDS  5.0  /* a port down */
+#define SILENT_SECONDS 10.0 /* RoCE lost: longer than TEST_LINK takes to tell */
+#define TESTLINK_MS    3000 /* the silent case's USMC_OPT_TESTLINK_MS */
 
 struct server {
 	struct usmc_listener *l;
@@ -148,7 +159,8 @@ struct pair {
 	struct usmc_conn *c;
 };
 
-static void pair_open(struct pair *p, long server_links, long client_links)
+/* @testlink_ms: both ends' USMC_OPT_TESTLINK_MS (0: the default). */
+static void pair_open(struct pair *p, long server_links, long client_links, long testlink_ms)
 {
 	struct sockaddr_in sa;
 	int rc;
@@ -156,6 +168,10 @@ static void pair_open(struct pair *p, long server_links, long client_links)
 	memset(p, 0, sizeof(*p));
 	p->sctx = ctx_with_links(server_links);
 	p->cctx = ctx_with_links(client_links);
+	if (testlink_ms)
+		CHECK(!usmc_ctx_setopt(p->sctx, USMC_OPT_TESTLINK_MS, testlink_ms) &&
+			      !usmc_ctx_setopt(p->cctx, USMC_OPT_TESTLINK_MS, testlink_ms),
+		      "USMC_OPT_TESTLINK_MS");
 	p->srv.l = listen_b(p->sctx, 8, &sa);
 	CHECK(!pthread_create(&p->t, NULL, server_main, &p->srv), "pthread_create");
 	rc = usmc_connect(p->cctx, (struct sockaddr *)&sa, sizeof(sa), 0, &p->c);
@@ -191,7 +207,7 @@ static void test_second_link(void)
 	int ns, nc;
 
 	CHECK(dev_a2 && dev_b2, "USMC_TEST_RXE_A2/_B2 not set (vm-run.sh --setup twopath)");
-	pair_open(&p, 2, 2);
+	pair_open(&p, 2, 2, 0);
 	ns = wait_links(p.sctx, 2, LINKS_WAIT_MS, sl);
 	nc = wait_links(p.cctx, 2, LINKS_WAIT_MS, cl);
 	printf("second link: server %d links, client %d links after %.0f ms\n", ns, nc,
@@ -221,7 +237,7 @@ static void test_one_end_single(long server_links, long client_links)
 	struct pair p;
 	int ns, nc;
 
-	pair_open(&p, server_links, client_links);
+	pair_open(&p, server_links, client_links, 0);
 	usleep(SINGLE_WAIT_MS * 1000);
 	ns = active_links(p.sctx, sl);
 	nc = active_links(p.cctx, cl);
@@ -234,11 +250,137 @@ static void test_one_end_single(long server_links, long client_links)
 	       client_links);
 }
 
-int main(void)
+enum fault { FAULT_PORT_DOWN, FAULT_SILENT_DROP };
+
+static const char *fault_name(enum fault f)
 {
+	return f == FAULT_PORT_DOWN ? "path 1's netdevs down" : "path 1's RoCE lost";
+}
+
+static void fault_apply(enum fault f, bool on)
+{
+	/* lost at ingress: each end sends as ever and hears nothing, which
+	 * only its failed sends (or TEST_LINK) tell; dropped at egress, rxe
+	 * fails the send at once */
+	int rc = f == FAULT_PORT_DOWN ? fnet_link_path(1, on) : roce_lose_path(1, on);
+
+	CHECK(!rc, "%s: %s", fault_name(f), on ? "apply" : "undo");
+}
+
+struct fault_timer {
+	enum fault f;
+	pthread_t t;
+};
+
+static void *fault_undo_later(void *arg)
+{
+	struct fault_timer *ft = arg;
+
+	usleep((useconds_t)((ft->f == FAULT_PORT_DOWN ? FAULT_SECONDS : SILENT_SECONDS) * 1e6));
+	fault_apply(ft->f, false);
+	return NULL;
+}
+
+static uint64_t failovers(struct usmc_ctx *ctx)
+{
+	struct usmc_ctx_stats st;
+
+	usmc_ctx_stats(ctx, &st);
+	return st.failovers;
+}
+
+/*
+ * The checked stream through the echo with @f applied once a quarter of
+ * it is back, and undone FAULT_SECONDS later; returns the longest time
+ * (s) between two reads that brought data after the fault.
+ */
+static double stream_through_fault(struct usmc_conn *c, uint64_t total, enum fault f)
+{
+	static uint8_t out[CHUNK], in[CHUNK];
+	uint64_t sent = 0, got = 0;
+	struct fault_timer ft = {.f = f};
+	double last = 0, worst = 0;
+	bool faulted = false;
+
+	while (got < total) {
+		if (sent < total && sent - got < 4 * CHUNK) {
+			pattern_fill(SEED, sent, out, CHUNK);
+			send_all(c, out, CHUNK);
+			sent += CHUNK;
+			continue;
+		}
+		ssize_t n = usmc_recv(c, in, sizeof(in), 0);
+
+		CHECK(n > 0, "client recv at %llu: %s", (unsigned long long)got,
+		      usmc_strerror((int)n));
+		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0, "byte %llu of the echo is wrong",
+		      (unsigned long long)got);
+		got += (uint64_t)n;
+		if (faulted && mono_s() - last > worst)
+			worst = mono_s() - last;
+		last = mono_s();
+		if (!faulted && got >= total / 4) {
+			fault_apply(f, true);
+			CHECK(!pthread_create(&ft.t, NULL, fault_undo_later, &ft), "pthread_create");
+			faulted = true;
+			last = mono_s();
+		}
+	}
+	pthread_join(ft.t, NULL);
+	return worst;
+}
+
+static void test_failover(enum fault f)
+{
+	uint64_t total = (uint64_t)env_long("USMC_TEST_FAILOVER_MB", 64) << 20;
+	struct smcr_link sl[SMCR_LINKS_MAX], cl[SMCR_LINKS_MAX];
+	double t0, gap;
+	struct pair p;
+	int ns, nc;
+
+	pair_open(&p, 2, 2, f == FAULT_SILENT_DROP ? TESTLINK_MS : 0);
+	ns = wait_links(p.sctx, 2, LINKS_WAIT_MS, sl);
+	nc = wait_links(p.cctx, 2, LINKS_WAIT_MS, cl);
+	CHECK(ns == 2 && nc == 2, "two links expected at each end before the fault");
+	t0 = mono_s();
+	gap = stream_through_fault(p.c, total, f);
+	ns = active_links(p.sctx, sl);
+	nc = active_links(p.cctx, cl);
+	printf("failover (%s): %llu MiB intact in %.1f s, longest without progress %.0f ms; "
+	       "failovers server %llu client %llu; links now %d and %d\n",
+	       fault_name(f), (unsigned long long)(total >> 20), mono_s() - t0, gap * 1000,
+	       (unsigned long long)failovers(p.sctx), (unsigned long long)failovers(p.cctx), ns,
+	       nc);
+	CHECK(failovers(p.sctx) >= 1 && failovers(p.cctx) >= 1, "a failover at each end expected");
+	CHECK(gap < (f == FAULT_PORT_DOWN ? 1.0 : 2 * TESTLINK_MS / 1000.0),
+	      "%.0f ms without progress: over the target", gap * 1000);
+	CHECK(ns >= 1 && nc >= 1, "a link left at each end");
+	pair_close(&p);
+	printf("ok: failover on %s\n", fault_name(f));
+}
+
+/* Runs every case, or those named on the command line (links, single,
+ * portdown, silent). */
+int main(int argc, char **argv)
+{
+	static const char *const all[] = {"links", "single", "portdown", "silent"};
+	const char *const *run = argc > 1 ? (const char *const *)argv + 1 : all;
+	int n = argc > 1 ? argc - 1 : 4;
+
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	test_second_link();
-	test_one_end_single(2, 1);
-	test_one_end_single(1, 2);
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(run[i], "links")) {
+			test_second_link();
+		} else if (!strcmp(run[i], "single")) {
+			test_one_end_single(2, 1);
+			test_one_end_single(1, 2);
+		} else if (!strcmp(run[i], "portdown")) {
+			test_failover(FAULT_PORT_DOWN);
+		} else if (!strcmp(run[i], "silent")) {
+			test_failover(FAULT_SILENT_DROP);
+		} else {
+			CHECK(0, "no case %s", run[i]);
+		}
+	}
 	return 0;
 }
