@@ -55,7 +55,9 @@ static void lgr_link_rx_cdc(struct smcr_link *lnk, const uint8_t *buf, uint32_t 
 
 static void lgr_link_rx_llc(struct smcr_link *lnk, const uint8_t *buf, uint32_t len)
 {
-	smcr_llc_rx(lgr_of(lnk), buf, len);
+	struct lgr *lgr = lgr_of(lnk);
+
+	smcr_llc_rx(lgr, lgr_link_slot(lgr, lnk), buf, len);
 }
 
 static void lgr_link_tx_done(struct smcr_link *lnk, const struct smcr_tx_pend *p)
@@ -96,6 +98,10 @@ void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 		 "link group %x: link %u (%s:%u) down%s: %s", lgr->id, lnk->link_num,
 		 lnk->dev.name, lnk->dev.port, was == SMCR_LNK_ACTIVE ? "" : " before it was up",
 		 log_errname(err));
+	if (was == SMCR_LNK_ACTIVATING && lgr_link_slot(lgr, lnk) != LGR_FIRST_LINK) {
+		lgr_link_drop(lgr, lnk); /* a link being added: nothing on it yet */
+		return;
+	}
 	if (lgr_link_failover(lgr, lnk, err))
 		return;
 	lgr_terminate(lgr, err, orderly);

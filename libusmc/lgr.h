@@ -140,6 +140,7 @@ struct lgr {
 	pthread_t al_thread;
 	atomic_bool al_started; /* al_thread is to be joined */
 	atomic_bool al_running; /* ... and has not ended yet */
+	long al_next_ms;	/* the next try to add one: the progress thread's only */
 	atomic_uint reap_slots;
 
 	/* progress thread (lgr_progress.c) */
@@ -244,6 +245,16 @@ uint8_t lgr_next_link_num(struct lgr *lgr);
 struct smcr_link *lgr_link_by_num(struct lgr *lgr, uint8_t link_num);
 /* How many of @lgr's links are ACTIVE. */
 int lgr_links_active(struct lgr *lgr);
+/*
+ * lgr_link_assign() - the slot of the link a new connection of @lgr sends
+ * on: its ACTIVE links in turn, by the count of connections (Linux's
+ * smcr_lgr_conn_assign_link() alternates the same way); the first link
+ * while none is ACTIVE (a first contact's).
+ */
+int lgr_link_assign(struct lgr *lgr);
+/* The slot of @lgr's ACTIVE link whose peer QP is @peer_qpn with @peer_gid
+ * (a client's reuse: the link the server's ACCEPT names), or -ENOENT. */
+int lgr_link_of_peer(struct lgr *lgr, uint32_t peer_qpn, const uint8_t *peer_gid);
 /* @lnk's slot in its link group. */
 static inline int lgr_link_slot(const struct lgr *lgr, const struct smcr_link *lnk)
 {

@@ -171,6 +171,33 @@ struct smcr_link *lgr_link_by_num(struct lgr *lgr, uint8_t link_num)
 	return NULL;
 }
 
+int lgr_link_assign(struct lgr *lgr)
+{
+	int active[SMCR_LINKS_MAX], n = 0, nconns;
+
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		if (atomic_load(&lgr->lnk[i].state) == SMCR_LNK_ACTIVE)
+			active[n++] = i;
+	if (!n)
+		return LGR_FIRST_LINK;
+	pthread_mutex_lock(&lgr->lock);
+	nconns = lgr->nconns;
+	pthread_mutex_unlock(&lgr->lock);
+	return active[nconns % n];
+}
+
+int lgr_link_of_peer(struct lgr *lgr, uint32_t peer_qpn, const uint8_t *peer_gid)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		const struct smcr_link *lnk = &lgr->lnk[i];
+
+		if (atomic_load(&lnk->state) == SMCR_LNK_ACTIVE && lnk->peer_qpn == peer_qpn &&
+		    !memcmp(lnk->peer_gid, peer_gid, SMCR_GID_LEN))
+			return i;
+	}
+	return -ENOENT;
+}
+
 int lgr_links_active(struct lgr *lgr)
 {
 	int n = 0;

@@ -232,6 +232,7 @@ static bool lgr_tick(struct lgr *lgr)
 			lgr_link_error(lnk, -ETIMEDOUT, false);
 	}
 	smcr_llc_tick(lgr, now);
+	smcr_llc_add_link_tick(lgr, now);
 	lgr->ops->tick(lgr);
 	return lgr_idle_unlink(lgr);
 }

@@ -145,7 +145,8 @@ void smcr_clc_fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, ui
 void smcr_clc_fill_ac(struct clc_accept_confirm *m, uint8_t type, struct lgr *lgr,
 		      struct smcr_conn *sc, bool fc)
 {
-	const struct smcr_link *lnk = lgr_conn_link(lgr);
+	int slot = smcr_conn_link_slot(sc);
+	const struct smcr_link *lnk = &lgr->lnk[slot];
 
 	memset(m, 0, sizeof(*m));
 	m->type = type;
@@ -155,7 +156,7 @@ void smcr_clc_fill_ac(struct clc_accept_confirm *m, uint8_t type, struct lgr *lg
 	memcpy(m->gid, lnk->dev.gid, CLC_GID_LEN);
 	memcpy(m->mac, lnk->dev.mac, CLC_MAC_LEN);
 	m->qpn = lnk->qp->qp_num;
-	m->rmb_rkey = sc->rmb->rkey;
+	m->rmb_rkey = bufpool_buf_rkey(sc->rmb, slot); /* the rkey for its link */
 	m->rmbe_idx = SMCR_RMBE_IDX;
 	m->rmbe_alert_token = sc->token;
 	m->rmbe_size = sc->rmb->class;
@@ -215,11 +216,23 @@ void smcr_clc_rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
  * the rkey it had needs no LLC flow (smcr_conn.c sc_keep_rkey()); a new or
  * re-keyed one does (net/smc/af_smc.c smcr_lgr_reg_rmbs()).
  */
+/*
+ * The peer holds our RMB's rkey already: it came back from the pool with
+ * the rkey the peer confirmed. With more than one link up the RMB may have
+ * sat in the pool when a link was added, which the peer never learnt its
+ * rkey for (ADD_LINK names the RMBs in use): confirmed again, on every
+ * link, as Linux does each time.
+ */
+static bool rkey_known(struct lgr *lgr, const struct smcr_conn *sc)
+{
+	return sc->rmb->rkey_confirmed && lgr_links_active(lgr) < 2;
+}
+
 int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
 {
 	struct llc_msg req, resp;
 
-	if (sc->rmb->rkey_confirmed)
+	if (rkey_known(lgr, sc))
 		return 0;
 	smcr_clc_rkey_request(sc, &req);
 	return smcr_clc_rkey_answered(sc, smcr_llc_flow(lgr, &req, &resp), &resp);
@@ -230,7 +243,7 @@ int smcr_clc_rkey_start(struct lgr *lgr, struct smcr_conn *sc, uint32_t *flow)
 	struct llc_msg req;
 
 	*flow = 0;
-	if (sc->rmb->rkey_confirmed)
+	if (rkey_known(lgr, sc))
 		return 0;
 	smcr_clc_rkey_request(sc, &req);
 	return smcr_llc_flow_start(lgr, &req, flow);

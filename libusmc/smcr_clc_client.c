@@ -344,14 +344,18 @@ static int client_rkey_step(struct smcr_hs *hs, struct smcr_client *cl, bool wai
 /* Reuse @lgr (from lgr_find_wait(), NULL if none: out of sync). */
 static int client_reuse(struct smcr_hs *hs, struct smcr_client *cl, bool wait, struct lgr *lgr)
 {
-	int rc;
+	int rc, slot;
 
 	if (!lgr)
 		return smcr_hs_decline(hs, SMC_CLC_DECL_SYNCERR, true);
-	rc = smcr_hs_conn_new(hs, lgr, &cl->sc);
+	slot = lgr_link_of_peer(lgr, cl->accept.qpn, cl->accept.gid);
+	rc = slot < 0 ? 0 : smcr_hs_conn_new(hs, lgr, &cl->sc);
 	lgr_put(lgr);
+	if (slot < 0) /* the link it named went down since it was found */
+		return smcr_hs_decline(hs, SMC_CLC_DECL_SYNCERR, true);
 	if (rc)
 		return smcr_hs_decline(hs, SMC_CLC_DECL_MEM, false);
+	smcr_conn_use_link(cl->sc, slot);
 	/* Linux: smc_connect_rdma() -> smc_rmb_rtoken_handling() */
 	if (smcr_clc_set_peer_rmb(cl->sc, &cl->accept))
 		return smcr_hs_decline(hs, SMC_CLC_DECL_ERR_RTOK, false);

@@ -19,6 +19,23 @@
 
 /* ---- life cycle ------------------------------------------------------ */
 
+int smcr_conn_link_slot(struct smcr_conn *sc)
+{
+	int slot;
+
+	pthread_mutex_lock(&sc->lock);
+	slot = sc->lnk_slot;
+	pthread_mutex_unlock(&sc->lock);
+	return slot;
+}
+
+void smcr_conn_use_link(struct smcr_conn *sc, int slot)
+{
+	pthread_mutex_lock(&sc->lock);
+	sc->lnk_slot = (uint8_t)slot;
+	pthread_mutex_unlock(&sc->lock);
+}
+
 int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr_conn **out)
 {
 	struct smcr_conn *sc = calloc(1, sizeof(*sc));
@@ -45,6 +62,9 @@ int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr
 	if (!rc) {
 		sc->rx.rmb_len = (uint32_t)sc->rmb->len;
 		sc->snd_len = (uint32_t)sc->sndbuf->len;
+		/* a client's connection takes the link the server's ACCEPT
+		 * names instead (smcr_conn_use_link()) */
+		sc->lnk_slot = (uint8_t)lgr_link_assign(lgr);
 		rc = lgr_conn_add(lgr, sc, &sc->token);
 	}
 	if (rc) {

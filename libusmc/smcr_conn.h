@@ -199,6 +199,11 @@ extern const struct lgr_conn_ops smcr_conn_lgr_ops;
  * send buffer of @snd_size (rounded to a size class), in @lgr's table.
  */
 int smcr_conn_new(struct lgr *lgr, size_t rmb_size, size_t snd_size, struct smcr_conn **out);
+/* The link group slot of the link @sc sends on (a failover may move it). */
+int smcr_conn_link_slot(struct smcr_conn *sc);
+/* A client's connection sends on the link in @slot: the one whose QP the
+ * server's ACCEPT named. Before its peer RMB is known. */
+void smcr_conn_use_link(struct smcr_conn *sc, int slot);
 /* Drop a reference; the last one frees (and returns the buffers). */
 void smcr_conn_put(struct smcr_conn *sc);
 /* Undo smcr_conn_new() of a handshake that failed: out of the table, freed. */

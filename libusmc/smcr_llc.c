@@ -566,22 +566,18 @@ static void answer_delete_rkey(struct lgr *lgr, int slot, struct llc_msg *m)
 
 /* Answer a request the peer started; the reserved LLC send entries make
  * room, and when even they are taken the answer waits for room. */
-static void answer(struct lgr *lgr, struct llc_msg *m)
+static void answer(struct lgr *lgr, int slot, struct llc_msg *m)
 {
 	switch (m->type) {
 	case LLC_TEST_LINK:
 		llc_make_response(m);
 		atomic_fetch_add(&lgr->llc.test_link_answered, 1);
 		break;
-	case LLC_CONFIRM_RKEY:
-		/* the slot of the link the request came over belongs here:
-		 * smcr_llc_rx() is not told it (lgr_link_rx_llc() knows it).
-		 * Until it is, a request that came over another link is taken
-		 * for the first link's. */
-		answer_confirm_rkey(lgr, LGR_FIRST_LINK, m);
+	case LLC_CONFIRM_RKEY: /* its rkey is the one for the link it came over */
+		answer_confirm_rkey(lgr, slot, m);
 		break;
 	case LLC_DELETE_RKEY:
-		answer_delete_rkey(lgr, LGR_FIRST_LINK, m); /* the same slot */
+		answer_delete_rkey(lgr, slot, m);
 		break;
 	case LLC_ADD_LINK: /* taken on its own thread, or rejected */
 		smcr_llc_add_link_rx(lgr, m);
@@ -623,7 +619,7 @@ static void delete_link_rx(struct lgr *lgr, struct llc_msg *m)
 	smcr_llc_answer(lgr, m);
 }
 
-void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
+void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len)
 {
 	static _Thread_local struct llc_msg m; /* large (ADD_LINK rkeys): not on the stack */
 
@@ -654,7 +650,7 @@ void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	default:
 		/* a flow of the peer's (CONFIRM_RKEY, DELETE_RKEY): more may follow */
 		smcr_eng_churn(&lgr->eng);
-		answer(lgr, &m);
+		answer(lgr, slot, &m);
 	}
 }
 

@@ -164,7 +164,7 @@ uint32_t smcr_llc_barrier(struct lgr *lgr);
  * A request's answer that finds the send queue full is kept and sent when
  * room comes back: a peer's TEST_LINK or CONFIRM_RKEY left unanswered ends
  * its side of the link group or its connection. */
-void smcr_llc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len);
+void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len);
 
 /* Send @m, the answer to a peer's request, behind the answers still
  * owed (kept if the send queue is full). */
@@ -175,6 +175,15 @@ void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m);
 /* Server: add a second link to @lgr, just up, if both ends allow one
  * (lgr->max_links); runs on a thread of its own. */
 void smcr_llc_add_link_start(struct lgr *lgr);
+/*
+ * Server, progress thread tick: a link group with fewer links than both
+ * ends allow (one failed, or its path had no port when it was up) tries
+ * to add one again every SMCR_READD_MS, so that a path that comes back is
+ * used again without new connections asking (Linux adds links at a port's
+ * up event, net/smc/smc_core.c smcr_port_add()).
+ */
+#define SMCR_READD_MS 2000
+void smcr_llc_add_link_tick(struct lgr *lgr, long now_ms);
 /* Client: the server's ADD_LINK request @m (progress thread): taken on a
  * thread of its own, or rejected at once. */
 void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m);

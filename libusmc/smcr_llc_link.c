@@ -51,9 +51,10 @@ static int link_ready(struct smcr_link *lnk, const struct llc_add_link *peer)
 /*
  * Our half of an ADD_LINK (request or accepting response) for @lnk: the
  * new QP, and the rkey of each of our RMBs the peer may write into on
- * the new link (v2 extension; Linux: smc_llc_fill_ext_v2()).
+ * the new link, each named by its rkey on the link the message goes over,
+ * in slot @via (v2 extension; Linux: smc_llc_fill_ext_v2()).
  */
-static void add_link_fill(struct lgr *lgr, struct smcr_link *lnk, struct llc_msg *m)
+static void add_link_fill(struct lgr *lgr, struct smcr_link *lnk, int via, struct llc_msg *m)
 {
 	struct smcr_conn *list[SMCR_MAX_CONNS];
 	int slot = lgr_link_slot(lgr, lnk);
@@ -76,7 +77,7 @@ static void add_link_fill(struct lgr *lgr, struct smcr_link *lnk, struct llc_msg
 
 		if (a->num_rkeys < LLC_V2_MAX_RKEYS)
 			a->rkeys[a->num_rkeys++] = (struct llc_add_link_rkey){
-				.rkey = rmb->rkey,
+				.rkey = bufpool_buf_rkey(rmb, via),
 				.rkey_new = bufpool_buf_rkey(rmb, slot),
 				.vaddr_new = (uintptr_t)rmb->addr};
 		lgr->ops->put(list[i]);
@@ -136,24 +137,25 @@ static int srv_confirm_link(struct lgr *lgr, struct smcr_link *lnk)
 /* The server's part; 0 once the new link is up. */
 static int srv_add_link(struct lgr *lgr, struct llc_msg *m)
 {
-	const struct smcr_link *first = &lgr->lnk[LGR_FIRST_LINK];
+	int via = smcr_llc_link_slot(lgr); /* where the LLC goes: a link that is up */
+	const struct smcr_link *cur = &lgr->lnk[via];
 	struct smcr_dev alt;
 	struct smcr_link *lnk;
-	int rc = smcr_dev_find_alt(&first->dev, &first->peer_gid, 1, &alt);
+	int rc = smcr_dev_find_alt(&cur->dev, &cur->peer_gid, 1, &alt);
 
 	if (rc)
 		return rc; /* Linux would try an asymmetric link on the same port */
 	rc = lgr_link_new(lgr, &alt, lgr_next_link_num(lgr), &lnk);
 	if (rc)
 		return rc;
-	add_link_fill(lgr, lnk, m);
-	rc = smcr_llc_flow(lgr, m, m);
+	add_link_fill(lgr, lnk, via, m);
+	rc = smcr_llc_flow_on(lgr, &lgr->lnk[via], m, m);
 	if (!rc && (m->flags & LLC_FLAG_ADD_LNK_REJ))
 		rc = -ECONNREFUSED; /* the client has no port to spare */
 	if (!rc && !m->add_link.has_ext)
 		rc = -EPROTO; /* an accepting v2 response carries its rkeys */
 	if (!rc) {
-		peer_rkeys(lgr, LGR_FIRST_LINK, lnk, &m->add_link);
+		peer_rkeys(lgr, via, lnk, &m->add_link);
 		rc = link_ready(lnk, &m->add_link);
 	}
 	if (!rc)
@@ -167,13 +169,13 @@ static int srv_add_link(struct lgr *lgr, struct llc_msg *m)
 
 /* Our ADD_LINK response on @lnk, then the server's CONFIRM_LINK on it,
  * answered there (Linux: smc_llc_cli_conf_link()). */
-static int cli_confirm(struct lgr *lgr, struct smcr_link *lnk, struct llc_msg *m)
+static int cli_confirm(struct lgr *lgr, struct smcr_link *lnk, int via, struct llc_msg *m)
 {
 	int rc;
 
-	add_link_fill(lgr, lnk, m);
+	add_link_fill(lgr, lnk, via, m);
 	m->flags = LLC_FLAG_RESP;
-	rc = smcr_llc_send(lgr, m);
+	rc = smcr_llc_send_on(lgr, &lgr->lnk[via], m);
 	if (!rc)
 		rc = smcr_llc_wait_confirm_link(lgr, SMCR_LLC_WAIT_MS, m);
 	if (!rc && m->confirm_link.link_num != lnk->link_num)
@@ -191,16 +193,17 @@ static int cli_confirm(struct lgr *lgr, struct smcr_link *lnk, struct llc_msg *m
  * up. A request it cannot take is rejected as Linux words it. */
 static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
 {
-	uint8_t peer[2][SMCR_GID_LEN]; /* the first link's peer, the offered one */
+	uint8_t peer[2][SMCR_GID_LEN]; /* the current link's peer, the offered one */
+	int via = smcr_llc_link_slot(lgr); /* the link the request came over */
 	struct smcr_dev alt;
 	struct smcr_link *lnk = NULL;
 	int rc = smcr_llc_flow_own(lgr);
 
 	if (rc)
 		return rc; /* our own flow hung: the server's times out */
-	memcpy(peer[0], lgr->lnk[LGR_FIRST_LINK].peer_gid, SMCR_GID_LEN);
+	memcpy(peer[0], lgr->lnk[via].peer_gid, SMCR_GID_LEN);
 	memcpy(peer[1], m->add_link.gid, SMCR_GID_LEN);
-	rc = smcr_dev_find_alt(&lgr->lnk[LGR_FIRST_LINK].dev, peer, 2, &alt);
+	rc = smcr_dev_find_alt(&lgr->lnk[via].dev, peer, 2, &alt);
 	if (!rc)
 		rc = lgr_link_new(lgr, &alt, m->add_link.link_num, &lnk);
 	if (rc) {
@@ -209,10 +212,10 @@ static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
 		smcr_llc_flow_disown(lgr);
 		return rc;
 	}
-	peer_rkeys(lgr, LGR_FIRST_LINK, lnk, &m->add_link);
+	peer_rkeys(lgr, via, lnk, &m->add_link);
 	rc = link_ready(lnk, &m->add_link);
 	if (!rc)
-		rc = cli_confirm(lgr, lnk, m);
+		rc = cli_confirm(lgr, lnk, via, m);
 	if (!rc)
 		rc = link_up(lgr, lnk);
 	if (rc)
@@ -249,17 +252,18 @@ static bool add_link_spawn(struct lgr *lgr, const struct llc_msg *req)
 {
 	struct add_link_job *job;
 
-	if (atomic_load(&lgr->al_running))
+	if (atomic_exchange(&lgr->al_running, true))
 		return false; /* one at a time */
 	lgr_links_join(lgr); /* the last one, done */
 	job = calloc(1, sizeof(*job));
-	if (!job)
+	if (!job) {
+		atomic_store(&lgr->al_running, false);
 		return false;
+	}
 	job->lgr = lgr;
 	if (req)
 		job->m = *req;
 	lgr_get(lgr);
-	atomic_store(&lgr->al_running, true);
 	atomic_store(&lgr->al_started, true);
 	if (pthread_create(&lgr->al_thread, NULL, add_link_thread, job)) {
 		atomic_store(&lgr->al_started, false);
@@ -271,10 +275,25 @@ static bool add_link_spawn(struct lgr *lgr, const struct llc_msg *req)
 	return true;
 }
 
+/* The server may add a link to @lgr: both ends allow more than it has. */
+static bool may_add(struct lgr *lgr)
+{
+	return lgr->is_server && lgr->max_links > 1 && atomic_load(&lgr->state) == LGR_ACTIVE &&
+	       lgr_links_active(lgr) < lgr->max_links;
+}
+
 void smcr_llc_add_link_start(struct lgr *lgr)
 {
-	if (lgr->is_server && lgr->max_links > 1 && lgr_links_active(lgr) < lgr->max_links)
+	if (may_add(lgr))
 		add_link_spawn(lgr, NULL);
+}
+
+void smcr_llc_add_link_tick(struct lgr *lgr, long now)
+{
+	if (now < lgr->al_next_ms || !may_add(lgr))
+		return;
+	lgr->al_next_ms = now + SMCR_READD_MS;
+	add_link_spawn(lgr, NULL);
 }
 
 void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m)

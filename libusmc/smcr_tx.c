@@ -102,7 +102,7 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 	all_sent = sc->rx.tx_sent + n == sc->tx_prep;
 	/* blocked only when this fills the window, not at the half cut */
 	blocked = pending > n && space == n;
-	p = (struct smcr_tx_pend){.conn = sc, .mark = sc->rx.tx_sent + n};
+	p = (struct smcr_tx_pend){.conn = sc, .mark = sc->rx.tx_sent + n, .lnk_slot = sc->lnk_slot};
 	if (sc->err || !sc->rx.peer_len || (sc->abort_sent))
 		return false;
 	if (sc->aborting)
@@ -231,8 +231,13 @@ void sc_tx_done(struct lgr *lgr, const struct smcr_tx_pend *p)
 
 	(void)lgr;
 	pthread_mutex_lock(&sc->lock);
-	/* a failed one confirms nothing: a failover writes it again */
-	if (!p->failed && p->mark > sc->tx_fin) {
+	/*
+	 * A failed one confirms nothing: a failover writes it again. Nor does
+	 * a late one of the link the connection left: the writes that send its
+	 * bytes again are posted, and read the send buffer when they run, so
+	 * the buffer is freed by their completions, on the new link, only.
+	 */
+	if (!p->failed && p->lnk_slot == sc->lnk_slot && p->mark > sc->tx_fin) {
 		sc->tx_fin = p->mark;
 		sc_wake_locked(sc, SC_WR); /* room: only a writer cares */
 		sc_update_ready_locked(sc);

@@ -320,6 +320,9 @@ static void test_set_peer_row(void **state)
 	fake_link(&f, 1, 2, SMCR_LNK_ACTIVE);
 	a = conn_new(&f);
 	b = conn_new(&f);
+	/* both on the first link (the second would have b: links in turn) */
+	smcr_conn_use_link(a, 0);
+	smcr_conn_use_link(b, 0);
 	assert_int_equal(a->peer_rtok, 0);
 	assert_int_equal(smcr_conn_set_peer(a, &p), 0);
 	assert_true(a->peer_rtok > 0);

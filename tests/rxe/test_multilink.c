@@ -11,13 +11,17 @@
  *     the link group afterwards;
  *  2. one end allows one link: max_links 1 is negotiated, no ADD_LINK is
  *     sent, each link group keeps its one link;
- *  3. failover: a checked stream (USMC_TEST_FAILOVER_MB, default 64 MiB)
+ *  3. spreading: 64 connections on a two-link group, neither link carries
+ *     more than 2/3 of them at either end; path 1's netdevs go down and
+ *     every connection still echoes a checked message;
+ *  4. failover: a checked stream (USMC_TEST_FAILOVER_MB, default 64 MiB)
  *     whose first path fails for 5 s a quarter of the way through, its
  *     netdevs down (a port event at both ends), or for 10 s its RoCE
  *     silently lost (no event, and rxe retries a send for ever: TEST_LINK,
  *     every 3 s here, tells, within 2 x its interval): the stream completes
- *     intact on the second link; each end counts a failover and keeps one
- *     link. The longest time without progress is printed.
+ *     intact on the second link; each end counts a failover; once the path
+ *     is back the server adds a link again unasked, and a stream crosses.
+ *     The longest time without progress is printed.
  *
  * What a link group holds is read from the library's internals (lgr.h):
  * the test's view, not an API (usmc-stat shows the same to operators).
@@ -32,6 +36,7 @@
 #include "ctx.h"
 #include "fault_net.h"
 #include "lgr.h"
+#include "smcr_conn.h"
 #include "smcr_common.h"
 
 #define SEED	       0x11a2
@@ -39,6 +44,9 @@
 #define CHUNK	       (64 * 1024)
 #define LINKS_WAIT_MS  5000 /* for the second link: two LLC round trips, QP set-up */
 #define SINGLE_WAIT_MS 1500 /* for an ADD_LINK that must not come */
+#define READD_WAIT_MS  15000 /* SMCR_READD_MS tries, a path back after the fault */
+#define SPREAD_CONNS   64
+#define SPREAD_MSG     4096
 #define FAULT_SECONDS  5.0  /* a port down */
 #define SILENT_SECONDS 10.0 /* RoCE lost: longer than TEST_LINK takes to tell */
 #define TESTLINK_MS    3000 /* the silent case's USMC_OPT_TESTLINK_MS */
@@ -355,17 +363,134 @@ static void test_failover(enum fault f)
 	CHECK(gap < (f == FAULT_PORT_DOWN ? 1.0 : 2 * TESTLINK_MS / 1000.0),
 	      "%.0f ms without progress: over the target", gap * 1000);
 	CHECK(ns >= 1 && nc >= 1, "a link left at each end");
+	/* the path is back: the server adds a link again, unasked */
+	t0 = mono_s();
+	ns = wait_links(p.sctx, 2, READD_WAIT_MS, sl);
+	nc = wait_links(p.cctx, 2, READD_WAIT_MS, cl);
+	printf("recovery: %d and %d links %.1f s after the stream; links_added %llu and %llu\n",
+	       ns, nc, mono_s() - t0, (unsigned long long)links_added(p.sctx),
+	       (unsigned long long)links_added(p.cctx));
+	CHECK(ns == 2 && nc == 2, "the link was not added again");
+	stream_checked(p.c); /* and the link group carries on */
 	pair_close(&p);
 	printf("ok: failover on %s\n", fault_name(f));
 }
 
+/* How many of @ctx's connections send on each link slot. */
+static void conns_per_slot(struct usmc_ctx *ctx, int per[SMCR_LINKS_MAX])
+{
+	struct smcr_ctx *s = &ctx->rdma;
+
+	memset(per, 0, sizeof(int) * SMCR_LINKS_MAX);
+	pthread_mutex_lock(&s->lock);
+	for (struct lgr *l = s->lgrs; l; l = l->next) {
+		pthread_mutex_lock(&l->lock);
+		for (int i = 1; i <= SMCR_MAX_CONNS; i++)
+			if (l->conns[i].conn)
+				per[smcr_conn_link_slot(l->conns[i].conn)]++;
+		pthread_mutex_unlock(&l->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Each of the @n client connections sends a checked message, the server's
+ * echo it back; @round makes each round's bytes its own. */
+static void echo_each(struct usmc_conn **c, struct usmc_conn **sv, int n, int round)
+{
+	static uint8_t buf[SPREAD_MSG];
+
+	for (int i = 0; i < n; i++) {
+		pattern_fill(SEED + (uint64_t)i, (uint64_t)round * SPREAD_MSG, buf, sizeof(buf));
+		send_all(c[i], buf, sizeof(buf));
+	}
+	for (int i = 0; i < n; i++) {
+		size_t got = 0;
+
+		while (got < sizeof(buf)) {
+			ssize_t r = usmc_recv(sv[i], buf + got, sizeof(buf) - got, 0);
+
+			CHECK(r > 0, "server recv on %d: %s", i, usmc_strerror((int)r));
+			got += (size_t)r;
+		}
+		send_all(sv[i], buf, sizeof(buf));
+	}
+	for (int i = 0; i < n; i++) {
+		size_t got = 0;
+
+		while (got < sizeof(buf)) {
+			ssize_t r = usmc_recv(c[i], buf + got, sizeof(buf) - got, 0);
+
+			CHECK(r > 0, "client recv on %d: %s", i, usmc_strerror((int)r));
+			got += (size_t)r;
+		}
+		/* the server's i-th accept need not be our i-th connect: each
+		 * connection's echo is its own message, whichever it is */
+		CHECK(pattern_check(SEED + (uint64_t)i, (uint64_t)round * SPREAD_MSG, buf,
+				    sizeof(buf)) < 0,
+		      "connection %d: echo wrong", i);
+	}
+}
+
+static void test_spread(void)
+{
+	static struct usmc_conn *c[SPREAD_CONNS], *sv[SPREAD_CONNS];
+	struct smcr_link sl[SMCR_LINKS_MAX];
+	struct usmc_ctx *sctx = ctx_with_links(2), *cctx = ctx_with_links(2);
+	int sper[SMCR_LINKS_MAX], cper[SMCR_LINKS_MAX];
+	struct usmc_listener *l;
+	struct sockaddr_in sa;
+
+	l = listen_b(sctx, 2 * SPREAD_CONNS, &sa);
+	for (int i = 0; i < SPREAD_CONNS; i++) {
+		int rc = usmc_connect(cctx, (struct sockaddr *)&sa, sizeof(sa), 0, &c[i]);
+
+		CHECK(!rc, "usmc_connect %d: %s", i, usmc_strerror(rc));
+		expect_smcr(c[i], "client");
+		if (!i)
+			CHECK(wait_links(sctx, 2, LINKS_WAIT_MS, sl) == 2 &&
+				      wait_links(cctx, 2, LINKS_WAIT_MS, sl) == 2,
+			      "two links after the first contact");
+	}
+	for (int i = 0; i < SPREAD_CONNS; i++) {
+		int rc = usmc_accept(l, 0, &sv[i]);
+
+		CHECK(!rc, "usmc_accept %d: %s", i, usmc_strerror(rc));
+	}
+	conns_per_slot(sctx, sper);
+	conns_per_slot(cctx, cper);
+	printf("spread: server %d/%d/%d, client %d/%d/%d connections per link slot\n", sper[0],
+	       sper[1], sper[2], cper[0], cper[1], cper[2]);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		CHECK(sper[i] * 3 <= SPREAD_CONNS * 2 && cper[i] * 3 <= SPREAD_CONNS * 2 &&
+			      sper[i] == cper[i],
+		      "slot %d carries %d and %d of %d", i, sper[i], cper[i], SPREAD_CONNS);
+	echo_each(c, sv, SPREAD_CONNS, 0);
+	fault_apply(FAULT_PORT_DOWN, true);
+	echo_each(c, sv, SPREAD_CONNS, 1);
+	fault_apply(FAULT_PORT_DOWN, false);
+	conns_per_slot(sctx, sper);
+	printf("spread: after path 1 went down, server %d/%d/%d connections per slot; "
+	       "failovers %llu and %llu\n",
+	       sper[0], sper[1], sper[2], (unsigned long long)failovers(sctx),
+	       (unsigned long long)failovers(cctx));
+	CHECK(failovers(sctx) >= 1 && failovers(cctx) >= 1, "no failover");
+	for (int i = 0; i < SPREAD_CONNS; i++) {
+		CHECK(!usmc_close(c[i]) && !usmc_close(sv[i]), "close %d", i);
+	}
+	usmc_listener_close(l);
+	usmc_ctx_destroy(cctx);
+	usmc_ctx_destroy(sctx);
+	printf("ok: %d connections spread over two links, all intact through a failover\n",
+	       SPREAD_CONNS);
+}
+
 /* Runs every case, or those named on the command line (links, single,
- * portdown, silent). */
+ * spread, portdown, silent). */
 int main(int argc, char **argv)
 {
-	static const char *const all[] = {"links", "single", "portdown", "silent"};
+	static const char *const all[] = {"links", "single", "spread", "portdown", "silent"};
 	const char *const *run = argc > 1 ? (const char *const *)argv + 1 : all;
-	int n = argc > 1 ? argc - 1 : 4;
+	int n = argc > 1 ? argc - 1 : 5;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 0; i < n; i++) {
@@ -374,6 +499,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(run[i], "single")) {
 			test_one_end_single(2, 1);
 			test_one_end_single(1, 2);
+		} else if (!strcmp(run[i], "spread")) {
+			test_spread();
 		} else if (!strcmp(run[i], "portdown")) {
 			test_failover(FAULT_PORT_DOWN);
 		} else if (!strcmp(run[i], "silent")) {
