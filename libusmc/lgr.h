@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A link group (net/smc/smc_core.h struct smc_link_group): its links to
- * one peer (struct smcr_link, smcr_link.h; max_links 1: one), its buffer
+ * one peer (struct smcr_link, smcr_link.h; up to SMCR_LINKS_MAX), its buffer
  * pools, its connection table, and the progress thread that runs the
  * completions when nobody else does and runs the timers. The links' work
  * requests are smcr_wr.h's, the LLC flows smcr_llc.h's; the link group
@@ -117,10 +117,12 @@ struct lgr {
 	uint8_t max_conns;
 	uint8_t max_links; /* negotiated: USMC_OPT_MAX_LINKS and the peer's CLC */
 
-	/* Its links, each with its QP's two ends: created by lgr_create(),
-	 * freed by lgr_free(). The one a connection uses: lgr_conn_link(). */
+	/* Its links, each with its QP's two ends: the first created by
+	 * lgr_create(), the others by lgr_link_new() and freed by the progress
+	 * thread once dropped (lgr_link.c); lgr_free() frees what is left.
+	 * The one a connection sends on: smcr_conn.lnk_slot. */
 	struct smcr_link lnk[SMCR_LINKS_MAX];
-	struct bufpool *rmbs, *sndbufs; /* on the first link's PD; lock-free themselves */
+	struct bufpool *rmbs, *sndbufs; /* registered on each link's PD; lock-free themselves */
 
 	pthread_mutex_t lock;			   /* protects conns, nconns, idle_since_ms */
 	struct lgr_slot conns[SMCR_MAX_CONNS + 1]; /* by token slot; 0 unused */
@@ -132,7 +134,7 @@ struct lgr {
 	 * its CONFIRM_RKEY (smcr_llc.c) and its CLC ACCEPT/CONFIRM
 	 * (smcr_conn_set_peer()), gone with its DELETE_RKEY; its own lock */
 	struct lgr_rtokens rtok;
-	struct smcr_eng eng; /* who runs the first link's completions (smcr_eng.h); its own lock */
+	struct smcr_eng eng; /* who runs its links' completions (smcr_eng.h); its own lock */
 
 	/* links beyond the first (lgr_link.c): the one thread that adds a
 	 * link (joined by lgr_free()), and the slots of dropped links the
@@ -166,7 +168,8 @@ struct lgr {
 /*
  * lgr_conn_link() - the link a connection of @lgr sends on and waits for
  * (Linux: conn->lnk, which smcr_lgr_conn_assign_link() picks among the
- * active links). With one link per group, that one.
+ * active links). New connections all take the first (no spreading
+ * yet); a failover moves a connection to another (its lnk_slot).
  */
 static inline struct smcr_link *lgr_conn_link(struct lgr *lgr)
 {

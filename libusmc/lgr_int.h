@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the files of a link group share and nobody else calls: lgr.c (the
- * object, its links, its life cycle) and lgr_progress.c (its progress
- * thread: completions nobody waits for, events, timers).
+ * object, its first link, its life cycle), lgr_link.c (links beyond the
+ * first, failover) and lgr_progress.c (its progress thread: completions
+ * nobody waits for, events, timers).
  */
 #ifndef USMC_LGR_INT_H
 #define USMC_LGR_INT_H

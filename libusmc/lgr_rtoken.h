@@ -7,9 +7,10 @@
  * of the group (lgr.lnk[]), each link's {rkey, address} of that RMB, since
  * every link has its own PD on the peer's side too. Rows come from the
  * peer's CONFIRM_RKEY (its additional entries fill the other links'
- * columns), from the CLC ACCEPT/CONFIRM of a connection (first contact:
- * no CONFIRM_RKEY) and from the rkey list of an ADD_LINK; the peer's
- * DELETE_RKEY removes them; a link that goes away clears its column.
+ * columns) and from the CLC ACCEPT/CONFIRM of a connection (first
+ * contact: no CONFIRM_RKEY); the rkey list of an ADD_LINK fills the new
+ * link's column of rows it names; the peer's DELETE_RKEY removes them; a
+ * link that goes away clears its column.
  *
  * Pure logic: no verbs, no I/O, one lock of its own (a leaf).
  *

@@ -56,8 +56,9 @@
  * (TEST_LINK): a peer that died right after our close would otherwise
  * hold it until USMC_OPT_CLOSE_WAIT_MS or the keepalive (30 s). Our
  * close CDC and TEST_LINK then go unacknowledged (its QP went with its
- * process), or the TEST_LINK unanswered: the link group ends, and the
- * connection with it. A live peer answers, and the connection waits on. */
+ * process), or the TEST_LINK unanswered: the link fails, the link group
+ * with its last link, and the connection with it. A live peer answers,
+ * and the connection waits on. */
 #define SMCR_ORPHAN_PROBE_MS SMCR_LLC_WAIT_MS
 
 struct bufpool_buf;

@@ -31,8 +31,9 @@ enum smcr_link_event {
 	 * activates it counts it, never the first contact's link */
 	SMCR_LINK_ADDED,
 	/* an ACTIVE link went down on an error of its own (a failed work
-	 * request, a stall, its port's or QP's async event): lgr.c
-	 * lgr_link_error(); not the links an orderly end takes down */
+	 * request, a stall, its port's or QP's async event, an unanswered
+	 * TEST_LINK, the peer's DELETE_LINK of it): lgr.c lgr_link_error();
+	 * not the links an orderly end takes down */
 	SMCR_LINK_FAILED,
 	/* a connection moved from a failed link to another of its link group
 	 * (net/smc/smc_core.c smc_switch_conns()): counted per connection */

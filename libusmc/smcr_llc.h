@@ -192,8 +192,8 @@ void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m);
  * oldest first, while there is room. */
 void smcr_llc_send_owed(struct lgr *lgr);
 
-/* Progress thread tick: TEST_LINK when idle or asked, end the link group
- * when one goes unanswered. */
+/* Progress thread tick: TEST_LINK when idle or asked, on the link LLC
+ * messages go on; that link fails when one goes unanswered. */
 void smcr_llc_tick(struct lgr *lgr, long now_ms);
 
 /* Wake every LLC waiter: the link group died. */

@@ -162,7 +162,8 @@ enum usmc_opt {
 	USMC_OPT_BUSY_POLL,
 	/* Context: milliseconds without receiving anything on an SMC-R link
 	 * before it sends an LLC TEST_LINK (unanswered within 2 s: the link
-	 * group and its connections end). 0 = never. Env USMC_TESTLINK_MS,
+	 * fails; its connections move to another link if one is up, else
+	 * the link group and its connections end). 0 = never. Env USMC_TESTLINK_MS,
 	 * default 30000 (Linux net.smc.smcr_testlink_time), range 0..3600000. */
 	USMC_OPT_TESTLINK_MS,
 	/* Context: milliseconds an SMC-R link group without connections is
@@ -271,11 +272,11 @@ enum usmc_opt {
 	 * second link on another RoCE port of each end (LLC ADD_LINK, then
 	 * CONFIRM_LINK on it; docs/smcr.md "Links"), and a client takes the
 	 * peer's ADD_LINK if it has a port to spare; 1: one link per link
-	 * group, the peer's ADD_LINK rejected. A server advertises
+	 * group, the peer's ADD_LINK rejected. Each end advertises
 	 * min(this, 1 + whether it has a second port) as max_links in the
 	 * CLC v2.1 fields. Read at each handshake. Env USMC_MAX_LINKS,
-	 * default 1 while connections do not yet move to a surviving link
-	 * when one fails, range 1..2. */
+	 * default 1 while two links with a kernel AF_SMC peer are not done,
+	 * range 1..2. */
 	USMC_OPT_MAX_LINKS,
 	USMC_OPT_COUNT_ /* not an option */
 };

@@ -69,7 +69,7 @@ struct cdc_rx_state {
 enum cdc_rx_verdict {
 	CDC_RX_OK = 0,
 	CDC_RX_BAD_CURSOR,	/* a cursor outside its ring */
-	CDC_RX_BAD_PROD,	/* producer behind our consumer cursor or a ring beyond it */
+	CDC_RX_BAD_PROD,	/* producer a ring behind or over a ring ahead of our cursor */
 	CDC_RX_BAD_CONS,	/* consumer cursor ahead of what we ever sent, or below zero */
 	CDC_RX_PROD_AFTER_DONE, /* data after the end of the peer's stream (not held) */
 };
