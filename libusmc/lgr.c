@@ -95,8 +95,8 @@ void lgr_link_error(struct smcr_link *lnk, int err, bool orderly)
 	if (was == SMCR_LNK_ACTIVE)
 		smcr_ctx_count_link_event(lgr->sctx, SMCR_LINK_FAILED, 1);
 	usmc_log(lgr->sctx->log, was == SMCR_LNK_ACTIVE ? USMC_LOG_INFO : USMC_LOG_DEBUG,
-		 "link group %x: link %u (%s:%u) down%s: %s", lgr->id, lnk->link_num,
-		 lnk->dev.name, lnk->dev.port, was == SMCR_LNK_ACTIVE ? "" : " before it was up",
+		 "link group %x: link %u (%s:%u) down%s: %s", lgr->id, lnk->link_num, lnk->dev.name,
+		 lnk->dev.port, was == SMCR_LNK_ACTIVE ? "" : " before it was up",
 		 log_errname(err));
 	if (was == SMCR_LNK_ACTIVATING && lgr_link_slot(lgr, lnk) != LGR_FIRST_LINK) {
 		lgr_link_drop(lgr, lnk); /* a link being added: nothing on it yet */

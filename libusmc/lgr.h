@@ -33,7 +33,7 @@
 #include "smcr_wr.h"
 
 #define SMCR_MAX_CONNS 255 /* SMC_CONN_PER_LGR_MAX */
-#define LGR_FIRST_LINK 0 /* the link a first contact creates (Linux: SMC_SINGLE_LINK) */
+#define LGR_FIRST_LINK 0   /* the link a first contact creates (Linux: SMC_SINGLE_LINK) */
 
 _Static_assert(LGR_RTOKEN_LINKS == SMCR_LINKS_MAX, "a peer RMB has a column per link slot");
 
@@ -149,8 +149,8 @@ struct lgr {
 	pthread_t thread;
 	bool thread_started; /* written by lgr_start() and lgr_stop_thread() */
 	atomic_bool stop;
-	int stop_fd;	    /* eventfd: ask the progress thread to stop or to look at the token */
-	int ep;		    /* epoll: completion channels, async events, stop_fd, TCP sockets */
+	int stop_fd; /* eventfd: ask the progress thread to stop or to look at the token */
+	int ep;	     /* epoll: completion channels, async events, stop_fd, TCP sockets */
 	/* the links whose channel and async events ep holds, and whether it
 	 * watches each channel: the progress thread's only */
 	struct smcr_link *ep_links[SMCR_LINKS_MAX];

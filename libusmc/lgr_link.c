@@ -233,11 +233,11 @@ static int switch_conns(struct lgr *lgr, int from, int to)
  * smc_llc_send_delete_link() with SMC_LLC_DEL_LOST_PATH), over @via. */
 static void tell_peer(struct lgr *lgr, const struct smcr_link *lnk, struct smcr_link *via)
 {
-	struct llc_msg m = {.version = LLC_V2,
-			    .type = LLC_DELETE_LINK,
-			    .flags = LLC_FLAG_DEL_LINK_ORDERLY,
-			    .delete_link = {.link_num = lnk->link_num,
-					    .reason = LLC_DEL_LOST_PATH}};
+	struct llc_msg m = {
+		.version = LLC_V2,
+		.type = LLC_DELETE_LINK,
+		.flags = LLC_FLAG_DEL_LINK_ORDERLY,
+		.delete_link = {.link_num = lnk->link_num, .reason = LLC_DEL_LOST_PATH}};
 
 	smcr_llc_send_on(lgr, via, &m);
 }
@@ -256,8 +256,8 @@ bool lgr_link_failover(struct lgr *lgr, struct smcr_link *lnk, int err)
 	smcr_ctx_count_link_event(lgr->sctx, SMCR_LINK_FAILOVER, (uint64_t)moved);
 	usmc_log(lgr->sctx->log, USMC_LOG_INFO,
 		 "link group %x: failover: %d connection%s from link %u to link %u (%s:%u): %s",
-		 lgr->id, moved, moved == 1 ? "" : "s", lnk->link_num, to->link_num,
-		 to->dev.name, to->dev.port, log_errname(err));
+		 lgr->id, moved, moved == 1 ? "" : "s", lnk->link_num, to->link_num, to->dev.name,
+		 to->dev.port, log_errname(err));
 	if (err != -ECONNRESET) /* not the peer's own DELETE_LINK */
 		tell_peer(lgr, lnk, to);
 	return true;

@@ -150,14 +150,16 @@ static void lgr_ep_links(struct lgr *lgr)
 		struct smcr_link *lnk = smcr_eng_link(&lgr->eng, i);
 		struct smcr_link *had = lgr->ep_links[i];
 		struct epoll_event ch = {.events = 0, .data.u64 = LGR_EP_CH | (uint64_t)i};
-		struct epoll_event async = {.events = EPOLLIN, .data.u64 = LGR_EP_ASYNC | (uint64_t)i};
+		struct epoll_event async = {.events = EPOLLIN,
+					    .data.u64 = LGR_EP_ASYNC | (uint64_t)i};
 
 		if (lnk == had)
 			continue;
 		lgr_ep_link_del(lgr, i);
 		if (!lnk)
 			continue;
-		if (fcntl(lnk->ib->async_fd, F_SETFL, fcntl(lnk->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
+		if (fcntl(lnk->ib->async_fd, F_SETFL,
+			  fcntl(lnk->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
 		    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ch->fd, &ch) ||
 		    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ib->async_fd, &async)) {
 			/* no events from it: it cannot be run on its own */

@@ -282,7 +282,7 @@ static int confirm_link_step(struct smcr_hs *hs, struct smcr_serve *st)
 		return decline_first_contact(hs, st);
 	lgr_publish(st->lgr);
 	smcr_llc_add_link_start(st->lgr); /* a second link, if both ends allow it */
-	st->lgr = NULL; /* published: the connection holds it now */
+	st->lgr = NULL;			  /* published: the connection holds it now */
 	return smcr_hs_established(hs, serve_take_conn(st));
 }
 

@@ -269,8 +269,7 @@ bool sc_eof_check_locked(struct smcr_conn *sc, long now)
 		return false;
 	if (!sc->hup_barrier)
 		sc->hup_barrier = sc_hup_barrier(sc, now);
-	if (smcr_llc_answer_waits(now, sc->tcp_eof_ms,
-				  lgr_last_rx_ms(sc->lgr)))
+	if (smcr_llc_answer_waits(now, sc->tcp_eof_ms, lgr_last_rx_ms(sc->lgr)))
 		return true;
 	sc_hup_reset_locked(sc, "no answer to the barrier behind it");
 	/* and the link group: is that peer gone altogether? */

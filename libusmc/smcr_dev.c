@@ -172,8 +172,7 @@ static bool match_alt(struct ibv_context *ib, const struct ibv_gid_entry *e, voi
 {
 	struct alt_match *m = arg;
 
-	if (!strcmp(ibv_get_device_name(ib->device), m->cur->name) &&
-	    e->port_num == m->cur->port)
+	if (!strcmp(ibv_get_device_name(ib->device), m->cur->name) && e->port_num == m->cur->port)
 		return false;
 	for (int i = 0; i < m->npeer; i++)
 		if (!memcmp(e->gid.raw, m->peer_gids[i], SMCR_GID_LEN))

@@ -51,9 +51,9 @@ struct smcr_eng_setup {
 	 * the start, and counts in its counters (up.st, shared by the links
 	 * of a link group) */
 	struct smcr_link *lnk;
-	int progress_fd;       /* eventfd: wakes the progress thread (its owner's) */
-	bool spin;	       /* USMC_OPT_SPIN: a wait for a reply spins first */
-	bool busy_poll;	       /* USMC_OPT_BUSY_POLL: an owner never sleeps */
+	int progress_fd; /* eventfd: wakes the progress thread (its owner's) */
+	bool spin;	 /* USMC_OPT_SPIN: a wait for a reply spins first */
+	bool busy_poll;	 /* USMC_OPT_BUSY_POLL: an owner never sleeps */
 };
 
 struct smcr_eng {

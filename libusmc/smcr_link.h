@@ -54,8 +54,8 @@ struct smcr_tx_pend {
 	/* a CDC's connection, which the sender knows how to read (it holds
 	 * a reference); NULL for LLC */
 	void *conn;
-	uint16_t nwr;  /* send queue entries it frees */
-	uint64_t mark;	 /* CDC: bytes of the connection's stream covered */
+	uint16_t nwr;	  /* send queue entries it frees */
+	uint64_t mark;	  /* CDC: bytes of the connection's stream covered */
 	uint8_t lnk_slot; /* CDC: the link it went on (a failover moves its connection) */
 	/* at its completion: the send failed (flushed with its QP), so the
 	 * peer may not have what it covers */

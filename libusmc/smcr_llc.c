@@ -78,7 +78,8 @@ static int llc_post_bytes(struct lgr *lgr, struct smcr_link *lnk, const uint8_t 
 static int llc_post(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m,
 		    enum smcr_sq_class cls)
 {
-	static _Thread_local uint8_t buf[LLC_V2_BUF_LEN]; /* an ADD_LINK's rkeys: not on the stack */
+	static _Thread_local uint8_t
+		buf[LLC_V2_BUF_LEN]; /* an ADD_LINK's rkeys: not on the stack */
 	int len = llc_encode(m, buf, sizeof(buf));
 
 	if (len < 0)

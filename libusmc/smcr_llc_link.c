@@ -76,10 +76,10 @@ static void add_link_fill(struct lgr *lgr, struct smcr_link *lnk, int via, struc
 		const struct bufpool_buf *rmb = list[i]->rmb;
 
 		if (a->num_rkeys < LLC_V2_MAX_RKEYS)
-			a->rkeys[a->num_rkeys++] = (struct llc_add_link_rkey){
-				.rkey = bufpool_buf_rkey(rmb, via),
-				.rkey_new = bufpool_buf_rkey(rmb, slot),
-				.vaddr_new = (uintptr_t)rmb->addr};
+			a->rkeys[a->num_rkeys++] =
+				(struct llc_add_link_rkey){.rkey = bufpool_buf_rkey(rmb, via),
+							   .rkey_new = bufpool_buf_rkey(rmb, slot),
+							   .vaddr_new = (uintptr_t)rmb->addr};
 		lgr->ops->put(list[i]);
 	}
 }
@@ -92,7 +92,8 @@ static void add_link_fill(struct lgr *lgr, struct smcr_link *lnk, int via, struc
  * know is skipped, as Linux does: a connection of that RMB cannot move to
  * the new link then (sc_switch_link() fails it).
  */
-static void peer_rkeys(struct lgr *lgr, int via, struct smcr_link *lnk, const struct llc_add_link *a)
+static void peer_rkeys(struct lgr *lgr, int via, struct smcr_link *lnk,
+		       const struct llc_add_link *a)
 {
 	int slot = lgr_link_slot(lgr, lnk);
 
@@ -193,7 +194,7 @@ static int cli_confirm(struct lgr *lgr, struct smcr_link *lnk, int via, struct l
  * up. A request it cannot take is rejected as Linux words it. */
 static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
 {
-	uint8_t peer[2][SMCR_GID_LEN]; /* the current link's peer, the offered one */
+	uint8_t peer[2][SMCR_GID_LEN];	   /* the current link's peer, the offered one */
 	int via = smcr_llc_link_slot(lgr); /* the link the request came over */
 	struct smcr_dev alt;
 	struct smcr_link *lnk = NULL;
@@ -254,7 +255,7 @@ static bool add_link_spawn(struct lgr *lgr, const struct llc_msg *req)
 
 	if (atomic_exchange(&lgr->al_running, true))
 		return false; /* one at a time */
-	lgr_links_join(lgr); /* the last one, done */
+	lgr_links_join(lgr);  /* the last one, done */
 	job = calloc(1, sizeof(*job));
 	if (!job) {
 		atomic_store(&lgr->al_running, false);
@@ -301,9 +302,9 @@ void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m)
 	/* a v2 request with its rkeys, on a link group that allows a second
 	 * link, and a port for it (the thread looks): taken; else rejected at
 	 * once, as Linux's client does (smc_llc_cli_add_link()) */
-	if (lgr->is_server || lgr->max_links < 2 || !m->add_link.has_ext ||
-	    !m->add_link.qp_mtu || lgr_links_active(lgr) >= lgr->max_links ||
-	    lgr_link_by_num(lgr, m->add_link.link_num) || !add_link_spawn(lgr, m)) {
+	if (lgr->is_server || lgr->max_links < 2 || !m->add_link.has_ext || !m->add_link.qp_mtu ||
+	    lgr_links_active(lgr) >= lgr->max_links || lgr_link_by_num(lgr, m->add_link.link_num) ||
+	    !add_link_spawn(lgr, m)) {
 		llc_add_link_reject(m);
 		smcr_llc_answer(lgr, m);
 	}

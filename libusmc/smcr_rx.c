@@ -116,8 +116,7 @@ bool sc_eof_expire_locked(struct smcr_conn *sc, long now)
 	if (sc_eof_settle_locked(sc, now))
 		return true;
 	if (!sc->eof_asked_ms ||
-	    smcr_llc_answer_waits(now, sc->eof_asked_ms,
-				  lgr_last_rx_ms(sc->lgr)))
+	    smcr_llc_answer_waits(now, sc->eof_asked_ms, lgr_last_rx_ms(sc->lgr)))
 		return false;
 	sc_eof_give_locked(sc, "no answer, and no word from the peer within the LLC wait");
 	return true;
@@ -180,9 +179,7 @@ static long sc_rd_wait_ms(const struct smcr_conn *sc)
 		return left; /* the common case: no clock read */
 	now = clock_now_ms();
 	if (sc->eof_asked_ms)
-		left = smcr_llc_answer_due_ms(sc->eof_asked_ms,
-					      lgr_last_rx_ms(sc->lgr)) -
-		       now + 1;
+		left = smcr_llc_answer_due_ms(sc->eof_asked_ms, lgr_last_rx_ms(sc->lgr)) - now + 1;
 	if (sc->eof_empty && sc_eof_settle_due_ms(sc) - now + 1 < left)
 		left = sc_eof_settle_due_ms(sc) - now + 1;
 	return left < 1 ? 1 : left > 1000 ? 1000 : left;

@@ -68,8 +68,7 @@ static int sc_build_writes(struct smcr_conn *sc, uint64_t n, struct ibv_send_wr 
 			.sg_list = &sge[k],
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
-			.send_flags =
-				chunk <= sc_link_locked(sc)->max_inline ? IBV_SEND_INLINE : 0,
+			.send_flags = chunk <= sc_link_locked(sc)->max_inline ? IBV_SEND_INLINE : 0,
 			.wr.rdma = {.remote_addr = sc->peer_rmb_addr + roff,
 				    .rkey = sc->peer_rkey}};
 		wr[k].next = &wr[k + 1];
