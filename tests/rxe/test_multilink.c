@@ -21,7 +21,13 @@
  *     every 3 s here, tells, within 2 x its interval): the stream completes
  *     intact on the second link; each end counts a failover; once the path
  *     is back the server adds a link again unasked, and a stream crosses.
- *     The longest time without progress is printed.
+ *     The longest time without progress is printed;
+ *  5. soak: path 1 flaps (USMC_TEST_FLAPS times, default 3: netdevs down
+ *     1 s, up until the link is back) under a checked stream and short
+ *     connections (a checked 64 B echo each, USMC_TEST_SHORT_PER_S, default
+ *     64 a second): nothing lost, every short connection answered, the
+ *     link group ends with two links, and the guest holds as many QPs,
+ *     CQs, PDs and MRs after the last flap as after the first.
  *
  * What a link group holds is read from the library's internals (lgr.h):
  * the test's view, not an API (usmc-stat shows the same to operators).
@@ -42,8 +48,8 @@
 #define SEED	       0x11a2
 #define STREAM_BYTES   (4u << 20)
 #define CHUNK	       (64 * 1024)
-#define LINKS_WAIT_MS  5000 /* for the second link: two LLC round trips, QP set-up */
-#define SINGLE_WAIT_MS 1500 /* for an ADD_LINK that must not come */
+#define LINKS_WAIT_MS  5000  /* for the second link: two LLC round trips, QP set-up */
+#define SINGLE_WAIT_MS 1500  /* for an ADD_LINK that must not come */
 #define READD_WAIT_MS  15000 /* SMCR_READD_MS tries, a path back after the fault */
 #define SPREAD_CONNS   64
 #define SPREAD_MSG     4096
@@ -79,22 +85,29 @@ static struct usmc_ctx *ctx_with_links(long max_links)
 	return ctx;
 }
 
-/* The ACTIVE links of @ctx's one link group, copied; how many. */
+/*
+ * The ACTIVE links of @ctx's first link group (the lowest id: each
+ * context numbers its own, and the pair's first contact made it), copied;
+ * how many. Short connections made while a path is down may make others.
+ */
 static int active_links(struct usmc_ctx *ctx, struct smcr_link out[SMCR_LINKS_MAX])
 {
 	struct smcr_ctx *s = &ctx->rdma;
+	struct lgr *first = NULL;
 	int n = 0;
 
 	pthread_mutex_lock(&s->lock);
 	for (struct lgr *l = s->lgrs; l; l = l->next)
-		for (int i = 0; i < SMCR_LINKS_MAX; i++)
-			if (atomic_load(&l->lnk[i].state) == SMCR_LNK_ACTIVE)
-				memcpy(&out[n++], &l->lnk[i], sizeof(out[0]));
+		if (!first || l->id < first->id)
+			first = l;
+	for (int i = 0; first && i < SMCR_LINKS_MAX; i++)
+		if (atomic_load(&first->lnk[i].state) == SMCR_LNK_ACTIVE)
+			memcpy(&out[n++], &first->lnk[i], sizeof(out[0]));
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
 
-/* Wait up to @ms for @ctx's link group to hold @want ACTIVE links. */
+/* Wait up to @ms for @ctx's first link group to hold @want ACTIVE links. */
 static int wait_links(struct usmc_ctx *ctx, int want, int ms, struct smcr_link out[SMCR_LINKS_MAX])
 {
 	double until = mono_s() + ms / 1000.0;
@@ -119,8 +132,8 @@ static void print_links(const char *who, const struct smcr_link *lnk, int n)
  * which of path 2's two is theirs to pick (a host of its own would have
  * only one); the path the link runs over is what counts.
  */
-static const struct smcr_link *link_on_path2(const struct smcr_link *lnk, int n,
-					     const char *dev_a2, const char *dev_b2, const char *who)
+static const struct smcr_link *link_on_path2(const struct smcr_link *lnk, int n, const char *dev_a2,
+					     const char *dev_b2, const char *who)
 {
 	for (int i = 0; i < n; i++)
 		if (!strcmp(lnk[i].dev.name, dev_a2) || !strcmp(lnk[i].dev.name, dev_b2))
@@ -153,8 +166,8 @@ static void stream_checked(struct usmc_conn *c)
 		ssize_t n = usmc_recv(c, in, sizeof(in), 0);
 
 		CHECK(n > 0, "client recv: %s", usmc_strerror((int)n));
-		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0,
-		      "byte %llu of the echo is wrong", (unsigned long long)got);
+		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0, "byte %llu of the echo is wrong",
+		      (unsigned long long)got);
 		got += (uint64_t)n;
 	}
 }
@@ -254,8 +267,7 @@ static void test_one_end_single(long server_links, long client_links)
 	CHECK(!links_added(p.sctx) && !links_added(p.cctx), "a link was added");
 	stream_checked(p.c);
 	pair_close(&p);
-	printf("ok: server max_links %ld, client %ld: one link each\n", server_links,
-	       client_links);
+	printf("ok: server max_links %ld, client %ld: one link each\n", server_links, client_links);
 }
 
 enum fault { FAULT_PORT_DOWN, FAULT_SILENT_DROP };
@@ -329,7 +341,8 @@ static double stream_through_fault(struct usmc_conn *c, uint64_t total, enum fau
 		last = mono_s();
 		if (!faulted && got >= total / 4) {
 			fault_apply(f, true);
-			CHECK(!pthread_create(&ft.t, NULL, fault_undo_later, &ft), "pthread_create");
+			CHECK(!pthread_create(&ft.t, NULL, fault_undo_later, &ft),
+			      "pthread_create");
 			faulted = true;
 			last = mono_s();
 		}
@@ -367,8 +380,8 @@ static void test_failover(enum fault f)
 	t0 = mono_s();
 	ns = wait_links(p.sctx, 2, READD_WAIT_MS, sl);
 	nc = wait_links(p.cctx, 2, READD_WAIT_MS, cl);
-	printf("recovery: %d and %d links %.1f s after the stream; links_added %llu and %llu\n",
-	       ns, nc, mono_s() - t0, (unsigned long long)links_added(p.sctx),
+	printf("recovery: %d and %d links %.1f s after the stream; links_added %llu and %llu\n", ns,
+	       nc, mono_s() - t0, (unsigned long long)links_added(p.sctx),
 	       (unsigned long long)links_added(p.cctx));
 	CHECK(ns == 2 && nc == 2, "the link was not added again");
 	stream_checked(p.c); /* and the link group carries on */
@@ -484,13 +497,263 @@ static void test_spread(void)
 	       SPREAD_CONNS);
 }
 
+/* ---- soak --------------------------------------------------------------- */
+
+#define SOAK_REASONS 8
+#define SOAK_IDLE_MS 500 /* USMC_OPT_LGR_IDLE_MS of the soak's contexts */
+
+struct soak {
+	struct usmc_ctx *sctx, *cctx;
+	/* why short connections ran TCP: the first reasons seen, and counts */
+	pthread_mutex_t rlock;
+	uint32_t reason[SOAK_REASONS];
+	int reason_n[SOAK_REASONS];
+	struct usmc_listener *l;
+	struct sockaddr_in sa;
+	atomic_bool stop;
+	atomic_int short_ok, short_smcr, short_failed;
+	int per_s;
+};
+
+/* The short connections' server: each echoes 64 B and closes. */
+static void *soak_server(void *arg)
+{
+	struct soak *k = arg;
+
+	while (!atomic_load(&k->stop)) {
+		struct usmc_conn *c;
+		uint8_t b[64];
+		size_t got = 0;
+
+		if (usmc_accept(k->l, 0, &c))
+			continue;
+		while (got < sizeof(b)) {
+			ssize_t r = usmc_recv(c, b + got, sizeof(b) - got, 0);
+
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+		}
+		if (got == sizeof(b))
+			send_all(c, b, sizeof(b));
+		usmc_close(c);
+	}
+	return NULL;
+}
+
+/* Every link group of @ctx with its links' states (a failure's diagnosis). */
+static void print_lgrs(const char *who, struct usmc_ctx *ctx)
+{
+	struct smcr_ctx *s = &ctx->rdma;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct lgr *l = s->all; l; l = l->all_next)
+		printf("  %s link group %x: state %d, %d connections, link states %d/%d/%d\n", who,
+		       l->id, atomic_load(&l->state), l->nconns, atomic_load(&l->lnk[0].state),
+		       atomic_load(&l->lnk[1].state), atomic_load(&l->lnk[2].state));
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Links @ctx holds the objects of (one QP, two CQs, one PD each): every
+ * slot of every link group not UNUSED. */
+static int links_held(struct usmc_ctx *ctx)
+{
+	struct smcr_ctx *s = &ctx->rdma;
+	int n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct lgr *l = s->all; l; l = l->all_next)
+		for (int i = 0; i < SMCR_LINKS_MAX; i++)
+			n += atomic_load(&l->lnk[i].state) != SMCR_LNK_UNUSED;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+static void soak_reason(struct soak *k, uint32_t reason)
+{
+	pthread_mutex_lock(&k->rlock);
+	for (int i = 0; i < SOAK_REASONS; i++)
+		if (!k->reason_n[i] || k->reason[i] == reason) {
+			k->reason[i] = reason;
+			k->reason_n[i]++;
+			break;
+		}
+	pthread_mutex_unlock(&k->rlock);
+}
+
+/* The short connections: per_s a second, each a checked 64 B echo. */
+static void *soak_clients(void *arg)
+{
+	struct soak *k = arg;
+
+	for (uint64_t i = 0; !atomic_load(&k->stop); i++) {
+		struct usmc_conn *c;
+		struct usmc_conn_info info;
+		uint8_t b[64];
+		size_t got = 0;
+		bool ok = false;
+
+		usleep((useconds_t)(1000000 / k->per_s));
+		if (usmc_connect(k->cctx, (struct sockaddr *)&k->sa, sizeof(k->sa), 0, &c)) {
+			atomic_fetch_add(&k->short_failed, 1);
+			continue;
+		}
+		pattern_fill(SEED ^ i, 0, b, sizeof(b));
+		send_all(c, b, sizeof(b));
+		while (got < sizeof(b)) {
+			ssize_t r = usmc_recv(c, b + got, sizeof(b) - got, 0);
+
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+		}
+		ok = got == sizeof(b) && pattern_check(SEED ^ i, 0, b, sizeof(b)) < 0;
+		if (ok && !usmc_conn_info(c, &info) && info.mode == USMC_MODE_SMCR)
+			atomic_fetch_add(&k->short_smcr, 1);
+		else if (ok)
+			soak_reason(k, info.reason);
+		atomic_fetch_add(ok ? &k->short_ok : &k->short_failed, 1);
+		usmc_close(c);
+	}
+	return NULL;
+}
+
+struct flapper {
+	struct soak *k;
+	int flaps;
+	struct fnet_res after_first, after_last;
+	double worst_readd;
+	atomic_bool done;
+};
+
+/* Path 1 down for 1 s, then up until both ends have two links again;
+ * the verbs objects counted after the first and the last. */
+static void *soak_flap(void *arg)
+{
+	struct flapper *fl = arg;
+	struct smcr_link tmp[SMCR_LINKS_MAX];
+
+	for (int i = 0; i < fl->flaps; i++) {
+		double t;
+
+		fault_apply(FAULT_PORT_DOWN, true);
+		usleep(1000000);
+		fault_apply(FAULT_PORT_DOWN, false);
+		t = mono_s();
+		CHECK(wait_links(fl->k->sctx, 2, READD_WAIT_MS, tmp) == 2 &&
+			      wait_links(fl->k->cctx, 2, READD_WAIT_MS, tmp) == 2,
+		      "flap %d: the link was not added again", i + 1);
+		if (mono_s() - t > fl->worst_readd)
+			fl->worst_readd = mono_s() - t;
+		if (!i)
+			fl->after_first = fnet_res_of(0);
+	}
+	fl->after_last = fnet_res_of(0);
+	atomic_store(&fl->done, true);
+	return NULL;
+}
+
+static void test_soak(void)
+{
+	struct soak k = {.per_s = (int)env_long("USMC_TEST_SHORT_PER_S", 64)};
+	struct flapper fl = {.k = &k, .flaps = (int)env_long("USMC_TEST_FLAPS", 3)};
+	struct fnet_res base, end;
+	int held0, held1;
+	static uint8_t out[CHUNK], in[CHUNK];
+	struct smcr_link tmp[SMCR_LINKS_MAX];
+	pthread_t ts, tc, tf;
+	uint64_t sent = 0, got = 0;
+	double t0 = mono_s();
+	struct pair p;
+
+	pair_open(&p, 2, 2, 0);
+	CHECK(!usmc_ctx_setopt(p.sctx, USMC_OPT_LGR_IDLE_MS, SOAK_IDLE_MS) &&
+		      !usmc_ctx_setopt(p.cctx, USMC_OPT_LGR_IDLE_MS, SOAK_IDLE_MS),
+	      "USMC_OPT_LGR_IDLE_MS"); /* for the link groups made from now on */
+	CHECK(wait_links(p.sctx, 2, LINKS_WAIT_MS, tmp) == 2 &&
+		      wait_links(p.cctx, 2, LINKS_WAIT_MS, tmp) == 2,
+	      "two links before the soak");
+	k.sctx = p.sctx;
+	k.cctx = p.cctx;
+	pthread_mutex_init(&k.rlock, NULL);
+	base = fnet_res_of(0);
+	held0 = links_held(p.sctx) + links_held(p.cctx);
+	k.l = listen_b(p.sctx, 128, &k.sa);
+	CHECK(!pthread_create(&ts, NULL, soak_server, &k) &&
+		      !pthread_create(&tc, NULL, soak_clients, &k) &&
+		      !pthread_create(&tf, NULL, soak_flap, &fl),
+	      "pthread_create");
+	while (!atomic_load(&fl.done) || sent != got) {
+		if (!atomic_load(&fl.done) && sent - got < 4 * CHUNK) {
+			pattern_fill(SEED, sent, out, CHUNK);
+			send_all(p.c, out, CHUNK);
+			sent += CHUNK;
+			continue;
+		}
+		ssize_t n = usmc_recv(p.c, in, sizeof(in), 0);
+
+		CHECK(n > 0, "stream recv at %llu: %s", (unsigned long long)got,
+		      usmc_strerror((int)n));
+		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0,
+		      "byte %llu of the stream is wrong", (unsigned long long)got);
+		got += (uint64_t)n;
+	}
+	atomic_store(&k.stop, true);
+	pthread_join(tf, NULL);
+	pthread_join(tc, NULL);
+	/* the server waits in usmc_accept(): one more connection lets it see stop */
+	{
+		struct usmc_conn *c;
+
+		if (!usmc_connect(p.cctx, (struct sockaddr *)&k.sa, sizeof(k.sa), 0, &c))
+			usmc_close(c);
+	}
+	pthread_join(ts, NULL);
+	/* the link groups short connections made while path 1 was down, idle
+	 * now, end (SOAK_IDLE_MS) */
+	usleep(3 * SOAK_IDLE_MS * 1000);
+	end = fnet_res_of(0);
+	held1 = links_held(p.sctx) + links_held(p.cctx);
+	for (int i = 0; i < SOAK_REASONS && k.reason_n[i]; i++)
+		printf("  short connections on TCP: %d for %s\n", k.reason_n[i],
+		       usmc_reason_name(k.reason[i]));
+	printf("soak: %d flaps in %.0f s, %llu MiB streamed intact; short connections %d answered "
+	       "(%d SMC-R), %d failed; re-added within %.1f s at worst; failovers %llu and %llu; "
+	       "qp/cq/pd/mr after the first flap %d/%d/%d/%d, after the last %d/%d/%d/%d\n",
+	       fl.flaps, mono_s() - t0, (unsigned long long)(got >> 20), atomic_load(&k.short_ok),
+	       atomic_load(&k.short_smcr), atomic_load(&k.short_failed), fl.worst_readd,
+	       (unsigned long long)failovers(p.sctx), (unsigned long long)failovers(p.cctx),
+	       fl.after_first.qp, fl.after_first.cq, fl.after_first.pd, fl.after_first.mr,
+	       fl.after_last.qp, fl.after_last.cq, fl.after_last.pd, fl.after_last.mr);
+	CHECK(!atomic_load(&k.short_failed), "short connections failed");
+	/* every object the guest holds beyond the kernel's own is a link's
+	 * that a link group holds (the first link's stays until its link group
+	 * ends; short connections made link groups of their own while path 1
+	 * was down): none of a dropped link is left. MRs also count pooled
+	 * buffers, which short connections grow: printed only. */
+	printf("soak: qp/cq/pd/mr before %d/%d/%d/%d with %d links held, after %d/%d/%d/%d "
+	       "with %d\n",
+	       base.qp, base.cq, base.pd, base.mr, held0, end.qp, end.cq, end.pd, end.mr, held1);
+	print_lgrs("server", p.sctx);
+	print_lgrs("client", p.cctx);
+	CHECK(end.qp - base.qp == held1 - held0 && end.cq - base.cq == 2 * (held1 - held0) &&
+		      end.pd - base.pd == held1 - held0,
+	      "verbs objects left behind by the flaps");
+	CHECK(active_links(p.sctx, tmp) == 2 && active_links(p.cctx, tmp) == 2,
+	      "two links at the end");
+	usmc_listener_close(k.l);
+	pair_close(&p);
+	printf("ok: soak\n");
+}
+
 /* Runs every case, or those named on the command line (links, single,
- * spread, portdown, silent). */
+ * spread, portdown, silent, soak). */
 int main(int argc, char **argv)
 {
-	static const char *const all[] = {"links", "single", "spread", "portdown", "silent"};
+	static const char *const all[] = {"links",    "single", "spread",
+					  "portdown", "silent", "soak"};
 	const char *const *run = argc > 1 ? (const char *const *)argv + 1 : all;
-	int n = argc > 1 ? argc - 1 : 5;
+	int n = argc > 1 ? argc - 1 : 6;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 0; i < n; i++) {
@@ -505,6 +768,8 @@ int main(int argc, char **argv)
 			test_failover(FAULT_PORT_DOWN);
 		} else if (!strcmp(run[i], "silent")) {
 			test_failover(FAULT_SILENT_DROP);
+		} else if (!strcmp(run[i], "soak")) {
+			test_soak();
 		} else {
 			CHECK(0, "no case %s", run[i]);
 		}
