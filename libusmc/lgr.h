@@ -246,8 +246,9 @@ void lgr_link_drop(struct lgr *lgr, struct smcr_link *lnk);
 uint8_t lgr_next_link_num(struct lgr *lgr);
 /* The link of @lgr numbered @link_num (ACTIVATING or ACTIVE), or NULL. */
 struct smcr_link *lgr_link_by_num(struct lgr *lgr, uint8_t link_num);
-/* How many of @lgr's links are ACTIVE. */
+/* How many of @lgr's links are ACTIVE; ACTIVE or ACTIVATING. */
 int lgr_links_active(struct lgr *lgr);
+int lgr_links_live(struct lgr *lgr);
 /*
  * lgr_link_assign() - the slot of the link a new connection of @lgr sends
  * on: its ACTIVE links in turn, by the count of connections (Linux's

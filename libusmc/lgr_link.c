@@ -198,6 +198,18 @@ int lgr_link_of_peer(struct lgr *lgr, uint32_t peer_qpn, const uint8_t *peer_gid
 	return -ENOENT;
 }
 
+int lgr_links_live(struct lgr *lgr)
+{
+	int n = 0;
+
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		int state = atomic_load(&lgr->lnk[i].state);
+
+		n += state == SMCR_LNK_ACTIVE || state == SMCR_LNK_ACTIVATING;
+	}
+	return n;
+}
+
 int lgr_links_active(struct lgr *lgr)
 {
 	int n = 0;

@@ -197,12 +197,18 @@ void smcr_clc_rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
 	req->type = LLC_CONFIRM_RKEY;
 	c->rkey = lgr_rmb_rkey(lgr, rmb, fslot);
 	c->vaddr = (uintptr_t)rmb->addr;
-	/* every other active link's rkey of it (net/smc/smc_llc.c
-	 * smc_llc_send_confirm_rkey()); the address is the same on each */
+	/* every other link's rkey of it (net/smc/smc_llc.c
+	 * smc_llc_send_confirm_rkey()), the address the same on each: the
+	 * active ones, and one being added once the RMB has its registration
+	 * there (the add-link's rkey list may have been built before this
+	 * RMB was in use; a link number the peer does not know yet it skips) */
 	for (int i = 0; i < SMCR_LINKS_MAX && c->num_extra < LLC_CONFIRM_RKEY_EXTRA; i++) {
 		const struct smcr_link *lnk = &lgr->lnk[i];
+		int state = atomic_load(&lnk->state);
 
-		if (i == fslot || atomic_load(&lnk->state) != SMCR_LNK_ACTIVE)
+		if (i == fslot ||
+		    !(state == SMCR_LNK_ACTIVE ||
+		      (state == SMCR_LNK_ACTIVATING && (bufpool_regs_active(lgr->rmbs) & (1u << i)))))
 			continue;
 		c->extra[c->num_extra++] = (struct llc_rtoken){.link_id = lnk->link_num,
 							       .rkey = lgr_rmb_rkey(lgr, rmb, i),
@@ -218,14 +224,14 @@ void smcr_clc_rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
  */
 /*
  * The peer holds our RMB's rkey already: it came back from the pool with
- * the rkey the peer confirmed. With more than one link up the RMB may have
+ * the rkey the peer confirmed. With more than one link up (or coming up) the RMB may have
  * sat in the pool when a link was added, which the peer never learnt its
  * rkey for (ADD_LINK names the RMBs in use): confirmed again, on every
  * link, as Linux does each time.
  */
 static bool rkey_known(struct lgr *lgr, const struct smcr_conn *sc)
 {
-	return sc->rmb->rkey_confirmed && lgr_links_active(lgr) < 2;
+	return sc->rmb->rkey_confirmed && lgr_links_live(lgr) < 2;
 }
 
 int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)

@@ -395,7 +395,7 @@ static void test_set_peer_full(void **state)
 
 /* Our CONFIRM_RKEY: the RMB on the link the flow goes over (its rkey in
  * that link's registration), and one additional entry per other active
- * link (not one that is coming up or going down). */
+ * link or one coming up with its registration (not one going down). */
 static void test_our_confirm_rkey(void **state)
 {
 	struct fake f;
@@ -415,7 +415,7 @@ static void test_our_confirm_rkey(void **state)
 	/* links 2 and 3 in slots 1 and 2, each with its registration of the RMB */
 	assert_int_equal(bufpool_reg_add(f.lgr->rmbs, 1, NULL), 0);
 	assert_int_equal(bufpool_reg_add(f.lgr->rmbs, 2, NULL), 0);
-	fake_link(&f, 1, 2, SMCR_LNK_ACTIVATING);
+	fake_link(&f, 1, 2, SMCR_LNK_INACTIVE);
 	fake_link(&f, 2, 3, SMCR_LNK_ACTIVE);
 	smcr_clc_rkey_request(sc, &req);
 	assert_int_equal(req.confirm_rkey.rkey, sc->rmb->rkey);
@@ -425,6 +425,11 @@ static void test_our_confirm_rkey(void **state)
 	assert_int_not_equal(req.confirm_rkey.extra[0].rkey, 0);
 	assert_int_not_equal(req.confirm_rkey.extra[0].rkey, sc->rmb->rkey);
 	assert_int_equal(req.confirm_rkey.extra[0].vaddr, (uintptr_t)sc->rmb->addr);
+	/* coming up, its registration made: named too */
+	fake_link(&f, 1, 2, SMCR_LNK_ACTIVATING);
+	smcr_clc_rkey_request(sc, &req);
+	assert_int_equal(req.confirm_rkey.num_extra, 2);
+	assert_int_equal(req.confirm_rkey.extra[0].link_id, 2);
 	fake_link(&f, 1, 2, SMCR_LNK_ACTIVE);
 	smcr_clc_rkey_request(sc, &req);
 	assert_int_equal(req.confirm_rkey.num_extra, 2);
