@@ -593,21 +593,35 @@ static void *soak_clients(void *arg)
 		size_t got = 0;
 		bool ok = false;
 
+		ssize_t r = 0;
+		int rc;
+
 		usleep((useconds_t)(1000000 / k->per_s));
-		if (usmc_connect(k->cctx, (struct sockaddr *)&k->sa, sizeof(k->sa), 0, &c)) {
+		rc = usmc_connect(k->cctx, (struct sockaddr *)&k->sa, sizeof(k->sa), 0, &c);
+		if (rc) {
+			printf("  short connection %llu: connect: %s\n", (unsigned long long)i,
+			       usmc_strerror(rc));
 			atomic_fetch_add(&k->short_failed, 1);
 			continue;
 		}
 		pattern_fill(SEED ^ i, 0, b, sizeof(b));
 		send_all(c, b, sizeof(b));
 		while (got < sizeof(b)) {
-			ssize_t r = usmc_recv(c, b + got, sizeof(b) - got, 0);
-
+			r = usmc_recv(c, b + got, sizeof(b) - got, 0);
 			if (r <= 0)
 				break;
 			got += (size_t)r;
 		}
 		ok = got == sizeof(b) && pattern_check(SEED ^ i, 0, b, sizeof(b)) < 0;
+		if (!ok) {
+			struct usmc_conn_info fi = {0};
+
+			usmc_conn_info(c, &fi);
+			printf("  short connection %llu (%s): %zu of 64 bytes back, the last read "
+			       "%zd (%s)\n",
+			       (unsigned long long)i, usmc_mode_name(fi.mode), got, r,
+			       r < 0 ? usmc_strerror((int)r) : "EOF or data");
+		}
 		if (ok && !usmc_conn_info(c, &info) && info.mode == USMC_MODE_SMCR)
 			atomic_fetch_add(&k->short_smcr, 1);
 		else if (ok)
