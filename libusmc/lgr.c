@@ -474,8 +474,11 @@ void lgr_free(struct lgr *lgr)
 
 	if (lgr->lnk[LGR_FIRST_LINK].qp)
 		lgr_terminate(lgr, -ECONNABORTED, atomic_load(&lgr->state) == LGR_ACTIVE);
-	lgr_links_join(lgr); /* its waits end with the link group */
+	/* the progress thread first: it starts add-link threads (a peer's
+	 * ADD_LINK, the re-add tick), and one it started after the join would
+	 * outlive the link group; their waits end with the link group */
 	lgr_stop_thread(lgr);
+	lgr_links_join(lgr);
 	for (int i = 0; i < SMCR_LINKS_MAX; i++)
 		lgr_flush_sends(lgr, &lgr->lnk[i]);
 	lgr_free_orphans(lgr);

@@ -302,7 +302,8 @@ void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m)
 	/* a v2 request with its rkeys, on a link group that allows a second
 	 * link, and a port for it (the thread looks): taken; else rejected at
 	 * once, as Linux's client does (smc_llc_cli_add_link()) */
-	if (lgr->is_server || lgr->max_links < 2 || !m->add_link.has_ext || !m->add_link.qp_mtu ||
+	if (atomic_load(&lgr->state) != LGR_ACTIVE || lgr->is_server || lgr->max_links < 2 ||
+	    !m->add_link.has_ext || !m->add_link.qp_mtu ||
 	    lgr_links_active(lgr) >= lgr->max_links || lgr_link_by_num(lgr, m->add_link.link_num) ||
 	    !add_link_spawn(lgr, m)) {
 		llc_add_link_reject(m);

@@ -617,9 +617,9 @@ static void *soak_clients(void *arg)
 			struct usmc_conn_info fi = {0};
 
 			usmc_conn_info(c, &fi);
-			printf("  short connection %llu (%s): %zu of 64 bytes back, the last read "
-			       "%zd (%s)\n",
-			       (unsigned long long)i, usmc_mode_name(fi.mode), got, r,
+			printf("  short connection %llu (%s, link group %x): %zu of 64 bytes back, "
+			       "the last read %zd (%s)\n",
+			       (unsigned long long)i, usmc_mode_name(fi.mode), fi.lgr_id, got, r,
 			       r < 0 ? usmc_strerror((int)r) : "EOF or data");
 		}
 		if (ok && !usmc_conn_info(c, &info) && info.mode == USMC_MODE_SMCR)
