@@ -207,8 +207,8 @@ void smcr_clc_rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
 		int state = atomic_load(&lnk->state);
 
 		if (i == fslot ||
-		    !(state == SMCR_LNK_ACTIVE ||
-		      (state == SMCR_LNK_ACTIVATING && (bufpool_regs_active(lgr->rmbs) & (1u << i)))))
+		    !(state == SMCR_LNK_ACTIVE || (state == SMCR_LNK_ACTIVATING &&
+						   (bufpool_regs_active(lgr->rmbs) & (1u << i)))))
 			continue;
 		c->extra[c->num_extra++] = (struct llc_rtoken){.link_id = lnk->link_num,
 							       .rkey = lgr_rmb_rkey(lgr, rmb, i),
