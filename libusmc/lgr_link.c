@@ -54,8 +54,9 @@ static void slot_clear(struct smcr_link *lnk)
 	atomic_store(&lnk->state, SMCR_LNK_UNUSED);
 }
 
-/* What lgr_link_new() made of the link in @slot before it failed,
- * freed: nobody else has seen it. */
+/* The objects of the link in @slot, the QP first (the peer can no longer
+ * write into the buffers), freed: what lgr_link_new() made of a link
+ * nobody else has seen, or what is left of a dropped one. */
 static void link_unmake(struct lgr *lgr, int slot)
 {
 	struct smcr_link *lnk = &lgr->lnk[slot];
@@ -121,14 +122,8 @@ static void link_reap(struct lgr *lgr, int slot)
 	smcr_eng_link_del(&lgr->eng, slot);
 	lgr_ep_link_del(lgr, slot);
 	lgr_flush_sends(lgr, lnk);
-	/* the QP first: the peer can no longer write into the buffers */
-	smcr_link_qp_destroy(lnk);
-	bufpool_reg_del(lgr->rmbs, slot);
-	bufpool_reg_del(lgr->sndbufs, slot);
 	lgr_rtoken_clear_link(&lgr->rtok, slot);
-	smcr_wr_rx_free(lnk);
-	smcr_link_free(lnk);
-	slot_clear(lnk);
+	link_unmake(lgr, slot);
 	atomic_fetch_and(&lgr->reap_slots, ~(1u << slot));
 	smcr_eng_unhold(&lgr->eng);
 }
