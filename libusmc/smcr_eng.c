@@ -115,15 +115,13 @@ void smcr_eng_arm(struct smcr_eng *e, bool scq)
 	}
 }
 
-bool smcr_eng_get_event(struct smcr_eng *e, int slot)
+/* Read and acknowledge one event of @lnk's (in @slot) channel: its CQ is
+ * no longer armed. False if none was pending. */
+static bool eng_take_event(struct smcr_eng *e, int slot, struct smcr_link *lnk)
 {
-	struct smcr_link *lnk = smcr_eng_link(e, slot);
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
-	if (!lnk)
-		return false;
-	eng_stat(e, ENG_SYSCALLS, 1); /* the read() */
 	if (ibv_get_cq_event(lnk->ch, &cq, &cq_ctx))
 		return false;
 	ibv_ack_cq_events(cq, 1);
@@ -132,6 +130,16 @@ bool smcr_eng_get_event(struct smcr_eng *e, int slot)
 	else
 		e->scq_armed[slot] = false;
 	return true;
+}
+
+bool smcr_eng_get_event(struct smcr_eng *e, int slot)
+{
+	struct smcr_link *lnk = smcr_eng_link(e, slot);
+
+	if (!lnk)
+		return false;
+	eng_stat(e, ENG_SYSCALLS, 1); /* the read() */
+	return eng_take_event(e, slot, lnk);
 }
 
 void smcr_eng_link_add(struct smcr_eng *e, int slot, struct smcr_link *lnk)
@@ -144,8 +152,6 @@ void smcr_eng_link_add(struct smcr_eng *e, int slot, struct smcr_link *lnk)
 void smcr_eng_link_del(struct smcr_eng *e, int slot)
 {
 	struct smcr_link *lnk = smcr_eng_link(e, slot);
-	struct ibv_cq *cq;
-	void *cq_ctx;
 
 	if (!lnk || slot == 0)
 		return;
@@ -155,13 +161,8 @@ void smcr_eng_link_del(struct smcr_eng *e, int slot)
 	while (e->rcq_armed[slot] || e->scq_armed[slot]) {
 		struct pollfd p = {.fd = lnk->ch->fd, .events = POLLIN};
 
-		if (poll(&p, 1, 0) <= 0 || ibv_get_cq_event(lnk->ch, &cq, &cq_ctx))
+		if (poll(&p, 1, 0) <= 0 || !eng_take_event(e, slot, lnk))
 			break;
-		ibv_ack_cq_events(cq, 1);
-		if (cq == lnk->rcq)
-			e->rcq_armed[slot] = false;
-		else
-			e->scq_armed[slot] = false;
 	}
 	e->rcq_armed[slot] = e->scq_armed[slot] = false;
 }
