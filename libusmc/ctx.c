@@ -92,6 +92,7 @@ int usmc_env_check(char *msg, size_t len)
 int usmc_env_check_env(const char *const *env, char *msg, size_t len)
 {
 	uint8_t ueid[SMCR_UEID_LEN];
+	struct smcr_dev_set devs;
 	enum kc_mode mode;
 	const char *s, *file;
 	int level;
@@ -110,6 +111,12 @@ int usmc_env_check_env(const char *const *env, char *msg, size_t len)
 		env_msg(msg, len,
 			"USMC_UEID=%s: not a UEID (1-32 of A-Z 0-9 . -, the first alphanumeric)",
 			s);
+		return -EINVAL;
+	}
+	s = env_get(env, "USMC_DEVICES");
+	if (smcr_dev_set_parse(s, &devs)) {
+		env_msg(msg, len, "USMC_DEVICES=%s: not a list of device[:port] (at most %d)", s,
+			SMCR_DEV_SET_MAX);
 		return -EINVAL;
 	}
 	s = env_secure_get(env, "USMC_KERNEL_COMPAT");
@@ -271,6 +278,11 @@ uint64_t usmc_ctx_fallback_count(const struct usmc_ctx *ctx, uint32_t reason)
 int usmc_ctx_set_ueid(struct usmc_ctx *ctx, const char *ueid)
 {
 	return ctx ? smcr_ctx_set_ueid(&ctx->rdma, ueid) : -EINVAL;
+}
+
+int usmc_ctx_set_devices(struct usmc_ctx *ctx, const char *list)
+{
+	return ctx ? smcr_ctx_set_devices(&ctx->rdma, list) : -EINVAL;
 }
 
 /* ---- registry (usmc-stat) ---------------------------------------------- */

@@ -99,28 +99,17 @@ int smcr_hs_conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn
 	return rc;
 }
 
-/* Ports that carry SMC-Rv2 (a RoCE v2 IPv4-mapped GID). */
-static int v2_ports(void)
-{
-	struct usmc_device_info *devs;
-	int n, ports = 0;
-
-	if (smcr_dev_discover(&devs, &n))
-		return 0;
-	for (int i = 0; i < n; i++)
-		ports += devs[i].gid_index >= 0;
-	free(devs);
-	return ports;
-}
-
-uint8_t smcr_clc_max_links(const struct usmc_opts *opts)
+uint8_t smcr_clc_max_links(const struct usmc_opts *opts, struct smcr_ctx *sctx)
 {
 	long want = opts->v[USMC_OPT_MAX_LINKS];
+	struct smcr_dev_set devs;
 
 	if (want > SMCR_MAX_LINKS)
 		want = SMCR_MAX_LINKS;
-	/* the device scan only where a second link is asked for */
-	return want > 1 && v2_ports() > 1 ? (uint8_t)want : 1;
+	if (want <= 1)
+		return 1; /* the device scan only where a second link is asked for */
+	smcr_ctx_devices(sctx, &devs);
+	return smcr_dev_v2_ports(&devs) > 1 ? (uint8_t)want : 1;
 }
 
 void smcr_clc_fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links)

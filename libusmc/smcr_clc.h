@@ -258,13 +258,13 @@ struct lgr_config smcr_clc_lgr_config(const struct usmc_opts *o);
 /* A connection on @lgr with the options' buffer sizes (warns when out of them). */
 int smcr_hs_conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc);
 
-/* The first-contact extension of an ACCEPT or CONFIRM. */
 /*
  * The max_links we offer: USMC_OPT_MAX_LINKS (at most SMCR_MAX_LINKS), 1
- * on a host with fewer than two RoCE v2 ports (a second link needs one at
- * each end; a Linux peer told 2 would wait for our ADD_LINK).
+ * where @sctx may use fewer than two RoCE v2 ports (a second link needs one
+ * at each end; a Linux peer told 2 would wait for our ADD_LINK).
  */
-uint8_t smcr_clc_max_links(const struct usmc_opts *opts);
+uint8_t smcr_clc_max_links(const struct usmc_opts *opts, struct smcr_ctx *sctx);
+/* The first-contact extension of an ACCEPT or CONFIRM. */
 void smcr_clc_fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links);
 
 /* Our half of an ACCEPT or CONFIRM (@type): link, RMB, token. */

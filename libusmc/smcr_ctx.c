@@ -42,6 +42,7 @@ int smcr_ctx_init(struct smcr_ctx *s, const char *const *env)
 	 * with, as usmc_ctx_set_ueid() lets any program decide */
 	const char *ueid = env_get(env, "USMC_UEID");
 	pthread_condattr_t ca;
+	int rc;
 
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
@@ -64,6 +65,11 @@ int smcr_ctx_init(struct smcr_ctx *s, const char *const *env)
 		return -EIO;
 	if (getrandom(&s->token_seq, sizeof(s->token_seq), 0) != sizeof(s->token_seq))
 		return -EIO;
+	/* read in a privileged process too, as USMC_UEID: it only narrows the
+	 * devices this process's own connections use */
+	rc = smcr_dev_set_parse(env_get(env, "USMC_DEVICES"), &s->devs);
+	if (rc)
+		return rc;
 	return smcr_ueid_pad(ueid && *ueid ? ueid : SMCR_DEFAULT_UEID, s->ueid);
 }
 
@@ -140,16 +146,18 @@ static bool dev_cache_get_locked(struct smcr_ctx *s, const struct in_addr *addr,
 
 int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev)
 {
+	struct smcr_dev_set devs;
 	bool hit;
 	int rc;
 
 	pthread_mutex_lock(&s->dev_lock);
 	hit = dev_cache_get_locked(s, addr, dev);
+	devs = s->devs;
 	pthread_mutex_unlock(&s->dev_lock);
 	if (hit)
 		return 0;
 	/* a miss scans the GID tables (not cached: an address may get a GID later) */
-	rc = smcr_dev_find(addr, dev);
+	rc = smcr_dev_find(addr, &devs, dev);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&s->dev_lock);
@@ -159,6 +167,27 @@ int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_
 	}
 	pthread_mutex_unlock(&s->dev_lock);
 	return 0;
+}
+
+int smcr_ctx_set_devices(struct smcr_ctx *s, const char *list)
+{
+	struct smcr_dev_set devs;
+	int rc = smcr_dev_set_parse(list, &devs);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&s->dev_lock);
+	s->devs = devs;
+	s->dev_n = 0; /* a cached port may be one it no longer may use */
+	pthread_mutex_unlock(&s->dev_lock);
+	return 0;
+}
+
+void smcr_ctx_devices(struct smcr_ctx *s, struct smcr_dev_set *out)
+{
+	pthread_mutex_lock(&s->dev_lock);
+	*out = s->devs;
+	pthread_mutex_unlock(&s->dev_lock);
 }
 
 int smcr_ctx_set_ueid(struct smcr_ctx *s, const char *ueid)

@@ -106,14 +106,15 @@ struct smcr_ctx {
 
 	/* last device lookups (address -> port/GID), so that a PROPOSAL leaves
 	 * right after the connect instead of after a GID table scan */
-	pthread_mutex_t dev_lock; /* protects dev_addr, dev_cache, dev_n */
+	pthread_mutex_t dev_lock; /* protects dev_addr, dev_cache, dev_n, devs */
 	struct in_addr dev_addr[SMCR_DEV_CACHE];
 	struct smcr_dev dev_cache[SMCR_DEV_CACHE];
 	int dev_n;
+	struct smcr_dev_set devs; /* the ports it may use (usmc_ctx_set_devices()) */
 };
 
-/* Fills the system id and the UEID (USMC_UEID in @env, env.h, else
- * SMCR_DEFAULT_UEID). */
+/* Fills the system id, the UEID (USMC_UEID in @env, env.h, else
+ * SMCR_DEFAULT_UEID) and the ports it may use (USMC_DEVICES, else all). */
 int smcr_ctx_init(struct smcr_ctx *s, const char *const *env);
 /* Frees every link group, then the context's own state. */
 void smcr_ctx_fini(struct smcr_ctx *s);
@@ -156,8 +157,14 @@ uint64_t smcr_ctx_link_events(const struct smcr_ctx *s, enum smcr_link_event ev)
 /* The engine counters of every link group @s ever had, added into @out. */
 void smcr_ctx_engine_stats(struct smcr_ctx *s, struct usmc_engine_stats *out);
 
-/* smcr_dev_lookup() - smcr_dev_find() through the context's cache. */
+/* smcr_dev_lookup() - smcr_dev_find() among the context's ports, through
+ * its cache. */
 int smcr_dev_lookup(struct smcr_ctx *s, const struct in_addr *addr, struct smcr_dev *dev);
+/* smcr_ctx_set_devices() - the ports @s may use from now on ("name[:port],...",
+ * "" all); drops the lookups cached. -EINVAL for a malformed list.
+ * smcr_ctx_devices() - a copy of them. */
+int smcr_ctx_set_devices(struct smcr_ctx *s, const char *list);
+void smcr_ctx_devices(struct smcr_ctx *s, struct smcr_dev_set *out);
 
 /* smcr_ctx_ueid() - a copy of the context's UEID (blank padded). */
 void smcr_ctx_ueid(struct smcr_ctx *s, uint8_t out[SMCR_UEID_LEN]);

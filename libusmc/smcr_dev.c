@@ -45,6 +45,69 @@ static bool gid_table_walk(struct ibv_context *ib,
 	return found;
 }
 
+/* ---- the ports a context may use ------------------------------------- */
+
+/* One "name[:port]" of @len bytes at @s into @set's next entry. */
+static int dev_set_add(struct smcr_dev_set *set, const char *s, size_t len)
+{
+	const char *colon = memchr(s, ':', len);
+	size_t nlen = colon ? (size_t)(colon - s) : len;
+	long port = 0;
+
+	if (!nlen || nlen >= sizeof(set->e[0].name) || set->n == SMCR_DEV_SET_MAX)
+		return -EINVAL;
+	if (colon) {
+		char num[4] = "";
+		size_t plen = len - nlen - 1;
+		char *end;
+
+		if (!plen || plen >= sizeof(num))
+			return -EINVAL;
+		memcpy(num, colon + 1, plen);
+		port = strtol(num, &end, 10);
+		if (*end || port < 1 || port > 255)
+			return -EINVAL;
+	}
+	memcpy(set->e[set->n].name, s, nlen);
+	set->e[set->n].name[nlen] = '\0';
+	set->e[set->n++].port = (uint8_t)port;
+	return 0;
+}
+
+int smcr_dev_set_parse(const char *s, struct smcr_dev_set *set)
+{
+	struct smcr_dev_set out = {0};
+
+	while (s && *s) {
+		size_t len = strcspn(s, ",");
+		int rc = dev_set_add(&out, s, len);
+
+		if (rc)
+			return rc;
+		s += len;
+		if (*s == ',' && !*++s)
+			return -EINVAL; /* a trailing comma: an empty name */
+	}
+	*set = out;
+	return 0;
+}
+
+bool smcr_dev_set_has(const struct smcr_dev_set *set, const char *name, uint8_t port)
+{
+	if (!set || !set->n)
+		return true;
+	for (int i = 0; i < set->n; i++)
+		if (!strcmp(set->e[i].name, name) && (!set->e[i].port || set->e[i].port == port))
+			return true;
+	return false;
+}
+
+static bool dev_set_has_entry(const struct smcr_dev_set *set, struct ibv_context *ib,
+			      const struct ibv_gid_entry *e)
+{
+	return smcr_dev_set_has(set, ibv_get_device_name(ib->device), (uint8_t)e->port_num);
+}
+
 /* ---- discovery: usmc_ctx_devices() ----------------------------------- */
 
 /* The first SMC-Rv2 GID of the port @arg describes. */
@@ -131,6 +194,7 @@ static void netdev_mac(uint32_t ifindex, uint8_t mac[SMCR_MAC_LEN])
 
 struct addr_match {
 	const struct in_addr *addr;
+	const struct smcr_dev_set *set;
 	struct smcr_dev *dev;
 };
 
@@ -156,11 +220,13 @@ static bool match_addr(struct ibv_context *ib, const struct ibv_gid_entry *e, vo
 {
 	struct addr_match *m = arg;
 
-	return !memcmp(e->gid.raw + 12, &m->addr->s_addr, 4) && fill_dev(ib, e, m->dev);
+	return !memcmp(e->gid.raw + 12, &m->addr->s_addr, 4) && dev_set_has_entry(m->set, ib, e) &&
+	       fill_dev(ib, e, m->dev);
 }
 
 struct alt_match {
 	const struct smcr_dev *cur;
+	const struct smcr_dev_set *set;
 	const uint8_t (*peer_gids)[SMCR_GID_LEN];
 	int npeer;
 	struct smcr_dev *alt;
@@ -173,6 +239,8 @@ static bool match_alt(struct ibv_context *ib, const struct ibv_gid_entry *e, voi
 	struct alt_match *m = arg;
 
 	if (!strcmp(ibv_get_device_name(ib->device), m->cur->name) && e->port_num == m->cur->port)
+		return false;
+	if (!dev_set_has_entry(m->set, ib, e))
 		return false;
 	for (int i = 0; i < m->npeer; i++)
 		if (!memcmp(e->gid.raw, m->peer_gids[i], SMCR_GID_LEN))
@@ -202,19 +270,34 @@ static int dev_walk(bool (*visit)(struct ibv_context *ib, const struct ibv_gid_e
 	return found ? 0 : -ENODEV;
 }
 
-int smcr_dev_find(const struct in_addr *addr, struct smcr_dev *dev)
+int smcr_dev_find(const struct in_addr *addr, const struct smcr_dev_set *set, struct smcr_dev *dev)
 {
-	struct addr_match m = {.addr = addr, .dev = dev};
+	struct addr_match m = {.addr = addr, .set = set, .dev = dev};
 
 	return dev_walk(match_addr, &m);
 }
 
-int smcr_dev_find_alt(const struct smcr_dev *cur, const uint8_t (*peer_gids)[SMCR_GID_LEN],
-		      int npeer, struct smcr_dev *alt)
+int smcr_dev_find_alt(const struct smcr_dev *cur, const struct smcr_dev_set *set,
+		      const uint8_t (*peer_gids)[SMCR_GID_LEN], int npeer, struct smcr_dev *alt)
 {
-	struct alt_match m = {.cur = cur, .peer_gids = peer_gids, .npeer = npeer, .alt = alt};
+	struct alt_match m = {
+		.cur = cur, .set = set, .peer_gids = peer_gids, .npeer = npeer, .alt = alt};
 
 	return dev_walk(match_alt, &m);
+}
+
+int smcr_dev_v2_ports(const struct smcr_dev_set *set)
+{
+	struct usmc_device_info *devs;
+	int n, ports = 0;
+
+	if (smcr_dev_discover(&devs, &n))
+		return 0;
+	for (int i = 0; i < n; i++)
+		ports +=
+			devs[i].gid_index >= 0 && smcr_dev_set_has(set, devs[i].name, devs[i].port);
+	free(devs);
+	return ports;
 }
 
 struct ibv_context *smcr_dev_open(const char *name)

@@ -140,9 +140,13 @@ static int srv_add_link(struct lgr *lgr, struct llc_msg *m)
 {
 	int via = smcr_llc_link_slot(lgr); /* where the LLC goes: a link that is up */
 	const struct smcr_link *cur = &lgr->lnk[via];
+	struct smcr_dev_set devs;
 	struct smcr_dev alt;
 	struct smcr_link *lnk;
-	int rc = smcr_dev_find_alt(&cur->dev, &cur->peer_gid, 1, &alt);
+	int rc;
+
+	smcr_ctx_devices(lgr->sctx, &devs);
+	rc = smcr_dev_find_alt(&cur->dev, &devs, &cur->peer_gid, 1, &alt);
 
 	if (rc)
 		return rc; /* Linux would try an asymmetric link on the same port */
@@ -196,6 +200,7 @@ static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
 {
 	uint8_t peer[2][SMCR_GID_LEN];	   /* the current link's peer, the offered one */
 	int via = smcr_llc_link_slot(lgr); /* the link the request came over */
+	struct smcr_dev_set devs;
 	struct smcr_dev alt;
 	struct smcr_link *lnk = NULL;
 	int rc = smcr_llc_flow_own(lgr);
@@ -204,7 +209,8 @@ static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
 		return rc; /* our own flow hung: the server's times out */
 	memcpy(peer[0], lgr->lnk[via].peer_gid, SMCR_GID_LEN);
 	memcpy(peer[1], m->add_link.gid, SMCR_GID_LEN);
-	rc = smcr_dev_find_alt(&lgr->lnk[via].dev, peer, 2, &alt);
+	smcr_ctx_devices(lgr->sctx, &devs);
+	rc = smcr_dev_find_alt(&lgr->lnk[via].dev, &devs, peer, 2, &alt);
 	if (!rc)
 		rc = lgr_link_new(lgr, &alt, m->add_link.link_num, &lnk);
 	if (rc) {

@@ -4,7 +4,7 @@
  * usmc_conn_info@USMC_0.1, usmc_ctx_stats@USMC_0.1 and
  * usmc_listener_stats@USMC_0.1, which take no size and fill exactly the
  * 0.1 layout; the *_sized functions are USMC_0.2, usmc_ctx_create_env()
- * and usmc_env_check_env() USMC_0.3. Loads libusmc.so (the
+ * and usmc_env_check_env() USMC_0.3, usmc_ctx_set_devices() USMC_0.4. Loads libusmc.so (the
  * path is the argument) and calls the old versions as an old binary would.
  */
 #include <dlfcn.h> /* dlvsym: _GNU_SOURCE comes from the build */
@@ -53,6 +53,7 @@ int main(int argc, char **argv)
 	sym(h, "usmc_listener_stats_sized", "USMC_0.2");
 	sym(h, "usmc_ctx_create_env", "USMC_0.3");
 	sym(h, "usmc_env_check_env", "USMC_0.3");
+	sym(h, "usmc_ctx_set_devices", "USMC_0.4");
 	/* no default (unversioned-link) definition of the old names remains */
 	CHECK(!dlvsym(h, "usmc_ctx_stats", "USMC_0.2"), "usmc_ctx_stats@USMC_0.2 exists");
 

@@ -342,6 +342,23 @@ struct usmc_device_info {
  */
 int usmc_ctx_devices(const struct usmc_ctx *ctx, struct usmc_device_info *devs, int max);
 
+/**
+ * usmc_ctx_set_devices() - the RDMA ports this context may use for SMC-R,
+ * as a comma-separated list of "device" (every port of it) or
+ * "device:port", e.g. "mlx5_0,mlx5_1:2"; NULL or "" lets it use every port
+ * (the default, unless env USMC_DEVICES gives a list). A connection whose
+ * local address maps to a port not in the list falls back to TCP
+ * (USMC_REASON_NOSMCRDEV), and a link group's further links
+ * (USMC_OPT_MAX_LINKS) are made only on listed ports. This is the role
+ * Linux's pnet table plays for the kernel's SMC-R: it keeps a host to its
+ * own devices where one system sees several hosts' (containers sharing
+ * RDMA devices, the soft-RoCE test guest). At most 16 entries. Returns 0,
+ * or -EINVAL (NULL @ctx, a malformed list: an empty name, a name of 64
+ * characters or more, a port not in 1-255). Applies to link groups made
+ * afterwards.
+ */
+int usmc_ctx_set_devices(struct usmc_ctx *ctx, const char *list);
+
 /*
  * Counters of the SMC-R data path: how many completions were polled and
  * what they cost in thread wake-ups and system calls. Per link group in
