@@ -43,6 +43,7 @@ void smcr_link_init(struct smcr_link *lnk, const struct smcr_dev *dev,
 	lnk->psn = random_u32() & LNK_PSN_MASK;
 	lnk->link_num = 1;
 	lnk->last_rx_ms = clock_now_ms();
+	lnk->tl_sent_ms = 0;
 	pthread_mutex_init(&lnk->sq.lock, NULL);
 }
 

@@ -131,6 +131,11 @@ struct smcr_link {
 	uint8_t *rx_bufs;
 	struct ibv_mr *rx_mr;
 	atomic_long last_rx_ms; /* the last receive: whoever polls writes, the timers read */
+	/* our TEST_LINK on this link sent then, its answer awaited; 0 none.
+	 * Each link is tested on its own, as Linux's llc_testlink_wrk: an
+	 * idle link that fails silently is found before it carries data. The
+	 * tick sets it, whoever runs the answer's completion clears it. */
+	atomic_long tl_sent_ms;
 
 	struct smcr_sq sq;	 /* its own lock */
 	atomic_bool any_pending; /* a post found no room: sq_room is owed */

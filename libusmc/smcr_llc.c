@@ -426,7 +426,7 @@ static void deliver_confirm_link(struct lgr *lgr, const struct llc_msg *m)
 /* ---- answers owed: the send queue was full ---------------------------- */
 
 /* Keep @m's encoding behind the answers already owed; requires llc->lock. */
-static void owe_locked(struct lgr *lgr, const struct llc_msg *m)
+static void owe_locked(struct lgr *lgr, int slot, const struct llc_msg *m)
 {
 	struct smcr_llc *llc = &lgr->llc;
 	struct llc_owed *o = &llc->owed[llc->owed_n];
@@ -436,6 +436,7 @@ static void owe_locked(struct lgr *lgr, const struct llc_msg *m)
 		return;
 	}
 	o->len = llc_encode(m, o->b, sizeof(o->b));
+	o->slot = slot;
 	if (o->len > 0) {
 		llc->owed_n++;
 		atomic_fetch_add(&llc->answers_owed, 1);
@@ -469,13 +470,25 @@ static void owed_put_back(struct smcr_llc *llc, const struct llc_owed *o)
 	pthread_mutex_unlock(&llc->lock);
 }
 
+/* The link an answer to a request that came over @slot goes on: that one
+ * while it is up or coming up, else the LLC link (the answer to a
+ * DELETE_LINK of the link it came over, say). */
+static struct smcr_link *answer_link(struct lgr *lgr, int slot)
+{
+	int st = slot >= 0 && slot < SMCR_LINKS_MAX ? atomic_load(&lgr->lnk[slot].state)
+						    : SMCR_LNK_INACTIVE;
+
+	return st == SMCR_LNK_ACTIVE || st == SMCR_LNK_ACTIVATING ? &lgr->lnk[slot] : llc_link(lgr);
+}
+
 void smcr_llc_send_owed(struct lgr *lgr)
 {
 	struct llc_owed o;
 
 	/* posted outside llc->lock, a leaf: the send queue has its own */
 	while (owed_take(&lgr->llc, &o))
-		if (llc_post_bytes(lgr, llc_link(lgr), o.b, o.len, SMCR_SQ_LLC) == -EAGAIN) {
+		if (llc_post_bytes(lgr, answer_link(lgr, o.slot), o.b, o.len, SMCR_SQ_LLC) ==
+		    -EAGAIN) {
 			/* the refusal marked the link: room calls us again */
 			owed_put_back(&lgr->llc, &o);
 			return;
@@ -485,7 +498,7 @@ void smcr_llc_send_owed(struct lgr *lgr)
 
 /* Send @m, the answer to a peer's request, behind the answers still owed;
  * kept if the send queue is full. */
-void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m)
+void smcr_llc_answer(struct lgr *lgr, int slot, const struct llc_msg *m)
 {
 	struct smcr_llc *llc = &lgr->llc;
 	bool behind;
@@ -493,16 +506,16 @@ void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m)
 	pthread_mutex_lock(&llc->lock);
 	behind = llc->owed_n > 0;
 	if (behind)
-		owe_locked(lgr, m);
+		owe_locked(lgr, slot, m);
 	pthread_mutex_unlock(&llc->lock);
 	if (behind) {
 		smcr_llc_send_owed(lgr);
 		return;
 	}
-	if (smcr_llc_send(lgr, m) != -EAGAIN)
+	if (llc_post(lgr, answer_link(lgr, slot), m, SMCR_SQ_LLC) != -EAGAIN)
 		return;
 	pthread_mutex_lock(&llc->lock);
-	owe_locked(lgr, m);
+	owe_locked(lgr, slot, m);
 	pthread_mutex_unlock(&llc->lock);
 	/* room that came back before it was kept called for nothing */
 	smcr_llc_send_owed(lgr);
@@ -581,9 +594,11 @@ static void answer(struct lgr *lgr, int slot, struct llc_msg *m)
 		answer_delete_rkey(lgr, slot, m);
 		break;
 	case LLC_ADD_LINK: /* taken on its own thread, or rejected */
-		smcr_llc_add_link_rx(lgr, m);
+		smcr_llc_add_link_rx(lgr, slot, m);
 		return;
 	case LLC_REQ_ADD_LINK:
+		if (smcr_llc_req_add_link_rx(lgr))
+			return; /* the server's ADD_LINK is the answer */
 		/* "cannot start": a response of zeros (net/smc/smc_llc.c
 		 * smc_llc_process_srv_add_link() on a v2 request it refuses) */
 		memset(&m->req_add_link, 0, sizeof(m->req_add_link));
@@ -592,7 +607,7 @@ static void answer(struct lgr *lgr, int slot, struct llc_msg *m)
 	default:
 		return;
 	}
-	smcr_llc_answer(lgr, m);
+	smcr_llc_answer(lgr, slot, m);
 }
 
 /*
@@ -601,7 +616,7 @@ static void answer(struct lgr *lgr, int slot, struct llc_msg *m)
  * connections moving to another link if one is up (else the link group
  * ends), and the peer gets its answer, NOLNK for a link we do not have.
  */
-static void delete_link_rx(struct lgr *lgr, struct llc_msg *m)
+static void delete_link_rx(struct lgr *lgr, int slot, struct llc_msg *m)
 {
 	struct smcr_link *lnk;
 
@@ -617,7 +632,7 @@ static void delete_link_rx(struct lgr *lgr, struct llc_msg *m)
 	llc_make_response(m);
 	if (!lnk)
 		m->delete_link.reason = LLC_DEL_NOLNK;
-	smcr_llc_answer(lgr, m);
+	smcr_llc_answer(lgr, slot, m);
 }
 
 void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len)
@@ -633,8 +648,8 @@ void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len)
 	if (m.flags & LLC_FLAG_RESP) {
 		uint32_t gen = barrier_of(&m);
 
-		if (m.type == LLC_TEST_LINK)
-			lgr->llc.tl_sent_ms = 0;
+		if (m.type == LLC_TEST_LINK && slot >= 0 && slot < SMCR_LINKS_MAX)
+			lgr->lnk[slot].tl_sent_ms = 0;
 		if (gen)
 			lgr->ops->barrier(lgr, gen);
 		else
@@ -646,7 +661,7 @@ void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len)
 		deliver_confirm_link(lgr, &m);
 		break;
 	case LLC_DELETE_LINK:
-		delete_link_rx(lgr, &m);
+		delete_link_rx(lgr, slot, &m);
 		break;
 	default:
 		/* a flow of the peer's (CONFIRM_RKEY, DELETE_RKEY): more may follow */
@@ -657,27 +672,37 @@ void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len)
 
 /* ---- keepalive ------------------------------------------------------- */
 
-void smcr_llc_tick(struct lgr *lgr, long now)
+/* TEST_LINK on @lnk when it has been quiet for the interval (or @now_asked),
+ * and its failure when the last one went unanswered. */
+static void link_tick(struct lgr *lgr, struct smcr_link *lnk, long now, bool now_asked)
 {
-	struct smcr_llc *llc = &lgr->llc;
-	struct smcr_link *lnk = llc_link(lgr);
 	struct llc_msg m = {.version = LLC_V2, .type = LLC_TEST_LINK};
-	long sent = atomic_load(&llc->tl_sent_ms);
+	long sent = atomic_load(&lnk->tl_sent_ms);
 
-	if (atomic_load(&lgr->state) != LGR_ACTIVE)
-		return;
 	if (sent && !smcr_llc_answer_waits(now, sent, atomic_load(&lnk->last_rx_ms))) {
 		/* TEST_LINK unanswered, the peer silent on that link: it failed
 		 * (its connections move if another link is up) */
-		llc->tl_sent_ms = 0;
+		lnk->tl_sent_ms = 0;
 		lnk->up.h->error(lnk, -ETIMEDOUT, false);
 		return;
 	}
-	if (!sent && (atomic_exchange(&llc->test_now, false) ||
-		      (lgr->cfg.testlink_ms && now - lnk->last_rx_ms > lgr->cfg.testlink_ms))) {
-		if (!smcr_llc_send(lgr, &m)) {
-			atomic_fetch_add(&llc->test_link_sent, 1);
-			llc->tl_sent_ms = now;
+	if (!sent &&
+	    (now_asked || (lgr->cfg.testlink_ms && now - lnk->last_rx_ms > lgr->cfg.testlink_ms))) {
+		if (!smcr_llc_send_on(lgr, lnk, &m)) {
+			atomic_fetch_add(&lgr->llc.test_link_sent, 1);
+			lnk->tl_sent_ms = now;
 		}
+	}
+}
+
+void smcr_llc_tick(struct lgr *lgr, long now)
+{
+	bool now_asked = atomic_exchange(&lgr->llc.test_now, false);
+
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		if (atomic_load(&lgr->state) != LGR_ACTIVE)
+			return; /* the last link failed: the link group went with it */
+		if (atomic_load(&lgr->lnk[i].state) == SMCR_LNK_ACTIVE)
+			link_tick(lgr, &lgr->lnk[i], now, now_asked);
 	}
 }

@@ -71,6 +71,7 @@ struct smcr_llc {
 	struct llc_owed {
 		uint8_t b[LLC_MSG_LEN];
 		int len;
+		int slot; /* the link the request came over */
 	} owed[SMCR_LLC_OWED];
 	unsigned int owed_n;
 
@@ -81,9 +82,8 @@ struct smcr_llc {
 	atomic_uint_least64_t answers_owed;  /* answers that waited for send queue room */
 	atomic_uint_least64_t answers_lost;  /* ... and found SMCR_LLC_OWED waiting already */
 
-	/* TEST_LINK keepalive: the tick sets, whoever runs the answer's completion clears */
-	atomic_long tl_sent_ms;	 /* TEST_LINK sent then, its answer awaited; 0 none */
-	atomic_bool test_now;	 /* a peer looks dead: TEST_LINK at the next tick */
+	/* TEST_LINK keepalive: each link's smcr_link.tl_sent_ms */
+	atomic_bool test_now;	 /* a peer looks dead: TEST_LINK on each link at the next tick */
 	atomic_uint barrier_gen; /* the last smcr_llc_barrier() generation */
 };
 
@@ -166,9 +166,12 @@ uint32_t smcr_llc_barrier(struct lgr *lgr);
  * its side of the link group or its connection. */
 void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len);
 
-/* Send @m, the answer to a peer's request, behind the answers still
- * owed (kept if the send queue is full). */
-void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m);
+/* Send @m, the answer to a peer's request that came over the link in
+ * @slot, on that link (as Linux answers on qentry->link: a TEST_LINK
+ * answered on another link would leave the peer's test of this one
+ * unanswered), behind the answers still owed (kept if the send queue is
+ * full). */
+void smcr_llc_answer(struct lgr *lgr, int slot, const struct llc_msg *m);
 
 /* ---- adding a link (smcr_llc_link.c) ---- */
 
@@ -176,17 +179,21 @@ void smcr_llc_answer(struct lgr *lgr, const struct llc_msg *m);
  * (lgr->max_links); runs on a thread of its own. */
 void smcr_llc_add_link_start(struct lgr *lgr);
 /*
- * Server, progress thread tick: a link group with fewer links than both
- * ends allow (one failed, or its path had no port when it was up) tries
- * to add one again every SMCR_READD_MS, so that a path that comes back is
- * used again without new connections asking (Linux adds links at a port's
- * up event, net/smc/smc_core.c smcr_port_add()).
+ * Progress thread tick: a link group with fewer links than both ends
+ * allow (one failed, or its path had no port when it was up) tries to add
+ * one again every SMCR_READD_MS, so that a path that comes back is used
+ * again without new connections asking: the server adds one, the client
+ * asks the server for one (REQ_ADD_LINK), which a Linux server otherwise
+ * does only at a port's up event (net/smc/smc_core.c smcr_port_add()).
  */
 #define SMCR_READD_MS 2000
 void smcr_llc_add_link_tick(struct lgr *lgr, long now_ms);
-/* Client: the server's ADD_LINK request @m (progress thread): taken on a
- * thread of its own, or rejected at once. */
-void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m);
+/* Server: the client's REQ_ADD_LINK; true if an add-link started (or
+ * runs), which answers it. */
+bool smcr_llc_req_add_link_rx(struct lgr *lgr);
+/* Client: the server's ADD_LINK request @m, over the link in @slot
+ * (progress thread): taken on a thread of its own, or rejected at once. */
+void smcr_llc_add_link_rx(struct lgr *lgr, int slot, struct llc_msg *m);
 
 /* Send queue room came back (the link's sq_room): send the answers owed,
  * oldest first, while there is room. */

@@ -295,15 +295,69 @@ void smcr_llc_add_link_start(struct lgr *lgr)
 		add_link_spawn(lgr, NULL);
 }
 
-void smcr_llc_add_link_tick(struct lgr *lgr, long now)
+/* The client may ask the server for a link: both ends allow more than
+ * @lgr has, and no add-link runs. */
+static bool may_ask(struct lgr *lgr)
 {
-	if (now < lgr->al_next_ms || !may_add(lgr))
-		return;
-	lgr->al_next_ms = now + SMCR_READD_MS;
-	add_link_spawn(lgr, NULL);
+	return !lgr->is_server && lgr->max_links > 1 && atomic_load(&lgr->state) == LGR_ACTIVE &&
+	       !atomic_load(&lgr->al_running) && lgr_links_active(lgr) < lgr->max_links;
 }
 
-void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m)
+/*
+ * The client's REQ_ADD_LINK (v2: the GID of a port it would take first),
+ * as Linux's client sends when a port comes up
+ * (net/smc/smc_llc.c smc_llc_cli_add_link_invite()). A Linux server adds
+ * a link only then or at its own port's up event (smc_core.c
+ * smcr_port_add()): a path that came back from a silent loss brings no
+ * event, so the client asks every SMCR_READD_MS while it has fewer links
+ * than both ends allow. Nothing to offer (no other port): no request.
+ */
+static void cli_ask(struct lgr *lgr)
+{
+	struct llc_msg m = {.version = LLC_V2, .type = LLC_REQ_ADD_LINK};
+	int via = smcr_llc_link_slot(lgr);
+	struct smcr_dev_set devs;
+	struct smcr_dev alt;
+	int rc;
+
+	smcr_ctx_devices(lgr->sctx, &devs);
+	if (smcr_dev_find_alt(&lgr->lnk[via].dev, &devs, &lgr->lnk[via].peer_gid, 1, &alt))
+		return;
+	m.req_add_link.gid_count = 1;
+	memcpy(m.req_add_link.gids[0], alt.gid, LLC_GID_LEN);
+	rc = smcr_llc_send(lgr, &m);
+	usmc_log(lgr->sctx->log, USMC_LOG_DEBUG,
+		 "link group %x: asked the server for a link (REQ_ADD_LINK, %s:%u): %s", lgr->id,
+		 alt.name, alt.port, log_errname(rc));
+}
+
+void smcr_llc_add_link_tick(struct lgr *lgr, long now)
+{
+	bool server = may_add(lgr), client = may_ask(lgr);
+
+	if (!server && !client) {
+		lgr->al_next_ms = 0; /* whole: the next loss waits a full period */
+		return;
+	}
+	if (!lgr->al_next_ms && client) /* the server adds the first one unasked */
+		lgr->al_next_ms = now + SMCR_READD_MS;
+	if (now < lgr->al_next_ms)
+		return;
+	lgr->al_next_ms = now + SMCR_READD_MS;
+	if (server)
+		add_link_spawn(lgr, NULL);
+	else
+		cli_ask(lgr);
+}
+
+bool smcr_llc_req_add_link_rx(struct lgr *lgr)
+{
+	/* as Linux's server: a client's suggestion starts the server's own
+	 * add-link (smc_llc_event_handler() -> smc_llc_srv_add_link()) */
+	return may_add(lgr) && (add_link_spawn(lgr, NULL) || atomic_load(&lgr->al_running));
+}
+
+void smcr_llc_add_link_rx(struct lgr *lgr, int slot, struct llc_msg *m)
 {
 	/* a v2 request with its rkeys, on a link group that allows a second
 	 * link, and a port for it (the thread looks): taken; else rejected at
@@ -313,6 +367,6 @@ void smcr_llc_add_link_rx(struct lgr *lgr, struct llc_msg *m)
 	    lgr_links_active(lgr) >= lgr->max_links || lgr_link_by_num(lgr, m->add_link.link_num) ||
 	    !add_link_spawn(lgr, m)) {
 		llc_add_link_reject(m);
-		smcr_llc_answer(lgr, m);
+		smcr_llc_answer(lgr, slot, m);
 	}
 }
