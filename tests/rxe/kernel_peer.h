@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <usmc/usmc.h>
+
 #ifndef AF_SMC
 #define AF_SMC 43
 #endif
@@ -55,6 +57,44 @@ static inline int kpeer_diag(const char *kctl, const char *local, int lport, con
 	}
 	pclose(f);
 	return found ? 0 : -ENOENT;
+}
+
+/* ---- one end of a connection: a kernel socket (fd >= 0) or a usmc conn */
+
+struct end {
+	int fd;
+	struct usmc_conn *c;
+};
+
+static inline ssize_t end_send(struct end *e, const void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (e->fd < 0)
+		return usmc_send(e->c, buf, len, 0);
+	n = send(e->fd, buf, len, MSG_NOSIGNAL);
+	return n < 0 ? -errno : n;
+}
+
+static inline ssize_t end_recv(struct end *e, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (e->fd < 0)
+		return usmc_recv(e->c, buf, len, 0);
+	do
+		n = recv(e->fd, buf, len, 0);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static inline int end_close(struct end *e)
+{
+	int rc = e->fd < 0 ? usmc_close(e->c) : (close(e->fd) ? -errno : 0);
+
+	e->fd = -1;
+	e->c = NULL;
+	return rc;
 }
 
 #define KPEER_MAX_LGRS 64

@@ -228,7 +228,7 @@ static void judge(int rc, const char *why)
 	printf("  every byte intact both ways\n");
 }
 
-static void end_close(struct fc_end *e)
+static void fc_end_close(struct fc_end *e)
 {
 	if (e->c)
 		usmc_close(e->c);
@@ -450,8 +450,8 @@ static void run_row(const struct row *r, double *cs, double *ss)
 		      r->cli == USMC && cli.rx_bad ? cli.rx_err : srv.rx_err);
 	} else
 		judge(rc, why);
-	end_close(&cli);
-	end_close(&srv);
+	fc_end_close(&cli);
+	fc_end_close(&srv);
 	if (cli.ctx)
 		CHECK(!usmc_ctx_destroy(cli.ctx), "usmc_ctx_destroy (client)");
 	if (r->cli == HOSTILE)

@@ -70,44 +70,6 @@
 static const char *kctl, *host_a, *host_b;
 static long saved_testlink = -1;
 
-/* ---- one end of a connection: a kernel socket (fd >= 0) or a usmc conn */
-
-struct end {
-	int fd;
-	struct usmc_conn *c;
-};
-
-static ssize_t end_send(struct end *e, const void *buf, size_t len)
-{
-	ssize_t n;
-
-	if (e->fd < 0)
-		return usmc_send(e->c, buf, len, 0);
-	n = send(e->fd, buf, len, MSG_NOSIGNAL);
-	return n < 0 ? -errno : n;
-}
-
-static ssize_t end_recv(struct end *e, void *buf, size_t len)
-{
-	ssize_t n;
-
-	if (e->fd < 0)
-		return usmc_recv(e->c, buf, len, 0);
-	do
-		n = recv(e->fd, buf, len, 0);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : n;
-}
-
-static int end_close(struct end *e)
-{
-	int rc = e->fd < 0 ? usmc_close(e->c) : (close(e->fd) ? -errno : 0);
-
-	e->fd = -1;
-	e->c = NULL;
-	return rc;
-}
-
 static int send_pattern(struct end *e, uint64_t seed, uint64_t bytes, char *err, size_t errlen)
 {
 	static _Thread_local uint8_t buf[CHUNK];

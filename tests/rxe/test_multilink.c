@@ -34,97 +34,14 @@
  *
  * usage: test_multilink (as root in the guest; fails without the topology)
  */
-#include <pthread.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "../common/pattern.h"
-#include "ctx.h"
-#include "fault_net.h"
-#include "lgr.h"
+#include "multilink.h"
 #include "smcr_conn.h"
-#include "smcr_common.h"
 
-#define SEED	       0x11a2
 #define STREAM_BYTES   (4u << 20)
-#define CHUNK	       (64 * 1024)
-#define LINKS_WAIT_MS  5000  /* for the second link: two LLC round trips, QP set-up */
-#define SINGLE_WAIT_MS 1500  /* for an ADD_LINK that must not come */
-#define READD_WAIT_MS  15000 /* SMCR_READD_MS tries, a path back after the fault */
+#define SINGLE_WAIT_MS 1500 /* for an ADD_LINK that must not come */
 #define SPREAD_CONNS   64
 #define SPREAD_MSG     4096
-#define FAULT_SECONDS  5.0  /* a port down */
-#define SILENT_SECONDS 10.0 /* RoCE lost: longer than TEST_LINK takes to tell */
 #define TESTLINK_MS    3000 /* the silent case's USMC_OPT_TESTLINK_MS */
-
-struct server {
-	struct usmc_listener *l;
-	uint64_t echoed;
-};
-
-static void *server_main(void *arg)
-{
-	struct server *s = arg;
-	static uint8_t buf[CHUNK];
-	struct usmc_conn *c;
-	int rc = usmc_accept(s->l, 0, &c);
-
-	CHECK(!rc, "usmc_accept: %s", usmc_strerror(rc));
-	expect_smcr(c, "server");
-	s->echoed = echo_until_eof(c, buf, sizeof(buf));
-	CHECK(!usmc_close(c), "server close");
-	return NULL;
-}
-
-static struct usmc_ctx *ctx_with_links(long max_links)
-{
-	struct usmc_ctx *ctx;
-
-	CHECK(!usmc_ctx_create(&ctx), "usmc_ctx_create");
-	CHECK(!usmc_ctx_setopt(ctx, USMC_OPT_MAX_LINKS, max_links), "USMC_OPT_MAX_LINKS");
-	return ctx;
-}
-
-/*
- * The ACTIVE links of @ctx's first link group (the lowest id: each
- * context numbers its own, and the pair's first contact made it), copied;
- * how many. Short connections made while a path is down may make others.
- */
-static int active_links(struct usmc_ctx *ctx, struct smcr_link out[SMCR_LINKS_MAX])
-{
-	struct smcr_ctx *s = &ctx->rdma;
-	struct lgr *first = NULL;
-	int n = 0;
-
-	pthread_mutex_lock(&s->lock);
-	for (struct lgr *l = s->lgrs; l; l = l->next)
-		if (!first || l->id < first->id)
-			first = l;
-	for (int i = 0; first && i < SMCR_LINKS_MAX; i++)
-		if (atomic_load(&first->lnk[i].state) == SMCR_LNK_ACTIVE)
-			memcpy(&out[n++], &first->lnk[i], sizeof(out[0]));
-	pthread_mutex_unlock(&s->lock);
-	return n;
-}
-
-/* Wait up to @ms for @ctx's first link group to hold @want ACTIVE links. */
-static int wait_links(struct usmc_ctx *ctx, int want, int ms, struct smcr_link out[SMCR_LINKS_MAX])
-{
-	double until = mono_s() + ms / 1000.0;
-	int n;
-
-	while ((n = active_links(ctx, out)) != want && mono_s() < until)
-		usleep(10000);
-	return n;
-}
-
-static void print_links(const char *who, const struct smcr_link *lnk, int n)
-{
-	for (int i = 0; i < n; i++)
-		printf("  %s link %u on %s:%u qp %u <-> peer qp %u\n", who, lnk[i].link_num,
-		       lnk[i].dev.name, lnk[i].dev.port, lnk[i].qp ? lnk[i].qp->qp_num : 0,
-		       lnk[i].peer_qpn);
-}
 
 /*
  * The link of @lnk[@n] on one of path 2's devices; dies if none. Both
@@ -142,40 +59,16 @@ static const struct smcr_link *link_on_path2(const struct smcr_link *lnk, int n,
 	return NULL;
 }
 
-static uint64_t links_added(struct usmc_ctx *ctx)
-{
-	struct usmc_ctx_stats st;
-
-	usmc_ctx_stats(ctx, &st);
-	return st.links_added;
-}
-
 /* Push STREAM_BYTES of the pattern through the echo and check what comes back. */
 static void stream_checked(struct usmc_conn *c)
 {
-	static uint8_t out[CHUNK], in[CHUNK];
-	uint64_t sent = 0, got = 0;
-
-	while (got < STREAM_BYTES) {
-		if (sent < STREAM_BYTES && sent - got < 4 * CHUNK) {
-			pattern_fill(SEED, sent, out, CHUNK);
-			send_all(c, out, CHUNK);
-			sent += CHUNK;
-			continue;
-		}
-		ssize_t n = usmc_recv(c, in, sizeof(in), 0);
-
-		CHECK(n > 0, "client recv: %s", usmc_strerror((int)n));
-		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0, "byte %llu of the echo is wrong",
-		      (unsigned long long)got);
-		got += (uint64_t)n;
-	}
+	ml_stream_through_fault(&(struct end){.fd = -1, .c = c}, STREAM_BYTES, FAULT_NONE);
 }
 
 /* A connection from host A to host B's listener; the server echoes. */
 struct pair {
 	struct usmc_ctx *sctx, *cctx;
-	struct server srv;
+	struct ml_server srv;
 	pthread_t t;
 	struct usmc_conn *c;
 };
@@ -187,14 +80,14 @@ static void pair_open(struct pair *p, long server_links, long client_links, long
 	int rc;
 
 	memset(p, 0, sizeof(*p));
-	p->sctx = ctx_with_links(server_links);
-	p->cctx = ctx_with_links(client_links);
+	p->sctx = ml_ctx(server_links, NULL);
+	p->cctx = ml_ctx(client_links, NULL);
 	if (testlink_ms)
 		CHECK(!usmc_ctx_setopt(p->sctx, USMC_OPT_TESTLINK_MS, testlink_ms) &&
 			      !usmc_ctx_setopt(p->cctx, USMC_OPT_TESTLINK_MS, testlink_ms),
 		      "USMC_OPT_TESTLINK_MS");
 	p->srv.l = listen_b(p->sctx, 8, &sa);
-	CHECK(!pthread_create(&p->t, NULL, server_main, &p->srv), "pthread_create");
+	CHECK(!pthread_create(&p->t, NULL, ml_server_main, &p->srv), "pthread_create");
 	rc = usmc_connect(p->cctx, (struct sockaddr *)&sa, sizeof(sa), 0, &p->c);
 	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
 	expect_smcr(p->c, "client");
@@ -229,12 +122,12 @@ static void test_second_link(void)
 
 	CHECK(dev_a2 && dev_b2, "USMC_TEST_RXE_A2/_B2 not set (vm-run.sh --setup twopath)");
 	pair_open(&p, 2, 2, 0);
-	ns = wait_links(p.sctx, 2, LINKS_WAIT_MS, sl);
-	nc = wait_links(p.cctx, 2, LINKS_WAIT_MS, cl);
+	ns = ml_wait_links(p.sctx, 2, ML_LINKS_WAIT_MS, sl);
+	nc = ml_wait_links(p.cctx, 2, ML_LINKS_WAIT_MS, cl);
 	printf("second link: server %d links, client %d links after %.0f ms\n", ns, nc,
 	       (mono_s() - t0) * 1000);
-	print_links("server", sl, ns);
-	print_links("client", cl, nc);
+	ml_print_links("server", sl, ns);
+	ml_print_links("client", cl, nc);
 	CHECK(ns == 2 && nc == 2, "two links expected at each end");
 	s2 = link_on_path2(sl, ns, dev_a2, dev_b2, "server");
 	c2 = link_on_path2(cl, nc, dev_a2, dev_b2, "client");
@@ -243,9 +136,9 @@ static void test_second_link(void)
 	      "link numbers: server %u, client %u", s2->link_num, c2->link_num);
 	CHECK(s2->peer_qpn == c2->qp->qp_num && c2->peer_qpn == s2->qp->qp_num,
 	      "the second links are not each other's peers");
-	CHECK(links_added(p.sctx) == 1 && links_added(p.cctx) == 1,
-	      "links_added: server %llu, client %llu", (unsigned long long)links_added(p.sctx),
-	      (unsigned long long)links_added(p.cctx));
+	CHECK(ml_links_added(p.sctx) == 1 && ml_links_added(p.cctx) == 1,
+	      "links_added: server %llu, client %llu", (unsigned long long)ml_links_added(p.sctx),
+	      (unsigned long long)ml_links_added(p.cctx));
 	stream_checked(p.c);
 	pair_close(&p);
 	printf("ok: a second link on %s <-> %s, %u MiB echoed intact\n", dev_a2, dev_b2,
@@ -260,98 +153,17 @@ static void test_one_end_single(long server_links, long client_links)
 
 	pair_open(&p, server_links, client_links, 0);
 	usleep(SINGLE_WAIT_MS * 1000);
-	ns = active_links(p.sctx, sl);
-	nc = active_links(p.cctx, cl);
+	ns = ml_active_links(p.sctx, sl);
+	nc = ml_active_links(p.cctx, cl);
 	CHECK(ns == 1 && nc == 1, "server %ld/client %ld: %d and %d links, one expected",
 	      server_links, client_links, ns, nc);
-	CHECK(!links_added(p.sctx) && !links_added(p.cctx), "a link was added");
+	CHECK(!ml_links_added(p.sctx) && !ml_links_added(p.cctx), "a link was added");
 	stream_checked(p.c);
 	pair_close(&p);
 	printf("ok: server max_links %ld, client %ld: one link each\n", server_links, client_links);
 }
 
-enum fault { FAULT_PORT_DOWN, FAULT_SILENT_DROP };
-
-static const char *fault_name(enum fault f)
-{
-	return f == FAULT_PORT_DOWN ? "path 1's netdevs down" : "path 1's RoCE lost";
-}
-
-static void fault_apply(enum fault f, bool on)
-{
-	/* lost at ingress: each end sends as ever and hears nothing, which
-	 * only its failed sends (or TEST_LINK) tell; dropped at egress, rxe
-	 * fails the send at once */
-	int rc = f == FAULT_PORT_DOWN ? fnet_link_path(1, on) : roce_lose_path(1, on);
-
-	CHECK(!rc, "%s: %s", fault_name(f), on ? "apply" : "undo");
-}
-
-struct fault_timer {
-	enum fault f;
-	pthread_t t;
-};
-
-static void *fault_undo_later(void *arg)
-{
-	struct fault_timer *ft = arg;
-
-	usleep((useconds_t)((ft->f == FAULT_PORT_DOWN ? FAULT_SECONDS : SILENT_SECONDS) * 1e6));
-	fault_apply(ft->f, false);
-	return NULL;
-}
-
-static uint64_t failovers(struct usmc_ctx *ctx)
-{
-	struct usmc_ctx_stats st;
-
-	usmc_ctx_stats(ctx, &st);
-	return st.failovers;
-}
-
-/*
- * The checked stream through the echo with @f applied once a quarter of
- * it is back, and undone FAULT_SECONDS later; returns the longest time
- * (s) between two reads that brought data after the fault.
- */
-static double stream_through_fault(struct usmc_conn *c, uint64_t total, enum fault f)
-{
-	static uint8_t out[CHUNK], in[CHUNK];
-	uint64_t sent = 0, got = 0;
-	struct fault_timer ft = {.f = f};
-	double last = 0, worst = 0;
-	bool faulted = false;
-
-	while (got < total) {
-		if (sent < total && sent - got < 4 * CHUNK) {
-			pattern_fill(SEED, sent, out, CHUNK);
-			send_all(c, out, CHUNK);
-			sent += CHUNK;
-			continue;
-		}
-		ssize_t n = usmc_recv(c, in, sizeof(in), 0);
-
-		CHECK(n > 0, "client recv at %llu: %s", (unsigned long long)got,
-		      usmc_strerror((int)n));
-		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0, "byte %llu of the echo is wrong",
-		      (unsigned long long)got);
-		got += (uint64_t)n;
-		if (faulted && mono_s() - last > worst)
-			worst = mono_s() - last;
-		last = mono_s();
-		if (!faulted && got >= total / 4) {
-			fault_apply(f, true);
-			CHECK(!pthread_create(&ft.t, NULL, fault_undo_later, &ft),
-			      "pthread_create");
-			faulted = true;
-			last = mono_s();
-		}
-	}
-	pthread_join(ft.t, NULL);
-	return worst;
-}
-
-static void test_failover(enum fault f)
+static void test_failover(enum ml_fault f)
 {
 	uint64_t total = (uint64_t)env_long("USMC_TEST_FAILOVER_MB", 64) << 20;
 	struct smcr_link sl[SMCR_LINKS_MAX], cl[SMCR_LINKS_MAX];
@@ -360,33 +172,34 @@ static void test_failover(enum fault f)
 	int ns, nc;
 
 	pair_open(&p, 2, 2, f == FAULT_SILENT_DROP ? TESTLINK_MS : 0);
-	ns = wait_links(p.sctx, 2, LINKS_WAIT_MS, sl);
-	nc = wait_links(p.cctx, 2, LINKS_WAIT_MS, cl);
+	ns = ml_wait_links(p.sctx, 2, ML_LINKS_WAIT_MS, sl);
+	nc = ml_wait_links(p.cctx, 2, ML_LINKS_WAIT_MS, cl);
 	CHECK(ns == 2 && nc == 2, "two links expected at each end before the fault");
 	t0 = mono_s();
-	gap = stream_through_fault(p.c, total, f);
-	ns = active_links(p.sctx, sl);
-	nc = active_links(p.cctx, cl);
+	gap = ml_stream_through_fault(&(struct end){.fd = -1, .c = p.c}, total, f);
+	ns = ml_active_links(p.sctx, sl);
+	nc = ml_active_links(p.cctx, cl);
 	printf("failover (%s): %llu MiB intact in %.1f s, longest without progress %.0f ms; "
 	       "failovers server %llu client %llu; links now %d and %d\n",
-	       fault_name(f), (unsigned long long)(total >> 20), mono_s() - t0, gap * 1000,
-	       (unsigned long long)failovers(p.sctx), (unsigned long long)failovers(p.cctx), ns,
-	       nc);
-	CHECK(failovers(p.sctx) >= 1 && failovers(p.cctx) >= 1, "a failover at each end expected");
+	       ml_fault_name(f), (unsigned long long)(total >> 20), mono_s() - t0, gap * 1000,
+	       (unsigned long long)ml_failovers(p.sctx), (unsigned long long)ml_failovers(p.cctx),
+	       ns, nc);
+	CHECK(ml_failovers(p.sctx) >= 1 && ml_failovers(p.cctx) >= 1,
+	      "a failover at each end expected");
 	CHECK(gap < (f == FAULT_PORT_DOWN ? 1.0 : 2 * TESTLINK_MS / 1000.0),
 	      "%.0f ms without progress: over the target", gap * 1000);
 	CHECK(ns >= 1 && nc >= 1, "a link left at each end");
 	/* the path is back: the server adds a link again, unasked */
 	t0 = mono_s();
-	ns = wait_links(p.sctx, 2, READD_WAIT_MS, sl);
-	nc = wait_links(p.cctx, 2, READD_WAIT_MS, cl);
+	ns = ml_wait_links(p.sctx, 2, ML_READD_WAIT_MS, sl);
+	nc = ml_wait_links(p.cctx, 2, ML_READD_WAIT_MS, cl);
 	printf("recovery: %d and %d links %.1f s after the stream; links_added %llu and %llu\n", ns,
-	       nc, mono_s() - t0, (unsigned long long)links_added(p.sctx),
-	       (unsigned long long)links_added(p.cctx));
+	       nc, mono_s() - t0, (unsigned long long)ml_links_added(p.sctx),
+	       (unsigned long long)ml_links_added(p.cctx));
 	CHECK(ns == 2 && nc == 2, "the link was not added again");
 	stream_checked(p.c); /* and the link group carries on */
 	pair_close(&p);
-	printf("ok: failover on %s\n", fault_name(f));
+	printf("ok: failover on %s\n", ml_fault_name(f));
 }
 
 /* How many of @ctx's connections send on each link slot. */
@@ -413,7 +226,7 @@ static void echo_each(struct usmc_conn **c, struct usmc_conn **sv, int n, int ro
 	static uint8_t buf[SPREAD_MSG];
 
 	for (int i = 0; i < n; i++) {
-		pattern_fill(SEED + (uint64_t)i, (uint64_t)round * SPREAD_MSG, buf, sizeof(buf));
+		pattern_fill(ML_SEED + (uint64_t)i, (uint64_t)round * SPREAD_MSG, buf, sizeof(buf));
 		send_all(c[i], buf, sizeof(buf));
 	}
 	for (int i = 0; i < n; i++) {
@@ -438,7 +251,7 @@ static void echo_each(struct usmc_conn **c, struct usmc_conn **sv, int n, int ro
 		}
 		/* the server's i-th accept need not be our i-th connect: each
 		 * connection's echo is its own message, whichever it is */
-		CHECK(pattern_check(SEED + (uint64_t)i, (uint64_t)round * SPREAD_MSG, buf,
+		CHECK(pattern_check(ML_SEED + (uint64_t)i, (uint64_t)round * SPREAD_MSG, buf,
 				    sizeof(buf)) < 0,
 		      "connection %d: echo wrong", i);
 	}
@@ -448,7 +261,7 @@ static void test_spread(void)
 {
 	static struct usmc_conn *c[SPREAD_CONNS], *sv[SPREAD_CONNS];
 	struct smcr_link sl[SMCR_LINKS_MAX];
-	struct usmc_ctx *sctx = ctx_with_links(2), *cctx = ctx_with_links(2);
+	struct usmc_ctx *sctx = ml_ctx(2, NULL), *cctx = ml_ctx(2, NULL);
 	int sper[SMCR_LINKS_MAX], cper[SMCR_LINKS_MAX];
 	struct usmc_listener *l;
 	struct sockaddr_in sa;
@@ -460,8 +273,8 @@ static void test_spread(void)
 		CHECK(!rc, "usmc_connect %d: %s", i, usmc_strerror(rc));
 		expect_smcr(c[i], "client");
 		if (!i)
-			CHECK(wait_links(sctx, 2, LINKS_WAIT_MS, sl) == 2 &&
-				      wait_links(cctx, 2, LINKS_WAIT_MS, sl) == 2,
+			CHECK(ml_wait_links(sctx, 2, ML_LINKS_WAIT_MS, sl) == 2 &&
+				      ml_wait_links(cctx, 2, ML_LINKS_WAIT_MS, sl) == 2,
 			      "two links after the first contact");
 	}
 	for (int i = 0; i < SPREAD_CONNS; i++) {
@@ -478,15 +291,15 @@ static void test_spread(void)
 			      sper[i] == cper[i],
 		      "slot %d carries %d and %d of %d", i, sper[i], cper[i], SPREAD_CONNS);
 	echo_each(c, sv, SPREAD_CONNS, 0);
-	fault_apply(FAULT_PORT_DOWN, true);
+	ml_fault_apply(FAULT_PORT_DOWN, true);
 	echo_each(c, sv, SPREAD_CONNS, 1);
-	fault_apply(FAULT_PORT_DOWN, false);
+	ml_fault_apply(FAULT_PORT_DOWN, false);
 	conns_per_slot(sctx, sper);
 	printf("spread: after path 1 went down, server %d/%d/%d connections per slot; "
 	       "failovers %llu and %llu\n",
-	       sper[0], sper[1], sper[2], (unsigned long long)failovers(sctx),
-	       (unsigned long long)failovers(cctx));
-	CHECK(failovers(sctx) >= 1 && failovers(cctx) >= 1, "no failover");
+	       sper[0], sper[1], sper[2], (unsigned long long)ml_failovers(sctx),
+	       (unsigned long long)ml_failovers(cctx));
+	CHECK(ml_failovers(sctx) >= 1 && ml_failovers(cctx) >= 1, "no failover");
 	for (int i = 0; i < SPREAD_CONNS; i++) {
 		CHECK(!usmc_close(c[i]) && !usmc_close(sv[i]), "close %d", i);
 	}
@@ -604,7 +417,7 @@ static void *soak_clients(void *arg)
 			atomic_fetch_add(&k->short_failed, 1);
 			continue;
 		}
-		pattern_fill(SEED ^ i, 0, b, sizeof(b));
+		pattern_fill(ML_SEED ^ i, 0, b, sizeof(b));
 		send_all(c, b, sizeof(b));
 		while (got < sizeof(b)) {
 			r = usmc_recv(c, b + got, sizeof(b) - got, 0);
@@ -612,7 +425,7 @@ static void *soak_clients(void *arg)
 				break;
 			got += (size_t)r;
 		}
-		ok = got == sizeof(b) && pattern_check(SEED ^ i, 0, b, sizeof(b)) < 0;
+		ok = got == sizeof(b) && pattern_check(ML_SEED ^ i, 0, b, sizeof(b)) < 0;
 		if (!ok) {
 			struct usmc_conn_info fi = {0};
 
@@ -650,12 +463,12 @@ static void *soak_flap(void *arg)
 	for (int i = 0; i < fl->flaps; i++) {
 		double t;
 
-		fault_apply(FAULT_PORT_DOWN, true);
+		ml_fault_apply(FAULT_PORT_DOWN, true);
 		usleep(1000000);
-		fault_apply(FAULT_PORT_DOWN, false);
+		ml_fault_apply(FAULT_PORT_DOWN, false);
 		t = mono_s();
-		CHECK(wait_links(fl->k->sctx, 2, READD_WAIT_MS, tmp) == 2 &&
-			      wait_links(fl->k->cctx, 2, READD_WAIT_MS, tmp) == 2,
+		CHECK(ml_wait_links(fl->k->sctx, 2, ML_READD_WAIT_MS, tmp) == 2 &&
+			      ml_wait_links(fl->k->cctx, 2, ML_READD_WAIT_MS, tmp) == 2,
 		      "flap %d: the link was not added again", i + 1);
 		if (mono_s() - t > fl->worst_readd)
 			fl->worst_readd = mono_s() - t;
@@ -673,7 +486,7 @@ static void test_soak(void)
 	struct flapper fl = {.k = &k, .flaps = (int)env_long("USMC_TEST_FLAPS", 3)};
 	struct fnet_res base, end;
 	int held0, held1;
-	static uint8_t out[CHUNK], in[CHUNK];
+	static uint8_t out[ML_CHUNK], in[ML_CHUNK];
 	struct smcr_link tmp[SMCR_LINKS_MAX];
 	pthread_t ts, tc, tf;
 	uint64_t sent = 0, got = 0;
@@ -684,8 +497,8 @@ static void test_soak(void)
 	CHECK(!usmc_ctx_setopt(p.sctx, USMC_OPT_LGR_IDLE_MS, SOAK_IDLE_MS) &&
 		      !usmc_ctx_setopt(p.cctx, USMC_OPT_LGR_IDLE_MS, SOAK_IDLE_MS),
 	      "USMC_OPT_LGR_IDLE_MS"); /* for the link groups made from now on */
-	CHECK(wait_links(p.sctx, 2, LINKS_WAIT_MS, tmp) == 2 &&
-		      wait_links(p.cctx, 2, LINKS_WAIT_MS, tmp) == 2,
+	CHECK(ml_wait_links(p.sctx, 2, ML_LINKS_WAIT_MS, tmp) == 2 &&
+		      ml_wait_links(p.cctx, 2, ML_LINKS_WAIT_MS, tmp) == 2,
 	      "two links before the soak");
 	k.sctx = p.sctx;
 	k.cctx = p.cctx;
@@ -698,17 +511,17 @@ static void test_soak(void)
 		      !pthread_create(&tf, NULL, soak_flap, &fl),
 	      "pthread_create");
 	while (!atomic_load(&fl.done) || sent != got) {
-		if (!atomic_load(&fl.done) && sent - got < 4 * CHUNK) {
-			pattern_fill(SEED, sent, out, CHUNK);
-			send_all(p.c, out, CHUNK);
-			sent += CHUNK;
+		if (!atomic_load(&fl.done) && sent - got < 4 * ML_CHUNK) {
+			pattern_fill(ML_SEED, sent, out, ML_CHUNK);
+			send_all(p.c, out, ML_CHUNK);
+			sent += ML_CHUNK;
 			continue;
 		}
 		ssize_t n = usmc_recv(p.c, in, sizeof(in), 0);
 
 		CHECK(n > 0, "stream recv at %llu: %s", (unsigned long long)got,
 		      usmc_strerror((int)n));
-		CHECK(pattern_check(SEED, got, in, (size_t)n) < 0,
+		CHECK(pattern_check(ML_SEED, got, in, (size_t)n) < 0,
 		      "byte %llu of the stream is wrong", (unsigned long long)got);
 		got += (uint64_t)n;
 	}
@@ -736,7 +549,7 @@ static void test_soak(void)
 	       "qp/cq/pd/mr after the first flap %d/%d/%d/%d, after the last %d/%d/%d/%d\n",
 	       fl.flaps, mono_s() - t0, (unsigned long long)(got >> 20), atomic_load(&k.short_ok),
 	       atomic_load(&k.short_smcr), atomic_load(&k.short_failed), fl.worst_readd,
-	       (unsigned long long)failovers(p.sctx), (unsigned long long)failovers(p.cctx),
+	       (unsigned long long)ml_failovers(p.sctx), (unsigned long long)ml_failovers(p.cctx),
 	       fl.after_first.qp, fl.after_first.cq, fl.after_first.pd, fl.after_first.mr,
 	       fl.after_last.qp, fl.after_last.cq, fl.after_last.pd, fl.after_last.mr);
 	CHECK(!atomic_load(&k.short_failed), "short connections failed");
@@ -753,7 +566,7 @@ static void test_soak(void)
 	CHECK(end.qp - base.qp == held1 - held0 && end.cq - base.cq == 2 * (held1 - held0) &&
 		      end.pd - base.pd == held1 - held0,
 	      "verbs objects left behind by the flaps");
-	CHECK(active_links(p.sctx, tmp) == 2 && active_links(p.cctx, tmp) == 2,
+	CHECK(ml_active_links(p.sctx, tmp) == 2 && ml_active_links(p.cctx, tmp) == 2,
 	      "two links at the end");
 	usmc_listener_close(k.l);
 	pair_close(&p);
