@@ -119,6 +119,14 @@ static inline uint64_t ml_failovers(struct usmc_ctx *ctx)
 	return st.failovers;
 }
 
+static inline uint64_t ml_link_failures(struct usmc_ctx *ctx)
+{
+	struct usmc_ctx_stats st;
+
+	usmc_ctx_stats(ctx, &st);
+	return st.link_failures;
+}
+
 enum ml_fault { FAULT_NONE, FAULT_PORT_DOWN, FAULT_SILENT_DROP };
 
 static inline const char *ml_fault_name(enum ml_fault f)

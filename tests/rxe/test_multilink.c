@@ -22,7 +22,11 @@
  *     intact on the second link; each end counts a failover; once the path
  *     is back the server adds a link again unasked, and a stream crosses.
  *     The longest time without progress is printed;
- *  5. soak: path 1 flaps (USMC_TEST_FLAPS times, default 3: netdevs down
+ *  5. an idle link lost silently: path 2's RoCE lost while the one
+ *     connection streams on link 1; each end finds link 2 dead by its own
+ *     TEST_LINK within 2 x its interval, the stream is untouched, the link
+ *     comes back;
+ *  6. soak: path 1 flaps (USMC_TEST_FLAPS times, default 3: netdevs down
  *     1 s, up until the link is back) under a checked stream and short
  *     connections (a checked 64 B echo each, USMC_TEST_SHORT_PER_S, default
  *     64 a second): nothing lost, every short connection answered, the
@@ -34,6 +38,7 @@
  *
  * usage: test_multilink (as root in the guest; fails without the topology)
  */
+#include "conn.h"
 #include "multilink.h"
 #include "smcr_conn.h"
 
@@ -200,6 +205,47 @@ static void test_failover(enum ml_fault f)
 	stream_checked(p.c); /* and the link group carries on */
 	pair_close(&p);
 	printf("ok: failover on %s\n", ml_fault_name(f));
+}
+
+/*
+ * An idle link that fails silently is found by its own TEST_LINK: path 2's
+ * RoCE is lost at ingress for ML_SILENT_SECONDS while the one connection
+ * streams on link 1 (path 1). Each end fails link 2 within 2 x
+ * TESTLINK_MS (link_failures), the stream goes on untouched (its checked
+ * echo, no failover), and once the path is back the link is added again.
+ */
+static void test_idle_link_silent(void)
+{
+	struct smcr_link sl[SMCR_LINKS_MAX], cl[SMCR_LINKS_MAX];
+	double t0, found = -1, bound = 2 * TESTLINK_MS / 1000.0;
+	struct pair p;
+	int ns, nc;
+
+	pair_open(&p, 2, 2, TESTLINK_MS);
+	ns = ml_wait_links(p.sctx, 2, ML_LINKS_WAIT_MS, sl);
+	nc = ml_wait_links(p.cctx, 2, ML_LINKS_WAIT_MS, cl);
+	CHECK(ns == 2 && nc == 2, "two links expected at each end");
+	CHECK(smcr_conn_link_slot(p.c->smcr) == LGR_FIRST_LINK,
+	      "the first connection should send on the first link");
+	CHECK(!roce_lose_path(2, true), "path 2's RoCE lost");
+	t0 = mono_s();
+	while (mono_s() - t0 < ML_SILENT_SECONDS) {
+		stream_checked(p.c);
+		if (found < 0 && ml_link_failures(p.sctx) && ml_link_failures(p.cctx))
+			found = mono_s() - t0;
+	}
+	CHECK(!roce_lose_path(2, false), "path 2's RoCE back");
+	printf("idle link lost silently: found at both ends after %.1f s (bound %.1f s); "
+	       "failovers %llu and %llu\n",
+	       found, bound, (unsigned long long)ml_failovers(p.sctx),
+	       (unsigned long long)ml_failovers(p.cctx));
+	CHECK(found >= 0 && found < bound, "the idle link's loss was not found in time");
+	CHECK(!ml_failovers(p.sctx) && !ml_failovers(p.cctx), "a connection moved");
+	ns = ml_wait_links(p.sctx, 2, ML_READD_WAIT_MS, sl);
+	nc = ml_wait_links(p.cctx, 2, ML_READD_WAIT_MS, cl);
+	CHECK(ns == 2 && nc == 2, "the link was not added again");
+	pair_close(&p);
+	printf("ok: an idle link lost silently\n");
 }
 
 /* How many of @ctx's connections send on each link slot. */
@@ -577,10 +623,10 @@ static void test_soak(void)
  * spread, portdown, silent, soak). */
 int main(int argc, char **argv)
 {
-	static const char *const all[] = {"links",    "single", "spread",
-					  "portdown", "silent", "soak"};
+	static const char *const all[] = {"links",  "single",	  "spread", "portdown",
+					  "silent", "idlesilent", "soak"};
 	const char *const *run = argc > 1 ? (const char *const *)argv + 1 : all;
-	int n = argc > 1 ? argc - 1 : 6;
+	int n = argc > 1 ? argc - 1 : 7;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 0; i < n; i++) {
@@ -595,6 +641,8 @@ int main(int argc, char **argv)
 			test_failover(FAULT_PORT_DOWN);
 		} else if (!strcmp(run[i], "silent")) {
 			test_failover(FAULT_SILENT_DROP);
+		} else if (!strcmp(run[i], "idlesilent")) {
+			test_idle_link_silent();
 		} else if (!strcmp(run[i], "soak")) {
 			test_soak();
 		} else {
