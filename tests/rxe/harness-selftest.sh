@@ -34,9 +34,10 @@ echo "selftest: a hung guest is stopped at its budget ($took s for 30 s) and rep
 
 # Two RoCE paths: each carries RDMA on its own wire, one down or cut leaves
 # the other working, the kernel's SMC-R uses them as documented, and
-# libusmc's link groups add, spread over and fail over between them. The
+# libusmc's link groups add, spread over and fail over between them, with
+# libusmc or the kernel's SMC-R at the other end. The
 # tests live in the build tree: a tree without them fails here.
-out=$("$here/vm-run.sh" --build-dir "$build" --setup twopath --smc -q --timeout 300 -- \
+out=$("$here/vm-run.sh" --build-dir "$build" --setup twopath --smc -q --timeout 600 -- \
 	ctest --test-dir "$build" -L '^rxe_twopath$' --output-on-failure 2>&1) && rc=0 || rc=$?
 if [ "$rc" != 0 ] || ! grep -qE '^100% tests passed, 0 tests failed out of [1-9]' <<<"$out"; then
 	echo "selftest: --setup twopath tests failed (exit $rc):"
