@@ -328,7 +328,7 @@ static void cli_ask(struct lgr *lgr)
 	rc = smcr_llc_send(lgr, &m);
 	usmc_log(lgr->sctx->log, USMC_LOG_DEBUG,
 		 "link group %x: asked the server for a link (REQ_ADD_LINK, %s:%u): %s", lgr->id,
-		 alt.name, alt.port, log_errname(rc));
+		 alt.name, alt.port, rc ? log_errname(rc) : "sent");
 }
 
 void smcr_llc_add_link_tick(struct lgr *lgr, long now)
