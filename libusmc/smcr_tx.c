@@ -133,6 +133,11 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		if (rc == -EAGAIN) { /* the post marked the link (smcr_wr.h) */
 			sc->tx_pending = true;
 			smcr_eng_want_progress(&sc->lgr->eng); /* send completions must run */
+		} else if (rc == -ECONNABORTED) {
+			/* the link went down under us, before its failover moved
+			 * us: that writes again from here (sc_switch_locked()), or
+			 * the link group's end, with no link left, fails us */
+			sc->tx_pending = true;
 		} else {
 			sc_fail_locked(sc, rc);
 		}
