@@ -143,6 +143,11 @@ struct lgr {
 	atomic_bool al_started; /* al_thread is to be joined */
 	atomic_bool al_running; /* ... and has not ended yet */
 	long al_next_ms;	/* the next try to add one: the progress thread's only */
+	/* server: the client rejected our last offer, on our port of GID
+	 * al_refused_gid (written before al_refused is set): the same offer is
+	 * not made again until it asks (REQ_ADD_LINK) or a link fails */
+	atomic_bool al_refused;
+	uint8_t al_refused_gid[SMCR_GID_LEN];
 	atomic_uint reap_slots;
 
 	/* progress thread (lgr_progress.c) */

@@ -259,6 +259,7 @@ bool lgr_link_failover(struct lgr *lgr, struct smcr_link *lnk, int err)
 	/* its QP to ERR first: what it still had posted completes as failed,
 	 * and confirms nothing the connections write again */
 	lgr_link_drop(lgr, lnk);
+	atomic_store(&lgr->al_refused, false); /* a link to add back: offer again */
 	moved = switch_conns(lgr, lgr_link_slot(lgr, lnk), lgr_link_slot(lgr, to));
 	smcr_ctx_count_link_event(lgr->sctx, SMCR_LINK_FAILOVER, (uint64_t)moved);
 	usmc_log(lgr->sctx->log, USMC_LOG_INFO,

@@ -99,17 +99,11 @@ int smcr_hs_conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn
 	return rc;
 }
 
-uint8_t smcr_clc_max_links(const struct usmc_opts *opts, struct smcr_ctx *sctx)
+uint8_t smcr_clc_max_links(const struct usmc_opts *opts)
 {
 	long want = opts->v[USMC_OPT_MAX_LINKS];
-	struct smcr_dev_set devs;
 
-	if (want > SMCR_MAX_LINKS)
-		want = SMCR_MAX_LINKS;
-	if (want <= 1)
-		return 1; /* the device scan only where a second link is asked for */
-	smcr_ctx_devices(sctx, &devs);
-	return smcr_dev_v2_ports(&devs) > 1 ? (uint8_t)want : 1;
+	return want > SMCR_MAX_LINKS ? SMCR_MAX_LINKS : (uint8_t)want;
 }
 
 void smcr_clc_fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links)

@@ -259,11 +259,12 @@ struct lgr_config smcr_clc_lgr_config(const struct usmc_opts *o);
 int smcr_hs_conn_new(const struct smcr_hs *hs, struct lgr *lgr, struct smcr_conn **sc);
 
 /*
- * The max_links we offer: USMC_OPT_MAX_LINKS (at most SMCR_MAX_LINKS), 1
- * where @sctx may use fewer than two RoCE v2 ports (a second link needs one
- * at each end; a Linux peer told 2 would wait for our ADD_LINK).
+ * The max_links we offer: USMC_OPT_MAX_LINKS (at most SMCR_MAX_LINKS),
+ * whatever the ports, as Linux offers smcr_max_links_per_lgr: a server
+ * with one port offers an asymmetric second link, so a Linux client told
+ * 2, which waits for the ADD_LINK, gets one.
  */
-uint8_t smcr_clc_max_links(const struct usmc_opts *opts, struct smcr_ctx *sctx);
+uint8_t smcr_clc_max_links(const struct usmc_opts *opts);
 /* The first-contact extension of an ACCEPT or CONFIRM. */
 void smcr_clc_fill_fce(struct clc_fce *f, uint8_t release, uint8_t max_conns, uint8_t max_links);
 

@@ -45,7 +45,7 @@ static void build_proposal(struct smcr_ctx *sctx, const struct usmc_opts *opts,
 	p->release = SMCR_RELEASE;
 	memcpy(p->roce_gid, dev->gid, CLC_GID_LEN);
 	p->max_conns = SMCR_MAX_CONNS;
-	p->max_links = smcr_clc_max_links(opts, sctx);
+	p->max_links = smcr_clc_max_links(opts);
 	p->feature_mask = SMCR_FEATURE_MASK;
 }
 
@@ -102,8 +102,8 @@ static uint32_t client_link_up(struct lgr *lgr, const struct clc_accept_confirm 
 
 	lgr_set_peer(lgr, a->peer_id, a->mac, server);
 	/* release 0 negotiates none: we take a second link only if asked to */
-	lgr->max_links = a->fce.release >= CLC_RELEASE_1 ? a->fce.max_links
-							 : smcr_clc_max_links(hs->opts, hs->sctx);
+	lgr->max_links =
+		a->fce.release >= CLC_RELEASE_1 ? a->fce.max_links : smcr_clc_max_links(hs->opts);
 	if (smcr_hs_conn_new(hs, lgr, sc) ||
 	    smcr_link_qp_rtr(lnk, a->qpn, a->psn, a->gid,
 			     mtu_min(lnk->dev.active_mtu, a->qp_mtu)) ||

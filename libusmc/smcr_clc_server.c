@@ -332,7 +332,7 @@ static uint32_t serve_negotiate(struct smcr_hs *hs, const struct clc_proposal *p
 		return SMC_CLC_DECL_DIFFPREFIX;
 	n->release = p->release > SMCR_RELEASE ? SMCR_RELEASE : p->release;
 	n->max_conns = p->max_conns < SMCR_MAX_CONNS ? p->max_conns : SMCR_MAX_CONNS;
-	n->max_links = smcr_clc_max_links(hs->opts, hs->sctx);
+	n->max_links = smcr_clc_max_links(hs->opts);
 	if (p->max_links < n->max_links)
 		n->max_links = p->max_links;
 	n->eid = p->eid[eid_idx];

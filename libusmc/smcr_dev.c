@@ -286,20 +286,6 @@ int smcr_dev_find_alt(const struct smcr_dev *cur, const struct smcr_dev_set *set
 	return dev_walk(match_alt, &m);
 }
 
-int smcr_dev_v2_ports(const struct smcr_dev_set *set)
-{
-	struct usmc_device_info *devs;
-	int n, ports = 0;
-
-	if (smcr_dev_discover(&devs, &n))
-		return 0;
-	for (int i = 0; i < n; i++)
-		ports +=
-			devs[i].gid_index >= 0 && smcr_dev_set_has(set, devs[i].name, devs[i].port);
-	free(devs);
-	return ports;
-}
-
 struct ibv_context *smcr_dev_open(const char *name)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);

@@ -77,8 +77,6 @@ int smcr_dev_find(const struct in_addr *addr, const struct smcr_dev_set *set, st
  */
 int smcr_dev_find_alt(const struct smcr_dev *cur, const struct smcr_dev_set *set,
 		      const uint8_t (*peer_gids)[SMCR_GID_LEN], int npeer, struct smcr_dev *alt);
-/* smcr_dev_v2_ports() - how many ports of @set can carry SMC-Rv2. */
-int smcr_dev_v2_ports(const struct smcr_dev_set *set);
 /* smcr_dev_open() - a verbs context on the device named @name, or NULL. */
 struct ibv_context *smcr_dev_open(const char *name);
 

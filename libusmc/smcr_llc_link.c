@@ -135,28 +135,39 @@ static int srv_confirm_link(struct lgr *lgr, struct smcr_link *lnk)
 	return smcr_llc_flow_on(lgr, lnk, &req, &resp);
 }
 
+/* The port the server offers a new link on, beside the link in @via:
+ * another of its ports, or without one the port @via uses, for the
+ * client's second port (asymmetric, as Linux's SMC_LGR_ASYMMETRIC_LOCAL in
+ * smc_llc_srv_add_link()); a client without one rejects it. */
+static void srv_pick_port(struct lgr *lgr, int via, struct smcr_dev *alt)
+{
+	const struct smcr_link *cur = &lgr->lnk[via];
+	struct smcr_dev_set devs;
+
+	smcr_ctx_devices(lgr->sctx, &devs);
+	if (smcr_dev_find_alt(&cur->dev, &devs, &cur->peer_gid, 1, alt))
+		*alt = cur->dev;
+}
+
 /* The server's part; 0 once the new link is up. */
 static int srv_add_link(struct lgr *lgr, struct llc_msg *m)
 {
 	int via = smcr_llc_link_slot(lgr); /* where the LLC goes: a link that is up */
-	const struct smcr_link *cur = &lgr->lnk[via];
-	struct smcr_dev_set devs;
 	struct smcr_dev alt;
 	struct smcr_link *lnk;
 	int rc;
 
-	smcr_ctx_devices(lgr->sctx, &devs);
-	rc = smcr_dev_find_alt(&cur->dev, &devs, &cur->peer_gid, 1, &alt);
-
-	if (rc)
-		return rc; /* Linux would try an asymmetric link on the same port */
+	srv_pick_port(lgr, via, &alt);
 	rc = lgr_link_new(lgr, &alt, lgr_next_link_num(lgr), &lnk);
 	if (rc)
 		return rc;
 	add_link_fill(lgr, lnk, via, m);
 	rc = smcr_llc_flow_on(lgr, &lgr->lnk[via], m, m);
-	if (!rc && (m->flags & LLC_FLAG_ADD_LNK_REJ))
+	if (!rc && (m->flags & LLC_FLAG_ADD_LNK_REJ)) {
 		rc = -ECONNREFUSED; /* the client has no port to spare */
+		memcpy(lgr->al_refused_gid, alt.gid, SMCR_GID_LEN);
+		atomic_store(&lgr->al_refused, true); /* not the same again, unasked */
+	}
 	if (!rc && !m->add_link.has_ext)
 		rc = -EPROTO; /* an accepting v2 response carries its rkeys */
 	if (!rc) {
@@ -211,6 +222,14 @@ static int cli_add_link(struct lgr *lgr, struct llc_msg *m)
 	memcpy(peer[1], m->add_link.gid, SMCR_GID_LEN);
 	smcr_ctx_devices(lgr->sctx, &devs);
 	rc = smcr_dev_find_alt(&lgr->lnk[via].dev, &devs, peer, 2, &alt);
+	if (rc == -ENODEV && memcmp(peer[0], peer[1], SMCR_GID_LEN)) {
+		/* no port to spare, but the server offers another of its own:
+		 * the new link on our one port (asymmetric, Linux's
+		 * SMC_LGR_ASYMMETRIC_LOCAL in smc_llc_cli_add_link()); an offer
+		 * on the server's port already in use needs a port of ours */
+		alt = lgr->lnk[via].dev;
+		rc = 0;
+	}
 	if (!rc)
 		rc = lgr_link_new(lgr, &alt, m->add_link.link_num, &lnk);
 	if (rc) {
@@ -289,6 +308,22 @@ static bool may_add(struct lgr *lgr)
 	       lgr_links_active(lgr) < lgr->max_links;
 }
 
+/* Server tick: the client rejected an offer and the next would be the
+ * same (our port of the same GID): it asks when it has a port for it, and
+ * a link that fails clears it. Another port of ours up again clears it. */
+static bool offer_refused(struct lgr *lgr)
+{
+	struct smcr_dev alt;
+
+	if (!atomic_load(&lgr->al_refused))
+		return false;
+	srv_pick_port(lgr, smcr_llc_link_slot(lgr), &alt);
+	if (!memcmp(alt.gid, lgr->al_refused_gid, SMCR_GID_LEN))
+		return true;
+	atomic_store(&lgr->al_refused, false);
+	return false;
+}
+
 void smcr_llc_add_link_start(struct lgr *lgr)
 {
 	if (may_add(lgr))
@@ -344,9 +379,9 @@ void smcr_llc_add_link_tick(struct lgr *lgr, long now)
 	if (now < lgr->al_next_ms)
 		return;
 	lgr->al_next_ms = now + SMCR_READD_MS;
-	if (server)
+	if (server && !offer_refused(lgr))
 		add_link_spawn(lgr, NULL);
-	else
+	else if (!server)
 		cli_ask(lgr);
 }
 
@@ -354,6 +389,7 @@ bool smcr_llc_req_add_link_rx(struct lgr *lgr)
 {
 	/* as Linux's server: a client's suggestion starts the server's own
 	 * add-link (smc_llc_event_handler() -> smc_llc_srv_add_link()) */
+	atomic_store(&lgr->al_refused, false); /* it has a port for one now */
 	return may_add(lgr) && (add_link_spawn(lgr, NULL) || atomic_load(&lgr->al_running));
 }
 

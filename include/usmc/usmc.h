@@ -269,14 +269,15 @@ enum usmc_opt {
 	USMC_OPT_ACCEPT_DIRECT,
 	/* SMC-R: links a link group may hold (RFC 7609 "link groups"; Linux
 	 * SMC_LINKS_PER_LGR_MAX). 2: after a first contact the server adds a
-	 * second link on another RoCE port of each end (LLC ADD_LINK, then
-	 * CONFIRM_LINK on it; docs/smcr.md "Links"), and a client takes the
-	 * peer's ADD_LINK if it has a port to spare; 1: one link per link
-	 * group, the peer's ADD_LINK rejected. Each end advertises
-	 * min(this, 1 + whether it has a second port) as max_links in the
-	 * CLC v2.1 fields. Read at each handshake. Env USMC_MAX_LINKS,
-	 * default 1 while two links with a kernel AF_SMC peer are not done,
-	 * range 1..2. */
+	 * second link (LLC ADD_LINK, then CONFIRM_LINK on it; docs/smcr.md
+	 * "Links") on another RoCE port of each end, or, where one end has
+	 * one port, on that port for the other end's second (asymmetric);
+	 * connections are spread over both, and move to the other when one
+	 * fails; 1: one link per link group, the peer's ADD_LINK rejected.
+	 * Advertised as max_links in the CLC v2.1 fields. Read at each
+	 * handshake. Env USMC_MAX_LINKS, default 1 (Linux's default is 2;
+	 * see docs/smcr.md "Not done yet"), range 1..2. Works with libusmc
+	 * and with the kernel's SMC-R at the other end. */
 	USMC_OPT_MAX_LINKS,
 	USMC_OPT_COUNT_ /* not an option */
 };
