@@ -7,12 +7,13 @@
 # host; vm-run.sh wrote params.sh and env.sh there.
 #
 # Topology exported to the command:
-#   USMC_TEST_SETUP          none | one | two | twopath
+#   USMC_TEST_SETUP          none | one | two | twopath | asym
 #   USMC_TEST_HOST_A/_B      IPv4 of the two "hosts" (the same one for "one")
 #   USMC_TEST_RXE_A/_B       their rxe devices
 #   USMC_TEST_NETDEV_A/_B    their netdevs
 #   USMC_TEST_GID_INDEX_A/_B index of the IPv4-mapped RoCE v2 GID
-#   the same with A2/B2      twopath: the hosts' second RoCE path
+#   the same with A2/B2      twopath: the hosts' second RoCE path; asym:
+#                            host A's second path to host B's one port
 #   USMC_RXE_VM=1
 set -uo pipefail # no -e: whatever happens, an exit code must be written
 
@@ -83,7 +84,7 @@ sysctl_set() { # key value: no sysctl(8) process per key
 }
 
 case "$VM_SETUP" in
-one | two | twopath)
+one | two | twopath | asym)
 	run modprobe -a rdma_rxe ib_uverbs rdma_ucm
 	;;
 esac
@@ -128,9 +129,81 @@ veth_path() {
 	GID_B=$GID_INDEX
 }
 
+# asym_paths: host A has two RoCE ports, veth0 (A) and veth2 (A2), rxe0
+# and rxe2; host B has one, the bridge br1 over the peers veth1 and veth3
+# with both B and B2, and rxe1 on it (rxe takes a packet on the netdev it
+# arrives on: a bridge is how two wires reach one device). Policy routing
+# as veth_path()'s, tables 100-103; each of host A's ports may also reach
+# either of host B's addresses (metric 10), which a link from rxe2 to the
+# GID B needs (rxe routes out of its own netdev only).
+asym_paths() {
+	local d mac_br mac_0 mac_2
+	run ip link add veth0 type veth peer name veth1
+	run ip link add veth2 type veth peer name veth3
+	run ip link add br1 type bridge
+	for d in veth0 veth1 veth2 veth3 br1; do
+		sysctl_set "net.ipv4.conf.$d.accept_local" 1
+		sysctl_set "net.ipv4.conf.$d.rp_filter" 0
+	done
+	run ip link set veth1 master br1
+	run ip link set veth3 master br1
+	run ip addr add "$A/24" dev veth0
+	run ip addr add "$A2/24" dev veth2
+	run ip addr add "$B/24" dev br1
+	run ip addr add "$B2/24" dev br1
+	for d in veth0 veth1 veth2 veth3 br1; do
+		run ip link set "$d" up
+	done
+	run ip rule add pref 10 iif lo to "$B" lookup 100
+	run ip rule add pref 11 iif lo to "$A" lookup 101
+	run ip rule add pref 12 iif lo to "$B2" lookup 102
+	run ip rule add pref 13 iif lo to "$A2" lookup 103
+	run ip route add "$B" dev veth0 src "$A" table 100
+	run ip route add "$B" dev veth2 src "$A2" metric 10 table 100
+	run ip route add "$A" dev br1 src "$B" table 101
+	run ip route add "$B2" dev veth2 src "$A2" table 102
+	run ip route add "$B2" dev veth0 src "$A" metric 10 table 102
+	run ip route add "$A2" dev br1 src "$B2" table 103
+	read -r mac_br </sys/class/net/br1/address
+	read -r mac_0 </sys/class/net/veth0/address
+	read -r mac_2 </sys/class/net/veth2/address
+	for d in veth0 veth2; do
+		run ip neigh replace "$B" lladdr "$mac_br" dev "$d" nud permanent
+		run ip neigh replace "$B2" lladdr "$mac_br" dev "$d" nud permanent
+	done
+	run ip neigh replace "$A" lladdr "$mac_0" dev br1 nud permanent
+	run ip neigh replace "$A2" lladdr "$mac_2" dev br1 nud permanent
+	run rdma link add rxe0 type rxe netdev veth0
+	run rdma link add rxe2 type rxe netdev veth2
+	run rdma link add rxe1 type rxe netdev br1
+}
+
 case "$VM_SETUP" in
 none)
 	export USMC_TEST_SETUP=none
+	;;
+asym)
+	for k in all default; do
+		sysctl_set net.ipv4.conf.$k.accept_local 1
+		sysctl_set net.ipv4.conf.$k.rp_filter 0
+	done
+	run ip rule add pref 100 lookup local
+	run ip rule del pref 0 lookup local
+	asym_paths
+	export USMC_TEST_SETUP=asym USMC_TEST_HOST_A=$A USMC_TEST_HOST_B=$B
+	export USMC_TEST_RXE_A=rxe0 USMC_TEST_RXE_B=rxe1
+	export USMC_TEST_NETDEV_A=veth0 USMC_TEST_NETDEV_B=br1
+	gid_index rxe0 $A
+	export USMC_TEST_GID_INDEX_A=$GID_INDEX
+	gid_index rxe1 $B
+	export USMC_TEST_GID_INDEX_B=$GID_INDEX
+	export USMC_TEST_HOST_A2=$A2 USMC_TEST_HOST_B2=$B2
+	export USMC_TEST_RXE_A2=rxe2 USMC_TEST_RXE_B2=rxe1
+	export USMC_TEST_NETDEV_A2=veth2 USMC_TEST_NETDEV_B2=br1
+	gid_index rxe2 $A2
+	export USMC_TEST_GID_INDEX_A2=$GID_INDEX
+	gid_index rxe1 $B2
+	export USMC_TEST_GID_INDEX_B2=$GID_INDEX
 	;;
 one)
 	# One device; client and server share its address, rxe loops back.
@@ -178,8 +251,8 @@ fi
 [ "$VM_SETUP" = none ] ||
 	log "setup $VM_SETUP: $USMC_TEST_RXE_A $USMC_TEST_HOST_A gid $USMC_TEST_GID_INDEX_A," \
 		"$USMC_TEST_RXE_B $USMC_TEST_HOST_B gid $USMC_TEST_GID_INDEX_B"
-[ "$VM_SETUP" != twopath ] ||
-	log "setup twopath, path 2: $USMC_TEST_RXE_A2 $USMC_TEST_HOST_A2 gid $USMC_TEST_GID_INDEX_A2," \
+[ "$VM_SETUP" != twopath ] && [ "$VM_SETUP" != asym ] ||
+	log "setup $VM_SETUP, path 2: $USMC_TEST_RXE_A2 $USMC_TEST_HOST_A2 gid $USMC_TEST_GID_INDEX_A2," \
 		"$USMC_TEST_RXE_B2 $USMC_TEST_HOST_B2 gid $USMC_TEST_GID_INDEX_B2"
 
 # The caller's environment (PATH included), then the topology on top.

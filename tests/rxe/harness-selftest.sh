@@ -4,7 +4,10 @@
 #  - a hung command is stopped at the guest budget and reported (exit 124),
 #    and no qemu process is left behind;
 #  - --setup twopath gives two independent RoCE paths (the ctest label
-#    rxe_twopath: test_twopath, test_multilink, smc_kernel_twopath; the build tree's).
+#    rxe_twopath: test_twopath, test_multilink, test_multilink_kernel,
+#    smc_kernel_twopath; the build tree's);
+#  - --setup asym gives host A two paths to host B's one port (the ctest
+#    label rxe_asym: test_multilink_asym).
 # usage: harness-selftest.sh <build-dir>
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,3 +48,13 @@ if [ "$rc" != 0 ] || ! grep -qE '^100% tests passed, 0 tests failed out of [1-9]
 	exit 1
 fi
 echo "selftest: --setup twopath: two independent RoCE paths, the kernel's SMC-R on them as documented"
+
+# One host with two ports, the other with one: asymmetric link groups.
+out=$("$here/vm-run.sh" --build-dir "$build" --setup asym -q --timeout 300 -- \
+	ctest --test-dir "$build" -L '^rxe_asym$' --output-on-failure 2>&1) && rc=0 || rc=$?
+if [ "$rc" != 0 ] || ! grep -qE '^100% tests passed, 0 tests failed out of [1-9]' <<<"$out"; then
+	echo "selftest: --setup asym tests failed (exit $rc):"
+	echo "$out"
+	exit 1
+fi
+echo "selftest: --setup asym: asymmetric link groups, both ways, fail over and come back"

@@ -12,11 +12,14 @@
 #
 # Options:
 #   --timeout S      wall-clock budget of the whole guest (default 600 s)
-#   --setup T        none | one | two | twopath (default two):
+#   --setup T        none | one | two | twopath | asym (default two):
 #                      one: rxe0 on dummy0 10.0.0.1 (loopback use)
 #                      two: rxe0 on veth0 10.0.0.1, rxe1 on veth1 10.0.0.2
 #                      twopath: two, and a second path: rxe2 on veth2
 #                        10.0.1.1, rxe3 on veth3 10.0.1.2
+#                      asym: host A as twopath's (rxe0, rxe2), host B one
+#                        port: rxe1 on the bridge br1 over veth1 and veth3,
+#                        10.0.0.2 and 10.0.1.2
 #   --smc            also load the kernel's smc and smc_diag modules
 #   --build-dir D    build tree holding the guest cache (default: $USMC_BUILD_DIR,
 #                    else the current directory if it has a CMakeCache.txt,
@@ -56,7 +59,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -gt 0 ] || { say "no command given"; usage; }
-case "$SETUP" in none | one | two | twopath) ;; *) say "bad --setup $SETUP"; usage ;; esac
+case "$SETUP" in none | one | two | twopath | asym) ;; *) say "bad --setup $SETUP"; usage ;; esac
 if ! [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || [ "$TIMEOUT" -lt 10 ]; then
 	say "bad --timeout $TIMEOUT (seconds, at least 10)"
 	exit 2
