@@ -83,7 +83,21 @@ void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	if (!sc)
 		return;
 	pthread_mutex_lock(&sc->lock);
-	if (!sc->rx.peer_len) {
+	if (m.prod_flags & CDC_PF_FAILOVER_VALIDATION) {
+		/* no cursors to apply: only whether a CDC was lost */
+		if (!sc->err && !cdc_rx_failover_in_sync(sc->rx_seq_seen, sc->rx_seq, m.seqno)) {
+			usmc_log(lgr->sctx->log, USMC_LOG_WARN,
+				 "link group %x: connection %08x lost CDC %u..%u with a link: "
+				 "aborted",
+				 lgr->id, sc->token, (unsigned int)(uint16_t)(sc->rx_seq + 1),
+				 (unsigned int)m.seqno);
+			sc->aborting = true;
+			sc_tx_push_locked(sc);
+			sc_fail_locked(sc, -ECONNABORTED);
+			sc_wake_locked(sc, SC_RD | SC_WR);
+			sc_update_ready_locked(sc);
+		}
+	} else if (!sc->rx.peer_len) {
 		/* keep the newest; its cursors supersede older ones, flags add up */
 		uint8_t fl = sc->early_valid ? sc->early.conn_state_flags : 0;
 

@@ -277,6 +277,19 @@ static void test_window_filler(void **state)
 	assert_true(s.peer_fills_window); /* for the rest of the connection */
 }
 
+/* A Linux peer's failover validation: in sync unless its last completed
+ * CDC is newer than the newest we received (wrapping seqnos). */
+static void test_failover_validation(void **state)
+{
+	(void)state;
+	assert_true(cdc_rx_failover_in_sync(false, 0, 5)); /* nothing received yet */
+	assert_true(cdc_rx_failover_in_sync(true, 7, 7));  /* the last one we saw */
+	assert_true(cdc_rx_failover_in_sync(true, 9, 7));  /* we saw more: later ones lost */
+	assert_false(cdc_rx_failover_in_sync(true, 6, 7)); /* one it saw complete, we never got */
+	assert_false(cdc_rx_failover_in_sync(true, 0xfffe, 1)); /* across the wrap */
+	assert_true(cdc_rx_failover_in_sync(true, 2, 0xffff));
+}
+
 static void test_flags(void **state)
 {
 	struct cdc_rx_state s = fresh();
@@ -314,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_stale_cursors_ignored),
 		cmocka_unit_test(test_window_filler),
 		cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_failover_validation),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -74,6 +74,21 @@ enum cdc_rx_verdict {
 	CDC_RX_PROD_AFTER_DONE, /* data after the end of the peer's stream (not held) */
 };
 
+/*
+ * A CDC with the failover-validation flag (CDC_PF_FAILOVER_VALIDATION):
+ * after moving a connection to another link, a Linux peer sends one whose
+ * seqno is that of the last CDC it saw complete, and no cursors (net/smc/
+ * smc_cdc.c smcr_cdc_msg_send_validation()). It carries nothing to apply.
+ * The connection is in sync unless the peer's last completed CDC is one
+ * we never received (@seen: we received any, @rx_seq the newest): its
+ * stream or credit then lost a CDC with the old link, and it must end, as
+ * smc_cdc_msg_validate() ends it.
+ */
+static inline bool cdc_rx_failover_in_sync(bool seen, uint16_t rx_seq, uint16_t peer_seq)
+{
+	return !seen || !cdc_seq_before(rx_seq, peer_seq);
+}
+
 /* Apply @m to @s. On a refusal @s is unchanged: the connection must end. */
 enum cdc_rx_verdict cdc_rx_apply(struct cdc_rx_state *s, const struct cdc_msg *m);
 
