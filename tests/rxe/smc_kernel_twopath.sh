@@ -113,7 +113,10 @@ bad() {
 }
 
 # 1. As built: a second link, but across path 1 (one end uses its peer's
-# device, which the same kernel also sees).
+# device, which the same kernel also sees). Fresh link groups first: the
+# kernel keeps idle ones for minutes, and an earlier test's (two links
+# with a usmc peer, test_multilink_kernel) would be dumped with ours.
+reset_lgrs
 run_pair as-built "$A" "$B" 18611
 for role in client server; do
 	[ "$(lgr_type as-built $role)" = SYMMETRIC ] ||
