@@ -132,6 +132,12 @@ void lgr_links_reap(struct lgr *lgr)
 {
 	unsigned int slots = atomic_load(&lgr->reap_slots);
 
+	/* an add-link thread may still use a link dropped under it (the one
+	 * it adds, failed by a port event; the one its LLC goes over): its
+	 * objects wait for the thread's end, within its bounded waits */
+	if (atomic_load(&lgr->al_running))
+		return;
+
 	for (int i = LGR_FIRST_LINK + 1; slots && i < SMCR_LINKS_MAX; i++)
 		if (slots & (1u << i))
 			link_reap(lgr, i);
