@@ -193,6 +193,7 @@ void smcr_conn_put(struct smcr_conn *sc)
 		atomic_fetch_sub(&sc->lgr->eof_holds, 1);
 	if (sc->sndbuf) /* the ring from offset 0, as far as the user's bytes went */
 		bufpool_release_dirty(sc->lgr->sndbufs, sc->sndbuf, sc->tx_prep);
+	sc_watch_drop_locked(sc); /* the user closed without unwatching */
 	if (sc->ev[0] >= 0) {
 		close(sc->ev[0]);
 		atomic_fetch_sub(&sc->lgr->eng.fd_users, 1);

@@ -63,6 +63,17 @@
 
 struct bufpool_buf;
 
+/* A connection's readiness as an event set's watch is told it
+ * (smcr_conn_watch()). */
+#define SMCR_READY_RD	 (1u << 0) /* a receive returns at once: data, EOF, error */
+#define SMCR_READY_WR	 (1u << 1) /* a send returns at once: room, or an error */
+#define SMCR_READY_RDHUP (1u << 2) /* nothing more will arrive (TCP's RCV_SHUTDOWN) */
+#define SMCR_READY_ERR	 (1u << 3) /* an error, or the peer's abort */
+
+/* Called under the connection's lock at each change of its readiness: it
+ * may take only leaf locks and must not call back into the connection. */
+typedef void (*smcr_watch_fn)(void *arg, unsigned state);
+
 /* What the peer's ACCEPT or CONFIRM says about its RMB. */
 struct smcr_peer_rmb {
 	uint32_t token; /* its alert token: written into our CDCs */
@@ -182,6 +193,12 @@ struct smcr_conn {
 	bool rdhup_sig;	       /* ev[1]'s write side is shut down: EPOLLRDHUP on ev[0] */
 	bool hup_sig;	       /* its read side too: EPOLLHUP on ev[0] */
 	bool ev_fill_small;    /* ev[0]'s SO_SNDBUF is down to the minimum: a fill is short */
+	/* an event set's watch (smcr_conn_watch()), instead of ev[]: told
+	 * the state (SMCR_READY_*) at each change, under lock */
+	smcr_watch_fn watch_fn;
+	void *watch_arg;
+	unsigned watch_state; /* what watch_fn was told last */
+	bool watch_room;      /* counted in eng.room_waiters: the send buffer is full */
 };
 
 /*
@@ -231,6 +248,15 @@ void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd);
 /* The descriptor the user polls (readable/writable like a socket),
  * created at the first call; a negative errno if it cannot be. */
 int smcr_conn_fd(struct smcr_conn *sc);
+
+/*
+ * smcr_conn_watch() - tell @fn(@arg, SMCR_READY_* bits) the connection's
+ * readiness now and at each change, instead of a descriptor (@fn NULL:
+ * no longer; once it returns, @fn is not running and will not be called).
+ * While watched, the link group's progress thread runs the completions as
+ * they come, as for smcr_conn_fd() (docs/smcr.md "Readiness").
+ */
+void smcr_conn_watch(struct smcr_conn *sc, smcr_watch_fn fn, void *arg);
 
 /* Where the stream's bytes stand: usmc_conn_info's snd_unsent onwards. */
 void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info);

@@ -60,9 +60,12 @@ bool sc_rmb_may_be_written(const struct smcr_conn *sc);
 uint64_t sc_snd_free(const struct smcr_conn *sc);
 uint64_t sc_snd_room(const struct smcr_conn *sc);
 bool sc_close_posted(const struct smcr_conn *sc);
-/* Publish readiness on the user's descriptor; requires sc->lock, after
- * every state change. */
+/* Publish readiness on the user's descriptor and to an event set's watch;
+ * requires sc->lock, after every state change. */
 void sc_update_ready_locked(struct smcr_conn *sc);
+/* The watch (smcr_conn_watch()) goes, with what it counted in the engine;
+ * requires sc->lock (or the last reference). */
+void sc_watch_drop_locked(struct smcr_conn *sc);
 /* Wake the threads waiting on @sc for @what; requires sc->lock. */
 void sc_wake_locked(struct smcr_conn *sc, int what);
 /* A sticky error @err (0: none, readiness published all the same): every

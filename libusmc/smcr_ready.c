@@ -165,8 +165,72 @@ static int sc_update_rd_locked(struct smcr_conn *sc, bool rd)
 	return 1;
 }
 
-/* Publish readiness on the user's descriptor; requires sc->lock, after
- * every state change. */
+/* ---- an event set's watch ------------------------------------------- */
+
+/*
+ * Tell the watch the state if it changed; requires sc->lock. A full send
+ * buffer counts in room_waiters, as a descriptor that shows one does: the
+ * room comes with send completions, which must then run as they come.
+ */
+static void sc_watch_update_locked(struct smcr_conn *sc, bool rd, bool wr)
+{
+	unsigned state = (rd ? SMCR_READY_RD : 0) | (wr ? SMCR_READY_WR : 0) |
+			 (sc_rdhup(sc) ? SMCR_READY_RDHUP : 0) |
+			 (sc->err || sc->rx.peer_abort ? SMCR_READY_ERR : 0);
+
+	if (!wr && !sc->watch_room) {
+		sc->watch_room = true;
+		if (atomic_fetch_add(&sc->lgr->eng.room_waiters, 1) == 0)
+			smcr_eng_scq_demand_raised(&sc->lgr->eng);
+	} else if (wr && sc->watch_room) {
+		sc->watch_room = false;
+		atomic_fetch_sub(&sc->lgr->eng.room_waiters, 1);
+	}
+	if (state != sc->watch_state) {
+		sc->watch_state = state;
+		sc->watch_fn(sc->watch_arg, state);
+	}
+}
+
+/* The watch goes: what it counted in the engine too; requires sc->lock. */
+void sc_watch_drop_locked(struct smcr_conn *sc)
+{
+	if (!sc->watch_fn)
+		return;
+	sc->watch_fn = NULL;
+	sc->watch_arg = NULL;
+	atomic_fetch_sub(&sc->lgr->eng.fd_users, 1);
+	if (sc->watch_room)
+		atomic_fetch_sub(&sc->lgr->eng.room_waiters, 1);
+	sc->watch_room = false;
+}
+
+void smcr_conn_watch(struct smcr_conn *sc, smcr_watch_fn fn, void *arg)
+{
+	int cancel = sc_cancel_off(); /* no cancellation point */
+	bool added;
+
+	pthread_mutex_lock(&sc->lock);
+	added = fn && !sc->watch_fn;
+	sc_watch_drop_locked(sc);
+	if (fn) {
+		/* an event loop now needs completions run as they come */
+		atomic_fetch_add(&sc->lgr->eng.fd_users, 1);
+		sc->watch_fn = fn;
+		sc->watch_arg = arg;
+		sc->watch_state = ~0u; /* told at once */
+		sc_watch_update_locked(sc, sc_readable(sc), sc_writable(sc));
+	}
+	pthread_mutex_unlock(&sc->lock);
+	if (added)
+		smcr_eng_want_progress(&sc->lgr->eng);
+	sc_cancel_restore(cancel);
+}
+
+/* ---- publication ----------------------------------------------------- */
+
+/* Publish readiness on the user's descriptor and to the watch; requires
+ * sc->lock, after every state change. */
 void sc_update_ready_locked(struct smcr_conn *sc)
 {
 	static const uint8_t fill[EV_FILL_CHUNK];
@@ -175,6 +239,8 @@ void sc_update_ready_locked(struct smcr_conn *sc)
 
 	int ops = 0;
 
+	if (sc->watch_fn)
+		sc_watch_update_locked(sc, rd, wr);
 	if (sc->ev[0] < 0)
 		return; /* nobody asked for the descriptor */
 	ops += sc_ready_shutdowns_locked(sc);
