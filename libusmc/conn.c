@@ -13,6 +13,7 @@
 #include "connect_handshake.h"
 #include "ctx.h"
 #include "error.h"
+#include "event.h"
 #include "kcompat.h"
 #include "smcr_clc.h"
 #include "smcr_conn.h"
@@ -77,6 +78,7 @@ int conn_dismantle(struct usmc_conn *c)
 	int fd = c->fd;
 
 	ctx_unregister_conn(c->ctx, c); /* first: the stat thread no longer reads it */
+	event_conn_forget(c);		/* before the SMC-R state goes */
 	connect_hs_free(c->chs);	/* an asynchronous connect that did not end */
 	c->chs = NULL;
 	kcompat_client_forget(c->ctx->kc, &c->kc_ticket);
@@ -532,6 +534,7 @@ int usmc_close(struct usmc_conn *c)
 		return -EINVAL;
 	if (ctx_forked(c->ctx))
 		return conn_forget_forked(c);
+	event_conn_forget(c); /* out of the event set before the close */
 	/* In TCP mode the kernel keeps sending unsent data after close(). */
 	if (c->smcr) {
 		bool kept = smcr_close(c->smcr, false, c->opts.v[USMC_OPT_LINGER_MS],

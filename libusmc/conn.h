@@ -16,6 +16,7 @@ struct smcr_conn;
 struct smcr_hs;
 struct smcr_serve;
 struct conn_client_hs;
+struct ev_watch;
 
 /*
  * No lock: a connection belongs to one thread at a time (the accept thread,
@@ -52,6 +53,7 @@ struct usmc_conn {
 	struct conn_client_hs *chs;
 	int connect_err; /* client, USMC_CONNECT_ASYNC: how it failed, for every later call */
 	struct smcr_conn *smcr; /* SMC-R state when mode is USMC_MODE_SMCR */
+	struct ev_watch *watch; /* usmc_conn_watch(): in its context's event set (event.h) */
 	atomic_uint_least64_t bytes_sent, bytes_received;
 	atomic_bool reset_reported; /* SMC-R: a peer reset was returned once */
 	struct usmc_conn *next;	    /* struct conn_fifo link (handshake pool, accept queue) */

@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "ctx.h"
 #include "env.h"
+#include "event.h"
 #include "listen_core.h"
 #include "stat.h"
 #include "kcompat.h"
@@ -141,6 +142,7 @@ int usmc_ctx_destroy(struct usmc_ctx *ctx)
 	if (atomic_load(&ctx->open_conns) || atomic_load(&ctx->open_listeners))
 		return -EBUSY;
 	stat_stop(ctx->stat); /* first: its thread reads the rest */
+	event_set_free(atomic_load(&ctx->evset));
 	ctx->stat = NULL;
 	smcr_ctx_fini(&ctx->rdma);
 	pthread_mutex_destroy(&ctx->stat_lock);

@@ -17,8 +17,10 @@
 #include "registry.h"
 #include "smcr_ctx.h"
 
+struct usmc_evset;
+
 struct usmc_ctx {
-	pthread_mutex_t lock;  /* protects opts */
+	pthread_mutex_t lock;  /* protects opts, and making evset */
 	struct usmc_opts opts; /* guarded by lock (setopt from any thread) */
 
 	struct usmc_device_info *devs;
@@ -47,6 +49,9 @@ struct usmc_ctx {
 	pthread_mutex_t reg_lock;   /* protects conns, listeners and their reg_* links */
 	struct reg_node *conns;	    /* guarded by reg_lock: of struct usmc_conn */
 	struct reg_node *listeners; /* guarded by reg_lock: of struct usmc_listener */
+
+	/* the event set (event.h), made by the first event call under lock */
+	_Atomic(struct usmc_evset *) evset;
 
 	pthread_mutex_t stat_lock; /* protects stat: start/stop of the publication */
 	struct usmc_stat *stat;	   /* guarded by stat_lock; NULL when not published */

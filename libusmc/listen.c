@@ -21,6 +21,7 @@
 #include "accept_thread.h"
 #include "conn.h"
 #include "ctx.h"
+#include "event.h"
 #include "listen_core.h"
 #include "probe.h"
 
@@ -424,6 +425,7 @@ int usmc_listener_close(struct usmc_listener *l)
 	if (ctx_forked(l->ctx))
 		return USMC_EFORKED;	    /* no thread to join here; the fds are CLOEXEC */
 	ctx_unregister_listener(l->ctx, l); /* first: the stat thread no longer reads it */
+	event_listener_forget(l);	    /* before its descriptor goes */
 	listener_watch_events(l, false);    /* no call into it once closed */
 	atomic_store(&l->stopping, true);
 	listener_wake(l);

@@ -21,6 +21,8 @@
 #include "listen_policy.h"
 #include "listen_sources.h"
 #include "mode_counts.h"
+
+struct ev_watch;
 #include "opts.h"
 #include "reason.h"
 #include "registry.h"
@@ -59,6 +61,7 @@ struct usmc_listener {
 	 * caller's thread (listen_direct.c; docs/listener.md "Plain TCP") */
 	bool direct;
 	int afd; /* fixed: direct: epoll of qfd and lfd (else qfd): usmc_listener_fd() */
+	struct ev_watch *watch;	  /* usmc_listener_watch(): in the context's event set */
 	pthread_mutex_t afd_lock; /* protects afd_lfd and lfd's entry in afd */
 	bool afd_lfd;		  /* guarded by afd_lock: lfd polled in afd */
 	/* direct: when usmc_accept() last looked at the kernel's queue; and

@@ -884,6 +884,92 @@ static inline int usmc_conn_info(const struct usmc_conn *c, struct usmc_conn_inf
 /** usmc_mode_name() - "SMC-R", "TCP" or "CONNECTING". */
 const char *usmc_mode_name(enum usmc_mode mode);
 
+/* ------------------------------------------------------------------------
+ * Events: one descriptor per context for an event loop (docs/events.md)
+ *
+ * Watch connections and listeners with usmc_conn_watch() and
+ * usmc_listener_watch(); put usmc_ctx_event_fd() in your epoll set, libev
+ * loop or poll() array; when it is readable, usmc_ctx_poll() says what is
+ * ready. Level-triggered, as epoll's default: a connection is reported by
+ * every usmc_ctx_poll() while it is in a state it was watched for, so read
+ * until -EAGAIN or not, as you like. A watched SMC-R connection needs no
+ * readiness descriptor (no usmc_conn_fd(), no socketpair); a TCP-mode one
+ * is watched through its socket. usmc_conn_fd() works as before beside it.
+ *
+ * Threads: usmc_ctx_poll() may run in several threads at once, and a watch
+ * may change or end (usmc_close()) while another thread polls; an event
+ * names a connection or listener as it was watched when the poll took it,
+ * so a loop that closes connections in one thread and polls in another must
+ * not use an event of a connection it closed meanwhile (as with epoll and
+ * a closed descriptor). usmc_conn_watch() and usmc_close() of one connection
+ * are its owner's calls, not made at once from two threads.
+ * ------------------------------------------------------------------------ */
+
+/* usmc_event.events and the @events of the watch calls */
+#define USMC_EV_READ  (1u << 0) /* usmc_recv() returns at once: data, EOF or an error */
+#define USMC_EV_WRITE (1u << 1) /* usmc_send() returns at once: room, or an error */
+#define USMC_EV_HUP                                                    \
+	(1u << 2) /* nothing more will arrive: the peer closed or shut \
+		     down its write side, a reset, an error (reported  \
+		     unasked, as epoll's EPOLLHUP) */
+#define USMC_EV_ERR                                                                   \
+	(1u << 3)		 /* the connection failed or was reset: the next call \
+				    returns the error (reported unasked) */
+#define USMC_EV_ACCEPT (1u << 4) /* listener: usmc_accept() has a connection */
+
+struct usmc_event {
+	struct usmc_conn *conn;		/* the connection, or NULL */
+	struct usmc_listener *listener; /* the listener, or NULL */
+	void *user;			/* as given to the watch call */
+	uint32_t events;		/* USMC_EV_* */
+};
+
+/**
+ * usmc_conn_watch() - report @c in usmc_ctx_poll() of its context while it
+ * is in one of the states @events asks for (USMC_EV_READ, USMC_EV_WRITE;
+ * HUP and ERR come unasked and may be given), with @user in the event.
+ * Again on a watched connection: its new events and @user. @events 0:
+ * no longer watched (usmc_close() and usmc_abort() do it too). A
+ * connection being connected (USMC_NONBLOCK) is finished first
+ * (usmc_connect_finish()): until it is, its error (-EINPROGRESS) is
+ * returned. Returns 0, -EINVAL (NULL, an unknown or USMC_EV_ACCEPT bit),
+ * -ENOTCONN (no socket yet), USMC_EFORKED, or the negative errno of
+ * epoll_ctl() or of making the context's event set (-ENOMEM, -EMFILE).
+ */
+int usmc_conn_watch(struct usmc_conn *c, uint32_t events, void *user);
+
+/**
+ * usmc_listener_watch() - report @l with USMC_EV_ACCEPT in usmc_ctx_poll()
+ * of its context while usmc_accept() would find a connection; @events is
+ * USMC_EV_ACCEPT, or 0 for no longer (usmc_listener_close() does it too).
+ * Returns 0, -EINVAL, USMC_EFORKED, or a negative errno as
+ * usmc_conn_watch().
+ */
+int usmc_listener_watch(struct usmc_listener *l, uint32_t events, void *user);
+
+/**
+ * usmc_ctx_event_fd() - the context's event descriptor: readable whenever
+ * usmc_ctx_poll() has something to report (level-triggered; it may also be
+ * readable for a moment after the state went away, and usmc_ctx_poll()
+ * then returns 0). Poll it, do not read it. The same descriptor for the
+ * context's life, made at the first event call. Returns it, -EINVAL,
+ * USMC_EFORKED, or the negative errno of making it.
+ */
+int usmc_ctx_event_fd(struct usmc_ctx *ctx);
+
+/**
+ * usmc_ctx_poll() - wait at most @timeout_ms (0: not at all, -1: until
+ * something is ready) for watched connections and listeners of @ctx that
+ * are ready, and fill up to @max events into @ev; those that did not fit
+ * come first in the next call. Returns how many (> 0), 0 when the time
+ * passed with nothing ready, -EINVAL (NULL, @max < 1, @timeout_ms < -1),
+ * -EINTR (a signal), USMC_EFORKED, or another negative errno.
+ * SMC-R connections' completions are run as they come by their link
+ * group's progress thread while a connection of the link group is watched
+ * (as for usmc_conn_fd()), not yet in the caller's thread.
+ */
+int usmc_ctx_poll(struct usmc_ctx *ctx, struct usmc_event *ev, int max, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The event API (usmc.h "Events"; event.h): one descriptor per context
+ * that an event loop polls, and usmc_ctx_poll(), which says which watched
+ * connections are readable, writable, hung up or failed and which watched
+ * listeners have connections to accept.
+ *
+ * TCP-mode connections and listeners are what the kernel's epoll already
+ * knows: their descriptor goes into the context's epoll set, level-
+ * triggered. An SMC-R connection has no kernel descriptor that carries its
+ * readiness: its watch (smcr_conn_watch()) is told each change by whoever
+ * ran the completion that made it, under the connection's lock, and feeds
+ * the ready queue, whose eventfd is in the same epoll set. So
+ * usmc_ctx_event_fd() is exact for all of them, and a watched SMC-R
+ * connection needs no readiness socketpair.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "ctx.h"
+#include "event.h"
+#include "listen_core.h"
+#include "smcr_conn.h"
+
+#define EV_BATCH 64 /* epoll events taken per epoll_wait() */
+
+/* Reported whatever was asked for, as epoll reports EPOLLHUP and EPOLLERR. */
+#define EV_ALWAYS (USMC_EV_HUP | USMC_EV_ERR)
+
+/* ---- the set ---------------------------------------------------------- */
+
+static int evset_new(struct usmc_evset **out)
+{
+	struct usmc_evset *set = calloc(1, sizeof(*set));
+	struct epoll_event ee = {.events = EPOLLIN, .data.ptr = NULL};
+	int rc;
+
+	if (!set)
+		return -ENOMEM;
+	rc = evq_init(&set->q, EV_ALWAYS);
+	if (rc) {
+		free(set);
+		return rc;
+	}
+	set->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (set->epfd < 0 || epoll_ctl(set->epfd, EPOLL_CTL_ADD, set->q.efd, &ee)) {
+		rc = -errno;
+		if (set->epfd >= 0)
+			close(set->epfd);
+		evq_fini(&set->q);
+		free(set);
+		return rc;
+	}
+	*out = set;
+	return 0;
+}
+
+/* The context's set, made at the first call (under the context's lock, a
+ * leaf: nothing else is taken while it is held). */
+static int evset_of(struct usmc_ctx *ctx, struct usmc_evset **out)
+{
+	struct usmc_evset *set = atomic_load_explicit(&ctx->evset, memory_order_acquire);
+	int rc = 0;
+
+	if (set) {
+		*out = set;
+		return 0;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	set = atomic_load_explicit(&ctx->evset, memory_order_relaxed);
+	if (!set) {
+		rc = evset_new(&set);
+		if (!rc)
+			atomic_store_explicit(&ctx->evset, set, memory_order_release);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	*out = set;
+	return rc;
+}
+
+static void graves_free_locked(struct usmc_evset *set)
+{
+	while (set->graves) {
+		struct ev_watch *w = set->graves;
+
+		set->graves = w->grave_next;
+		free(w);
+	}
+}
+
+void event_set_free(struct usmc_evset *set)
+{
+	if (!set)
+		return;
+	graves_free_locked(set); /* no poll runs: the context goes */
+	close(set->epfd);
+	evq_fini(&set->q);
+	free(set);
+}
+
+/* ---- watches ---------------------------------------------------------- */
+
+/* epoll's events for a TCP socket watched for @interest. HUP and ERR come
+ * unasked; RDHUP is asked always: it is our HUP. */
+static uint32_t tcp_epoll_events(uint32_t interest)
+{
+	return (interest & USMC_EV_READ ? EPOLLIN : 0) | (interest & USMC_EV_WRITE ? EPOLLOUT : 0) |
+	       EPOLLRDHUP;
+}
+
+static uint32_t ev_of_epoll(const struct ev_watch *w, uint32_t e)
+{
+	uint32_t ev = 0;
+
+	if (w->lis)
+		return e & (EPOLLIN | EPOLLERR | EPOLLHUP) ? USMC_EV_ACCEPT : 0;
+	if (e & EPOLLIN)
+		ev |= USMC_EV_READ;
+	if (e & EPOLLOUT)
+		ev |= USMC_EV_WRITE;
+	if (e & (EPOLLRDHUP | EPOLLHUP))
+		ev |= USMC_EV_HUP;
+	if (e & EPOLLERR)
+		ev |= USMC_EV_ERR;
+	return ev & (w->interest | EV_ALWAYS);
+}
+
+static uint32_t ev_of_smcr(unsigned state)
+{
+	return (state & SMCR_READY_RD ? USMC_EV_READ : 0) |
+	       (state & SMCR_READY_WR ? USMC_EV_WRITE : 0) |
+	       (state & SMCR_READY_RDHUP ? USMC_EV_HUP : 0) |
+	       (state & SMCR_READY_ERR ? USMC_EV_ERR : 0);
+}
+
+/* An SMC-R connection's readiness changed (smcr_watch_fn: under its lock). */
+static void smcr_watch_told(void *arg, unsigned state)
+{
+	struct ev_watch *w = arg;
+
+	evq_set_state(&w->set->q, &w->it, ev_of_smcr(state));
+}
+
+/* Out of the set: no event names it from now on; freed at once, or by the
+ * last poll that may hold its pointer. The caller took it off its owner. */
+static void watch_drop(struct ev_watch *w)
+{
+	struct usmc_evset *set = w->set;
+
+	if (w->fd >= 0)
+		epoll_ctl(set->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	pthread_mutex_lock(&set->q.lock);
+	w->dead = true;
+	w->interest = 0;
+	pthread_mutex_unlock(&set->q.lock);
+	evq_set_interest(&set->q, &w->it, 0); /* out of the ready queue */
+	pthread_mutex_lock(&set->q.lock);
+	if (set->pollers) {
+		w->grave_next = set->graves;
+		set->graves = w;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&set->q.lock);
+	free(w);
+}
+
+/* A new watch of @fd (-1: SMC-R, fed by smcr_conn_watch()). */
+static int watch_new(struct usmc_evset *set, int fd, uint32_t interest, void *user,
+		     struct ev_watch **out)
+{
+	struct ev_watch *w = calloc(1, sizeof(*w));
+	struct epoll_event ee;
+
+	if (!w)
+		return -ENOMEM;
+	w->set = set;
+	w->fd = fd;
+	w->user = user;
+	w->interest = interest;
+	if (fd >= 0) {
+		ee = (struct epoll_event){
+			.events = interest & USMC_EV_ACCEPT ? EPOLLIN : tcp_epoll_events(interest),
+			.data.ptr = w};
+		if (epoll_ctl(set->epfd, EPOLL_CTL_ADD, fd, &ee)) {
+			int rc = -errno;
+
+			free(w);
+			return rc;
+		}
+	} else {
+		evq_set_interest(&set->q, &w->it, interest);
+	}
+	*out = w;
+	return 0;
+}
+
+/* The watch asks for @interest now, for @user. */
+static int watch_change(struct ev_watch *w, uint32_t interest, void *user)
+{
+	struct usmc_evset *set = w->set;
+
+	if (w->fd >= 0 && !w->lis) {
+		struct epoll_event ee = {.events = tcp_epoll_events(interest), .data.ptr = w};
+
+		if (epoll_ctl(set->epfd, EPOLL_CTL_MOD, w->fd, &ee))
+			return -errno;
+	}
+	pthread_mutex_lock(&set->q.lock);
+	w->user = user;
+	w->interest = interest;
+	pthread_mutex_unlock(&set->q.lock);
+	if (w->fd < 0)
+		evq_set_interest(&set->q, &w->it, interest);
+	return 0;
+}
+
+void event_conn_forget(struct usmc_conn *c)
+{
+	struct ev_watch *w = c->watch;
+
+	if (!w)
+		return;
+	c->watch = NULL;
+	if (w->fd < 0 && c->smcr)
+		smcr_conn_watch(c->smcr, NULL, NULL); /* no more calls of the watch */
+	watch_drop(w);
+}
+
+void event_listener_forget(struct usmc_listener *l)
+{
+	struct ev_watch *w = l->watch;
+
+	if (!w)
+		return;
+	l->watch = NULL;
+	watch_drop(w);
+}
+
+#define EV_CONN_BITS (USMC_EV_READ | USMC_EV_WRITE | USMC_EV_HUP | USMC_EV_ERR)
+
+int usmc_conn_watch(struct usmc_conn *c, uint32_t events, void *user)
+{
+	struct usmc_evset *set;
+	struct ev_watch *w;
+	int rc;
+
+	if (!c || (events & ~EV_CONN_BITS))
+		return -EINVAL;
+	if (ctx_forked(c->ctx))
+		return USMC_EFORKED;
+	if (!events) {
+		event_conn_forget(c);
+		return 0;
+	}
+	if (c->fd < 0)
+		return -ENOTCONN;
+	if (c->mode == USMC_MODE_CONNECTING) {
+		rc = usmc_connect_finish(c); /* its mode decides where it is watched */
+		if (rc)
+			return rc;
+	}
+	if (c->watch)
+		return watch_change(c->watch, events, user);
+	rc = evset_of(c->ctx, &set);
+	if (!rc)
+		rc = watch_new(set, c->smcr ? -1 : c->fd, events, user, &w);
+	if (rc)
+		return rc;
+	w->conn = c;
+	c->watch = w;
+	if (c->smcr)
+		smcr_conn_watch(c->smcr, smcr_watch_told, w); /* told the state at once */
+	return 0;
+}
+
+int usmc_listener_watch(struct usmc_listener *l, uint32_t events, void *user)
+{
+	struct usmc_evset *set;
+	struct ev_watch *w;
+	int rc;
+
+	if (!l || (events & ~USMC_EV_ACCEPT))
+		return -EINVAL;
+	if (ctx_forked(l->ctx))
+		return USMC_EFORKED;
+	if (!events) {
+		event_listener_forget(l);
+		return 0;
+	}
+	if (l->watch)
+		return watch_change(l->watch, events, user);
+	rc = evset_of(l->ctx, &set);
+	if (!rc)
+		rc = watch_new(set, l->afd, events, user, &w);
+	if (rc)
+		return rc;
+	w->lis = l;
+	l->watch = w;
+	return 0;
+}
+
+/* ---- the event loop's calls ------------------------------------------ */
+
+int usmc_ctx_event_fd(struct usmc_ctx *ctx)
+{
+	struct usmc_evset *set;
+	int rc;
+
+	if (!ctx)
+		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
+	rc = evset_of(ctx, &set);
+	return rc ? rc : set->epfd;
+}
+
+static struct usmc_event ev_make(const struct ev_watch *w, uint32_t bits)
+{
+	return (struct usmc_event){
+		.conn = w->conn, .listener = w->lis, .user = w->user, .events = bits};
+}
+
+/*
+ * What @k events of the epoll set say, into @ev (up to @max): the watched
+ * descriptors' readiness, then, if the ready queue's eventfd was among
+ * them, the queued SMC-R connections'. Requires set->q.lock.
+ */
+static int ev_gather_locked(struct usmc_evset *set, const struct epoll_event *ee, int k,
+			    struct usmc_event *ev, int max)
+{
+	struct evq_item *items[EV_BATCH];
+	uint32_t bits[EV_BATCH];
+	bool queue = false;
+	int n = 0, m;
+
+	for (int i = 0; i < k && n < max; i++) {
+		const struct ev_watch *w = ee[i].data.ptr;
+		uint32_t b;
+
+		if (!w) {
+			queue = true;
+			continue;
+		}
+		b = w->dead ? 0 : ev_of_epoll(w, ee[i].events);
+		if (b)
+			ev[n++] = ev_make(w, b);
+	}
+	if (!queue || n >= max)
+		return n;
+	m = evq_collect_locked(&set->q, items, bits, max - n < EV_BATCH ? max - n : EV_BATCH);
+	for (int i = 0; i < m; i++) {
+		/* a dead watch left the queue when it died */
+		const struct ev_watch *w = (const struct ev_watch *)items[i];
+
+		ev[n++] = ev_make(w, bits[i]);
+	}
+	return n;
+}
+
+int usmc_ctx_poll(struct usmc_ctx *ctx, struct usmc_event *ev, int max, int timeout_ms)
+{
+	struct epoll_event ee[EV_BATCH];
+	struct usmc_evset *set;
+	long deadline;
+	int rc, n = 0;
+
+	if (!ctx || !ev || max <= 0 || timeout_ms < -1)
+		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
+	rc = evset_of(ctx, &set);
+	if (rc)
+		return rc;
+	deadline = clock_now_ms() + timeout_ms;
+	pthread_mutex_lock(&set->q.lock);
+	set->pollers++;
+	pthread_mutex_unlock(&set->q.lock);
+	for (;;) {
+		int wait = timeout_ms < 0 ? -1 : (int)(deadline - clock_now_ms());
+		int k = epoll_wait(set->epfd, ee, max < EV_BATCH ? max : EV_BATCH,
+				   wait < 0 && timeout_ms >= 0 ? 0 : wait);
+
+		if (k < 0) {
+			n = -errno;
+			break;
+		}
+		pthread_mutex_lock(&set->q.lock);
+		n = ev_gather_locked(set, ee, k, ev, max);
+		pthread_mutex_unlock(&set->q.lock);
+		/* nothing from what epoll said (a watch that died meanwhile):
+		 * wait again for what is left of the time */
+		if (n || !k || (timeout_ms >= 0 && clock_now_ms() >= deadline))
+			break;
+	}
+	pthread_mutex_lock(&set->q.lock);
+	if (--set->pollers == 0)
+		graves_free_locked(set);
+	pthread_mutex_unlock(&set->q.lock);
+	return n;
+}
