@@ -28,8 +28,8 @@
 
 #define EV_BATCH 64 /* epoll events taken per epoll_wait() */
 
-/* Reported whatever was asked for, as epoll reports EPOLLHUP and EPOLLERR. */
-#define EV_ALWAYS (USMC_EV_HUP | USMC_EV_ERR)
+/* Reported whatever was asked for, as epoll reports EPOLLERR. */
+#define EV_ALWAYS USMC_EV_ERR
 
 /* ---- the set ---------------------------------------------------------- */
 
@@ -104,12 +104,13 @@ void event_set_free(struct usmc_evset *set)
 
 /* ---- watches ---------------------------------------------------------- */
 
-/* epoll's events for a TCP socket watched for @interest. HUP and ERR come
- * unasked; RDHUP is asked always: it is our HUP. */
+/* epoll's events for a TCP socket watched for @interest: our HUP is its
+ * RDHUP (EPOLLHUP, which comes unasked, is masked unless HUP was asked);
+ * EPOLLERR comes unasked, as our ERR. */
 static uint32_t tcp_epoll_events(uint32_t interest)
 {
 	return (interest & USMC_EV_READ ? EPOLLIN : 0) | (interest & USMC_EV_WRITE ? EPOLLOUT : 0) |
-	       EPOLLRDHUP;
+	       (interest & USMC_EV_HUP ? EPOLLRDHUP : 0);
 }
 
 static uint32_t ev_of_epoll(const struct ev_watch *w, uint32_t e)

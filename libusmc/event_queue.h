@@ -5,8 +5,8 @@
  * thread changed their state, taken by the thread in usmc_ctx_poll().
  *
  * An item is queued exactly while its state has a bit its watcher asked
- * for (or EVQ_ALWAYS, which is reported unasked, as epoll reports EPOLLHUP
- * and EPOLLERR), and the queue's eventfd is readable exactly while the
+ * for (or one of the queue's @always bits, reported unasked: USMC_EV_ERR,
+ * as epoll reports EPOLLERR), and the queue's eventfd is readable exactly while the
  * queue is not empty: the eventfd sits in the event set's epoll set, so
  * usmc_ctx_event_fd() is exact for an event loop. Level-triggered, as
  * epoll's default: a collected item stays queued (moved to the tail, so a
@@ -23,7 +23,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Bits reported whether asked for or not (USMC_EV_HUP | USMC_EV_ERR). */
 struct evq_item {
 	/* guarded by evq.lock */
 	uint32_t state;	   /* what the connection is now (USMC_EV_* bits) */

@@ -4,8 +4,9 @@
  * one scenario per test: bad arguments; a poll's timeout; accept events of
  * a probing and of a direct listener; a connection's readiness edges, each
  * both ways: readable with data, not once drained, again level-triggered,
- * HUP at the peer's shutdown and close, ERR at its reset; writable, not
- * while the send buffer is full, again once the peer drained it; a watch
+ * HUP (when asked for) at the peer's shutdown and close, ERR (unasked) at
+ * its reset; writable, not while the send buffer is full, again once the
+ * peer drained it; a watch
  * changed and ended (by the call and by usmc_close()); the context's
  * descriptor readable exactly when a poll has something, from an outer
  * epoll set. Deadlines on every wait.
@@ -170,8 +171,8 @@ static void test_accept_direct(void **state)
 	accept_events();
 }
 
-/* READ with data, level-triggered; not once drained; HUP at the peer's
- * SHUT_WR, with READ (EOF to read). */
+/* READ with data, level-triggered; not once drained; HUP (asked for) at
+ * the peer's SHUT_WR, with READ (EOF to read). */
 static void test_read_hup(void **state)
 {
 	struct usmc_conn *c, *s;
@@ -181,7 +182,7 @@ static void test_read_hup(void **state)
 
 	(void)state;
 	ev_pair(ctx, lis, &addr, alen, &c, &s);
-	assert_int_equal(usmc_conn_watch(s, USMC_EV_READ, &tag), 0);
+	assert_int_equal(usmc_conn_watch(s, USMC_EV_READ | USMC_EV_HUP, &tag), 0);
 	assert_int_equal(ev_now(ctx, s), 0);
 	assert_int_equal(usmc_send(c, "hello", 5, 0), 5);
 	assert_int_equal(ev_wait_for(ctx, s, NULL, USMC_EV_READ, WAIT_MS, &user), USMC_EV_READ);
@@ -206,8 +207,9 @@ static void test_read_hup(void **state)
 	assert_int_equal(ev_now(ctx, s), 0); /* closed: out of the set */
 }
 
-/* HUP comes unasked: a connection watched for WRITE only hears of it. */
-static void test_hup_unasked(void **state)
+/* HUP only when asked for (a writer whose peer half-closed goes on
+ * writing, as with EPOLLRDHUP); asked for without READ, it comes alone. */
+static void test_hup_asked(void **state)
 {
 	struct usmc_conn *c, *s;
 
@@ -216,27 +218,39 @@ static void test_hup_unasked(void **state)
 	assert_int_equal(usmc_conn_watch(s, USMC_EV_WRITE, NULL), 0);
 	assert_int_equal(ev_wait_for(ctx, s, NULL, USMC_EV_WRITE, WAIT_MS, NULL), USMC_EV_WRITE);
 	assert_int_equal(usmc_shutdown(c, SHUT_WR), 0);
+	usleep(100 * 1000); /* the FIN is in */
+	assert_int_equal(ev_now(ctx, s), USMC_EV_WRITE);
+	assert_int_equal(usmc_conn_watch(s, USMC_EV_WRITE | USMC_EV_HUP, NULL), 0);
 	assert_int_equal(ev_wait_for(ctx, s, NULL, USMC_EV_HUP, WAIT_MS, NULL),
 			 USMC_EV_WRITE | USMC_EV_HUP); /* no READ: not asked for */
+	assert_int_equal(usmc_conn_watch(s, USMC_EV_HUP, NULL), 0);
+	assert_int_equal(ev_now(ctx, s), USMC_EV_HUP);
 	usmc_close(c);
 	usmc_close(s);
 }
 
-/* ERR (and HUP) at the peer's reset; the next call returns the error. */
+/* ERR at the peer's reset, unasked (HUP too when asked for); the next call
+ * returns the error. */
 static void test_reset(void **state)
 {
-	struct usmc_conn *c, *s;
+	struct usmc_conn *c, *s, *c2, *s2;
 	char b;
 
 	(void)state;
 	ev_pair(ctx, lis, &addr, alen, &c, &s);
-	assert_int_equal(usmc_conn_watch(s, USMC_EV_READ, NULL), 0);
+	ev_pair(ctx, lis, &addr, alen, &c2, &s2);
+	assert_int_equal(usmc_conn_watch(s, USMC_EV_READ | USMC_EV_HUP, NULL), 0);
+	assert_int_equal(usmc_conn_watch(s2, USMC_EV_WRITE, NULL), 0);
 	assert_int_equal(usmc_abort(c), 0);
-	assert_int_equal(ev_wait_for(ctx, s, NULL, USMC_EV_ERR | USMC_EV_HUP, WAIT_MS, NULL) &
-				 (USMC_EV_ERR | USMC_EV_HUP),
-			 USMC_EV_ERR | USMC_EV_HUP);
+	assert_int_equal(usmc_abort(c2), 0);
+	assert_int_equal(ev_wait_for(ctx, s, NULL, USMC_EV_ERR | USMC_EV_HUP, WAIT_MS, NULL),
+			 USMC_EV_READ | USMC_EV_ERR | USMC_EV_HUP);
+	assert_int_equal(ev_wait_for(ctx, s2, NULL, USMC_EV_ERR, WAIT_MS, NULL),
+			 USMC_EV_WRITE | USMC_EV_ERR);
 	assert_int_equal(usmc_recv(s, &b, 1, 0), -ECONNRESET);
+	assert_int_equal(usmc_send(s2, "x", 1, 0), -ECONNRESET);
 	usmc_close(s);
+	usmc_close(s2);
 }
 
 /* WRITE while there is room; not once the send buffer is full; again once
@@ -382,7 +396,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_accept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_accept_direct, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_read_hup, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hup_unasked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hup_asked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_change, setup, teardown),

@@ -905,17 +905,21 @@ const char *usmc_mode_name(enum usmc_mode mode);
  * are its owner's calls, not made at once from two threads.
  * ------------------------------------------------------------------------ */
 
-/* usmc_event.events and the @events of the watch calls */
-#define USMC_EV_READ  (1u << 0) /* usmc_recv() returns at once: data, EOF or an error */
-#define USMC_EV_WRITE (1u << 1) /* usmc_send() returns at once: room, or an error */
-#define USMC_EV_HUP                                                    \
-	(1u << 2) /* nothing more will arrive: the peer closed or shut \
-		     down its write side, a reset, an error (reported  \
-		     unasked, as epoll's EPOLLHUP) */
-#define USMC_EV_ERR                                                                   \
-	(1u << 3)		 /* the connection failed or was reset: the next call \
-				    returns the error (reported unasked) */
-#define USMC_EV_ACCEPT (1u << 4) /* listener: usmc_accept() has a connection */
+/*
+ * usmc_event.events and the @events of the watch calls:
+ * READ	  usmc_recv() returns at once: data, EOF or an error;
+ * WRITE  usmc_send() returns at once: room, or an error;
+ * HUP	  nothing more will arrive: the peer closed or shut down its write
+ *	  side, a reset, an error (epoll's EPOLLRDHUP: only when asked for);
+ * ERR	  the connection failed or was reset, the next call returns the
+ *	  error (reported unasked, as epoll's EPOLLERR);
+ * ACCEPT a listener's: usmc_accept() has a connection.
+ */
+#define USMC_EV_READ   (1u << 0)
+#define USMC_EV_WRITE  (1u << 1)
+#define USMC_EV_HUP    (1u << 2)
+#define USMC_EV_ERR    (1u << 3)
+#define USMC_EV_ACCEPT (1u << 4)
 
 struct usmc_event {
 	struct usmc_conn *conn;		/* the connection, or NULL */
@@ -926,8 +930,8 @@ struct usmc_event {
 
 /**
  * usmc_conn_watch() - report @c in usmc_ctx_poll() of its context while it
- * is in one of the states @events asks for (USMC_EV_READ, USMC_EV_WRITE;
- * HUP and ERR come unasked and may be given), with @user in the event.
+ * is in one of the states @events asks for (USMC_EV_READ, USMC_EV_WRITE,
+ * USMC_EV_HUP; ERR comes unasked and may be given), with @user in the event.
  * Again on a watched connection: its new events and @user. @events 0:
  * no longer watched (usmc_close() and usmc_abort() do it too). A
  * connection being connected (USMC_NONBLOCK) is finished first
