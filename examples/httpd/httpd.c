@@ -9,6 +9,12 @@
  * after the answer (shutting down our side first and reading what the
  * client still sends, so that the answer is not lost to a reset).
  *
+ * The loop is libev's. Over libusmc it watches one descriptor, the
+ * context's (usmc_ctx_event_fd()), and asks usmc_ctx_poll() what is ready:
+ * the listener (accept) and each connection (read or write), whatever its
+ * mode; no connection needs a descriptor of its own (usmc.h "Events").
+ * With plain sockets each connection's socket is a libev watcher.
+ *
  * usage: httpd [-a ADDR] [-p PORT] [-s BODY_BYTES] [-P] [-t] [-f]
  *   -P  plain sockets instead of libusmc (the baseline, same code otherwise)
  *   -t  libusmc, TCP only (no SMC-R, no probing)
@@ -47,8 +53,9 @@ static struct usmc_listener *ulst;
 static int plain_lfd = -1;
 
 struct conn {
-	ev_io w; /* first: the watcher's pointer is the connection's */
+	ev_io w; /* plain: first, the watcher's pointer is the connection's */
 	ev_timer linger;
+	int want;	      /* EV_READ or EV_WRITE: what the loop waits for */
 	struct usmc_conn *uc; /* libusmc */
 	int fd;		      /* plain */
 	char rx[RX_SIZE];
@@ -81,17 +88,42 @@ static ssize_t t_send(struct conn *c, const void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
-/* Accept one connection; returns its fd, or -1 when there is none. */
-static int t_accept(struct conn *c)
+static void conn_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+/* Wait for @events (EV_READ or EV_WRITE) of @c from now on: its libev
+ * watcher, or its libusmc watch (usmc_ctx_poll() reports it). */
+static void t_want(struct ev_loop *loop, struct conn *c, int events)
 {
-	int rc;
+	if (c->want == events)
+		return;
+	c->want = events;
+	if (!plain) {
+		usmc_conn_watch(c->uc, events == EV_READ ? USMC_EV_READ : USMC_EV_WRITE, c);
+		return;
+	}
+	ev_io_stop(loop, &c->w);
+	ev_io_set(&c->w, c->fd, events);
+	ev_io_start(loop, &c->w);
+}
+
+/* Accept one connection and wait for its request; false when there is none. */
+static bool t_accept(struct ev_loop *loop, struct conn *c)
+{
+	int one = 1;
 
 	if (plain) {
 		c->fd = accept4(plain_lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		return c->fd;
+		if (c->fd < 0)
+			return false;
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ev_io_init(&c->w, conn_cb, c->fd, 0);
+	} else {
+		if (usmc_accept(ulst, USMC_NONBLOCK, &c->uc))
+			return false;
+		usmc_conn_setsockopt(c->uc, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	rc = usmc_accept(ulst, USMC_NONBLOCK, &c->uc);
-	return rc ? -1 : usmc_conn_fd(c->uc);
+	t_want(loop, c, EV_READ);
+	return true;
 }
 
 static void t_shutdown_wr(struct conn *c)
@@ -102,12 +134,14 @@ static void t_shutdown_wr(struct conn *c)
 		usmc_shutdown(c->uc, SHUT_WR);
 }
 
-static void t_close(struct conn *c)
+static void t_close(struct ev_loop *loop, struct conn *c)
 {
-	if (plain)
+	if (plain) {
+		ev_io_stop(loop, &c->w);
 		close(c->fd);
-	else
-		usmc_close(c->uc);
+	} else {
+		usmc_close(c->uc); /* out of the context's event set too */
+	}
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
@@ -322,9 +356,8 @@ static enum req_verdict parse_request(const char *buf, size_t len, struct reques
 
 static void conn_free(struct ev_loop *loop, struct conn *c)
 {
-	ev_io_stop(loop, &c->w);
 	ev_timer_stop(loop, &c->linger);
-	t_close(c);
+	t_close(loop, c);
 	free(c->tx);
 	free(c);
 }
@@ -373,9 +406,7 @@ static bool flush_tx(struct ev_loop *loop, struct conn *c)
 		ssize_t n = t_send(c, c->tx + c->tx_off, c->tx_len - c->tx_off);
 
 		if (n == -EAGAIN) {
-			ev_io_stop(loop, &c->w);
-			ev_io_set(&c->w, c->w.fd, EV_WRITE);
-			ev_io_start(loop, &c->w);
+			t_want(loop, c, EV_WRITE);
 			return true;
 		}
 		if (n < 0)
@@ -385,11 +416,7 @@ static bool flush_tx(struct ev_loop *loop, struct conn *c)
 	c->tx_len = c->tx_off = 0;
 	if (c->close_after && !c->refused)
 		return false;
-	if (c->w.events & EV_WRITE) {
-		ev_io_stop(loop, &c->w);
-		ev_io_set(&c->w, c->w.fd, EV_READ);
-		ev_io_start(loop, &c->w);
-	}
+	t_want(loop, c, EV_READ);
 	if (c->refused && !c->draining)
 		start_draining(loop, c);
 	return true;
@@ -448,10 +475,9 @@ static bool drain(struct conn *c)
 			return false;
 	}
 }
-static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
+/* @c is ready for @revents (EV_READ, EV_WRITE). */
+static void conn_ready(struct ev_loop *loop, struct conn *c, int revents)
 {
-	struct conn *c = (struct conn *)w;
-
 	if (revents & EV_WRITE) {
 		if (!flush_tx(loop, c))
 			conn_free(loop, c);
@@ -483,21 +509,51 @@ static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
 		conn_free(loop, c);
 }
 
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	conn_ready(loop, (struct conn *)w, revents);
+}
+
+static void accept_all(struct ev_loop *loop)
 {
 	for (;;) {
 		struct conn *c = calloc(1, sizeof(*c));
-		int fd = t_accept(c);
-		int one = 1;
 
-		if (fd < 0) {
+		if (!c)
+			return;
+		ev_init(&c->linger, linger_cb);
+		if (!t_accept(loop, c)) {
 			free(c);
 			return;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		ev_init(&c->linger, linger_cb);
-		ev_io_init(&c->w, conn_cb, fd, EV_READ);
-		ev_io_start(loop, &c->w);
+	}
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	accept_all(loop);
+}
+
+/*
+ * libusmc: the context's descriptor is readable, so usmc_ctx_poll() has
+ * events (level-triggered: what this batch leaves is reported again).
+ * HUP and ERR go to the read side, whose receive says how it ended; a
+ * connection waiting to write hears of them through its send.
+ */
+static void events_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct usmc_event ev[64];
+	int n = usmc_ctx_poll(ctx, ev, 64, 0);
+
+	for (int i = 0; i < n; i++) {
+		struct conn *c = ev[i].user;
+
+		if (ev[i].listener)
+			accept_all(loop);
+		else if (ev[i].events & USMC_EV_WRITE)
+			conn_ready(loop, c, EV_WRITE);
+		else
+			conn_ready(loop, c, EV_READ);
 	}
 }
 
@@ -516,11 +572,13 @@ static int open_listener(struct sockaddr_in *a, unsigned int flags)
 		if (!rc)
 			rc = usmc_listen(ctx, (struct sockaddr *)a, sizeof(*a), 4096,
 					 flags | USMC_LISTEN_NONBLOCK, &ulst);
+		if (!rc)
+			rc = usmc_listener_watch(ulst, USMC_EV_ACCEPT, NULL);
 		if (rc) {
 			fprintf(stderr, "usmc_listen: %s\n", usmc_strerror(rc));
 			return -1;
 		}
-		return usmc_listener_fd(ulst);
+		return usmc_ctx_event_fd(ctx);
 	}
 	plain_lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	setsockopt(plain_lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -586,7 +644,7 @@ int main(int argc, char **argv)
 	printf("httpd (%s) listening on port %u\n", plain ? "plain sockets" : "libusmc",
 	       bound_port(lfd));
 	fflush(stdout);
-	ev_io_init(&lw, accept_cb, lfd, EV_READ);
+	ev_io_init(&lw, plain ? accept_cb : events_cb, lfd, EV_READ);
 	ev_io_start(loop, &lw);
 	ev_run(loop, 0);
 	return 0;
