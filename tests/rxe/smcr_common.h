@@ -54,21 +54,29 @@ static inline long env_long(const char *name, long def)
 	return v && *v ? strtol(v, NULL, 0) : def;
 }
 
-/* A listener on host B, port chosen by the kernel; returns its address. */
-static inline struct usmc_listener *listen_b(struct usmc_ctx *ctx, int backlog,
-					     struct sockaddr_in *bound)
+/* A listener on host B with usmc_listen()'s @flags, port chosen by the
+ * kernel; returns its address. */
+static inline struct usmc_listener *listen_b_flags(struct usmc_ctx *ctx, int backlog,
+						   unsigned int flags, struct sockaddr_in *bound)
 {
 	struct sockaddr_in sa = host_addr("USMC_TEST_HOST_B", 0);
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct usmc_listener *l;
-	int rc = usmc_listen(ctx, (struct sockaddr *)&sa, sizeof(sa), backlog, 0, &l);
+	int rc = usmc_listen(ctx, (struct sockaddr *)&sa, sizeof(sa), backlog, flags, &l);
 
 	CHECK(!rc, "usmc_listen: %s", usmc_strerror(rc));
 	rc = usmc_listener_addr(l, &ss, &len);
 	CHECK(!rc, "usmc_listener_addr: %s", usmc_strerror(rc));
 	memcpy(bound, &ss, sizeof(*bound));
 	return l;
+}
+
+/* A listener on host B, port chosen by the kernel; returns its address. */
+static inline struct usmc_listener *listen_b(struct usmc_ctx *ctx, int backlog,
+					     struct sockaddr_in *bound)
+{
+	return listen_b_flags(ctx, backlog, 0, bound);
 }
 
 static inline void expect_smcr(const struct usmc_conn *c, const char *who)
@@ -124,6 +132,24 @@ static inline struct usmc_conn *connect_nonblock_smcr(struct usmc_ctx *ctx,
 		usleep(1000);
 	CHECK(!rc, "usmc_connect_finish: %s", usmc_strerror(rc));
 	expect_smcr(c, "client");
+	return c;
+}
+
+/* connect_nonblock_smcr(), or with @allow_tcp any mode (a host check of a
+ * test's own logic, USMC_TEST_ALLOW_TCP). */
+static inline struct usmc_conn *
+connect_nonblock_smcr_or_tcp(struct usmc_ctx *ctx, const struct sockaddr_in *sa, bool allow_tcp)
+{
+	struct usmc_conn *c;
+	int rc;
+
+	if (!allow_tcp)
+		return connect_nonblock_smcr(ctx, sa);
+	rc = usmc_connect(ctx, (const struct sockaddr *)sa, sizeof(*sa), USMC_NONBLOCK, &c);
+	CHECK(!rc, "usmc_connect: %s", usmc_strerror(rc));
+	while ((rc = usmc_connect_finish(c)) == -EINPROGRESS || rc == -EAGAIN)
+		usleep(1000);
+	CHECK(!rc, "usmc_connect_finish: %s", usmc_strerror(rc));
 	return c;
 }
 
