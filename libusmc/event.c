@@ -169,9 +169,10 @@ static void watch_drop(struct ev_watch *w)
 	free(w);
 }
 
-/* A new watch of @fd (-1: SMC-R, fed by smcr_conn_watch()). */
-static int watch_new(struct usmc_evset *set, int fd, uint32_t interest, void *user,
-		     struct ev_watch **out)
+/* A new watch of @conn or @lis through @fd (-1: SMC-R, fed by
+ * smcr_conn_watch()); whole before a poll can see it. */
+static int watch_new(struct usmc_evset *set, struct usmc_conn *conn, struct usmc_listener *lis,
+		     int fd, uint32_t interest, void *user, struct ev_watch **out)
 {
 	struct ev_watch *w = calloc(1, sizeof(*w));
 	struct epoll_event ee;
@@ -179,6 +180,8 @@ static int watch_new(struct usmc_evset *set, int fd, uint32_t interest, void *us
 	if (!w)
 		return -ENOMEM;
 	w->set = set;
+	w->conn = conn;
+	w->lis = lis;
 	w->fd = fd;
 	w->user = user;
 	w->interest = interest;
@@ -268,10 +271,9 @@ int usmc_conn_watch(struct usmc_conn *c, uint32_t events, void *user)
 		return watch_change(c->watch, events, user);
 	rc = evset_of(c->ctx, &set);
 	if (!rc)
-		rc = watch_new(set, c->smcr ? -1 : c->fd, events, user, &w);
+		rc = watch_new(set, c, NULL, c->smcr ? -1 : c->fd, events, user, &w);
 	if (rc)
 		return rc;
-	w->conn = c;
 	c->watch = w;
 	if (c->smcr)
 		smcr_conn_watch(c->smcr, smcr_watch_told, w); /* told the state at once */
@@ -296,10 +298,9 @@ int usmc_listener_watch(struct usmc_listener *l, uint32_t events, void *user)
 		return watch_change(l->watch, events, user);
 	rc = evset_of(l->ctx, &set);
 	if (!rc)
-		rc = watch_new(set, l->afd, events, user, &w);
+		rc = watch_new(set, NULL, l, l->afd, events, user, &w);
 	if (rc)
 		return rc;
-	w->lis = l;
 	l->watch = w;
 	return 0;
 }
