@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +47,15 @@ static void eng_stat(struct smcr_eng *e, enum eng_stat i, uint64_t n)
 	eng_count(e->set.lnk->up.st, i, n);
 }
 
+/* Run an event loop's pass (smcr_eng_loop_run()): write its eventfd @fd. */
+static void kick_loop(struct smcr_eng *e, int fd)
+{
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) == sizeof(one))
+		eng_stat(e, ENG_SYSCALLS, 1);
+}
+
 int smcr_eng_init(struct smcr_eng *e, const struct smcr_eng_setup *set)
 {
 	e->set = *set;
@@ -55,6 +65,9 @@ int smcr_eng_init(struct smcr_eng *e, const struct smcr_eng_setup *set)
 	e->waiters_tail = &e->waiters;
 	e->avg_wait_ns = ENG_SPIN_START_NS;
 	e->spin_cap_ns = smcr_spin_cap_ns(); /* the first engine times the machine */
+	e->loop_epfd = e->loop_kick_fd = -1;
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		e->loop_reg[i] = -1;
 	e->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return e->kick_fd < 0 ? -errno : 0;
 }
@@ -144,9 +157,25 @@ bool smcr_eng_get_event(struct smcr_eng *e, int slot)
 
 void smcr_eng_link_add(struct smcr_eng *e, int slot, struct smcr_link *lnk)
 {
+	int loop_fd;
+
 	atomic_store_explicit(&e->lnk[slot], lnk, memory_order_release);
 	/* an owner asleep on the other channels arms this one and sleeps on it too */
 	smcr_eng_kick(e);
+	/* an event loop registers its channel at its next pass */
+	pthread_mutex_lock(&e->lock);
+	loop_fd = e->loop_users ? e->loop_kick_fd : -1;
+	pthread_mutex_unlock(&e->lock);
+	kick_loop(e, loop_fd);
+}
+
+/* Take the channel of @slot out of the loop's epoll set; requires e->lock. */
+static void loop_unregister_locked(struct smcr_eng *e, int slot)
+{
+	if (e->loop_reg[slot] < 0)
+		return;
+	epoll_ctl(e->loop_epfd, EPOLL_CTL_DEL, e->loop_reg[slot], NULL);
+	e->loop_reg[slot] = -1;
 }
 
 void smcr_eng_link_del(struct smcr_eng *e, int slot)
@@ -156,6 +185,9 @@ void smcr_eng_link_del(struct smcr_eng *e, int slot)
 	if (!lnk || slot == 0)
 		return;
 	atomic_store_explicit(&e->lnk[slot], NULL, memory_order_release);
+	pthread_mutex_lock(&e->lock);
+	loop_unregister_locked(e, slot); /* before its channel is destroyed */
+	pthread_mutex_unlock(&e->lock);
 	/* an event it raised and nobody read would hold up destroying its CQ
 	 * (ibv_destroy_cq() waits for every event to be acknowledged) */
 	while (e->rcq_armed[slot] || e->scq_armed[slot]) {
@@ -251,7 +283,8 @@ void smcr_eng_progress_arm(struct smcr_eng *e)
 	smcr_eng_arm(e, scq);
 }
 
-/* Wake the owner if it sleeps with the send CQ unarmed; requires e->lock. */
+/* Wake the owner if it sleeps with the send CQ unarmed (or, the token
+ * free, an event loop, whose next pass arms it); requires e->lock. */
 static void scq_demand_kick_locked(struct smcr_eng *e)
 {
 	if (e->owner == ENG_APP && e->owner_sleeping) {
@@ -259,6 +292,8 @@ static void scq_demand_kick_locked(struct smcr_eng *e)
 	} else if (e->owner == ENG_PROG && e->prog_scq_off) {
 		e->prog_scq_off = false; /* one kick is enough */
 		kick_progress(e);
+	} else if (e->owner == ENG_FREE && e->loop_users) {
+		kick_loop(e, e->loop_kick_fd);
 	}
 }
 
@@ -284,6 +319,7 @@ struct eng_handoff {
 	pthread_mutex_t *mu;
 	pthread_cond_t *cond;
 	bool kick;
+	int loop_kick; /* the event loop's eventfd to write, or -1 */
 };
 
 /* Pass the token on: a lone waiter gets it; a crowd of waiters, or a need
@@ -292,7 +328,7 @@ static void eng_pass_locked(struct smcr_eng *e, bool from_progress, struct eng_h
 {
 	struct smcr_eng_waiter *w = NULL;
 
-	*h = (struct eng_handoff){0};
+	*h = (struct eng_handoff){.loop_kick = -1};
 	if (!crowd_locked(e) || from_progress)
 		w = e->waiters;
 	if (w) {
@@ -311,6 +347,9 @@ static void eng_pass_locked(struct smcr_eng *e, bool from_progress, struct eng_h
 		h->kick = true;
 	} else {
 		e->owner = ENG_FREE;
+		if (e->loop_poke && e->loop_users) /* it found the token taken: run now */
+			h->loop_kick = e->loop_kick_fd;
+		e->loop_poke = false;
 	}
 }
 
@@ -329,6 +368,121 @@ static void eng_handoff_tell(struct smcr_eng *e, const struct eng_handoff *h)
 	}
 	if (h->kick)
 		kick_progress(e);
+	kick_loop(e, h->loop_kick);
+}
+
+/* ---- the event loop's side ------------------------------------------ */
+
+static void eng_pass(struct smcr_eng *e);
+
+/* Read every pending event of every channel (token holder; the channels
+ * are non-blocking). */
+static void loop_take_events(struct smcr_eng *e)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		struct smcr_link *lnk = smcr_eng_link(e, i);
+
+		while (lnk && eng_take_event(e, i, lnk))
+			eng_stat(e, ENG_SYSCALLS, 1);
+	}
+}
+
+/*
+ * The token may go free with a loop attached (token holder): arm what the
+ * demand asks for and poll once more, so a completion either was run or,
+ * coming after the arm, raises a channel event in the loop's epoll set.
+ * Any holder does it, not only the loop: one that read a channel's event
+ * and then ran completions that came while the CQ was disarmed would
+ * leave it so, and the loop, whose epoll_wait() drops an edge whose byte
+ * is gone by then, would not know (test_smcr_eng_loop HELD). A poll that
+ * found some may have come before their event: read it, and arm again (a
+ * few rounds; a stream that outruns them leaves an event pending, which
+ * the loop sees). A completion between the last poll and the token's
+ * release raises an event the loop sees while the token is still taken:
+ * it is kicked when it goes free (loop_poke).
+ */
+static void loop_leave_armed(struct smcr_eng *e)
+{
+	for (int round = 0; round < 4; round++) {
+		bool scq;
+
+		pthread_mutex_lock(&e->lock);
+		scq = smcr_eng_scq_demand_locked(e);
+		pthread_mutex_unlock(&e->lock);
+		smcr_eng_arm(e, scq);
+		if (!smcr_eng_poll(e))
+			return;
+		loop_take_events(e);
+		smcr_eng_drain(e);
+	}
+}
+
+/* Each link's channel in the loop's epoll set, edge-triggered (token
+ * holder: the links cannot go meanwhile). Requires e->lock. */
+static void loop_register_locked(struct smcr_eng *e)
+{
+	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
+		struct smcr_link *lnk = smcr_eng_link(e, i);
+		int fd = lnk ? lnk->ch->fd : -1;
+		struct epoll_event ee = {.events = EPOLLIN | EPOLLET, .data.ptr = e->loop_tag};
+
+		if (e->loop_reg[i] == fd)
+			continue;
+		loop_unregister_locked(e, i);
+		if (fd >= 0 && !epoll_ctl(e->loop_epfd, EPOLL_CTL_ADD, fd, &ee))
+			e->loop_reg[i] = fd;
+		eng_stat(e, ENG_SYSCALLS, 1);
+	}
+}
+
+void smcr_eng_loop_attach(struct smcr_eng *e, int epfd, int kick_fd, void *tag)
+{
+	pthread_mutex_lock(&e->lock);
+	if (e->loop_users++ == 0) {
+		e->loop_epfd = epfd;
+		e->loop_kick_fd = kick_fd;
+		e->loop_tag = tag;
+		atomic_store(&e->looped, true);
+	}
+	pthread_mutex_unlock(&e->lock);
+	/* its first pass registers the channels and arms the CQs: nobody may
+	 * have armed them since the token went free */
+	kick_loop(e, kick_fd);
+}
+
+void smcr_eng_loop_detach(struct smcr_eng *e)
+{
+	pthread_mutex_lock(&e->lock);
+	if (--e->loop_users == 0) {
+		for (int i = 0; i < SMCR_LINKS_MAX; i++)
+			loop_unregister_locked(e, i);
+		e->loop_epfd = e->loop_kick_fd = -1;
+		e->loop_tag = NULL;
+		e->loop_poke = false;
+		atomic_store(&e->looped, false);
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+bool smcr_eng_loop_run(struct smcr_eng *e)
+{
+	bool mine;
+
+	pthread_mutex_lock(&e->lock);
+	mine = e->owner == ENG_FREE && e->loop_users;
+	if (mine) {
+		e->owner = ENG_APP;
+		loop_register_locked(e);
+	} else if (e->loop_users) {
+		e->loop_poke = true; /* its holder runs them; we are kicked at the end */
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (!mine)
+		return false;
+	loop_take_events(e);
+	smcr_eng_drain(e);
+	eng_pass(e); /* armed first */
+	return true;
 }
 
 /* The token's holder (an application thread) is done with it. */
@@ -336,6 +490,8 @@ static void eng_pass(struct smcr_eng *e)
 {
 	struct eng_handoff h;
 
+	if (atomic_load(&e->looped))
+		loop_leave_armed(e); /* it may go free: the loop needs it armed */
 	pthread_mutex_lock(&e->lock);
 	eng_pass_locked(e, false, &h);
 	pthread_mutex_unlock(&e->lock);
@@ -367,6 +523,11 @@ bool smcr_eng_progress_release(struct smcr_eng *e, bool force)
 	struct eng_handoff h;
 	bool keep;
 
+	pthread_mutex_lock(&e->lock);
+	keep = e->owner != ENG_PROG;
+	pthread_mutex_unlock(&e->lock);
+	if (!keep && atomic_load(&e->looped))
+		loop_leave_armed(e); /* it may go free: the loop needs it armed */
 	pthread_mutex_lock(&e->lock);
 	keep = e->owner != ENG_PROG ||
 	       (!force && (crowd_locked(e) || (progress_needed(e) && !e->waiters)));

@@ -79,6 +79,20 @@ struct smcr_eng {
 	 * holds the token, so nobody else polls, arms or sleeps on it then.
 	 */
 	_Atomic(struct smcr_link *) lnk[SMCR_LINKS_MAX];
+	/*
+	 * An event loop runs the completions (smcr_eng_loop_attach(), event.c):
+	 * each link's channel sits in its epoll set (edge-triggered), whoever
+	 * lets the token go leaves the CQs armed, and a loop that found the
+	 * token taken (poke) is kicked when it goes free.
+	 */
+	atomic_bool looped;	      /* loop_users > 0 */
+	int loop_users;		      /* under lock: watched connections */
+	int loop_epfd;		      /* under lock: the loop's epoll set */
+	int loop_kick_fd;	      /* under lock: its eventfd, written to run us */
+	void *loop_tag;		      /* under lock: epoll data of the channels */
+	int loop_reg[SMCR_LINKS_MAX]; /* under lock: channel fd registered per slot, or -1 */
+	bool loop_poke;		      /* under lock: the loop found the token taken */
+
 	/* the token holder's only */
 	bool rcq_armed[SMCR_LINKS_MAX], scq_armed[SMCR_LINKS_MAX];
 	int64_t avg_wait_ns; /* moving average of an application wait */
@@ -190,6 +204,29 @@ void smcr_eng_arm(struct smcr_eng *e, bool scq);
 /* Consume one event of the channel of the link in @slot (token holder);
  * false if none was pending. */
 bool smcr_eng_get_event(struct smcr_eng *e, int slot);
+
+/*
+ * The event loop's side (event.c, docs/events.md): an event loop that
+ * watches connections of this engine runs its completions in its own
+ * thread. smcr_eng_loop_attach() for each watched connection (the first
+ * one records the loop's epoll set @epfd, its eventfd @kick_fd and @tag,
+ * the epoll data of the channels) and smcr_eng_loop_detach() when it goes
+ * (the last one takes the channels out of the set). While attached,
+ * whoever lets the token go (the loop, an application thread, the progress
+ * thread) arms the CQs and polls once more first, so that a completion
+ * either is run or raises a channel event in the loop's epoll set; a loop
+ * that found the token taken is kicked when it goes free.
+ */
+void smcr_eng_loop_attach(struct smcr_eng *e, int epfd, int kick_fd, void *tag);
+void smcr_eng_loop_detach(struct smcr_eng *e);
+/*
+ * smcr_eng_loop_run() - the loop's pass, never sleeping: if the token is
+ * free, take it, register the links' channels in the loop's epoll set,
+ * read their events, drain the CQs, arm them, poll once more, and pass
+ * the token on; true then. Taken: false, and the loop is kicked when the
+ * token goes free (its holder runs the completions meanwhile).
+ */
+bool smcr_eng_loop_run(struct smcr_eng *e);
 
 /*
  * smcr_eng_link_add() - run the completions of @lnk, the link group's
