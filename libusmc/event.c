@@ -13,10 +13,22 @@
  * the ready queue, whose eventfd is in the same epoll set. So
  * usmc_ctx_event_fd() is exact for all of them, and a watched SMC-R
  * connection needs no readiness socketpair.
+ *
+ * Who runs an SMC-R connection's completions: the caller of
+ * usmc_ctx_poll(), as a blocking reader does for itself. Its link group's
+ * engine is attached to the set (smcr_eng_loop_attach()): the links'
+ * completion channels sit in the epoll set, and each poll takes the
+ * engine's token when it is free, reads the channels' events, drains the
+ * CQs (the dispatch tells the watches), arms them, polls once more and
+ * lets the token go (smcr_eng_loop_run()). It never sleeps holding it.
+ * When another thread holds it (a blocking call, the progress thread for
+ * an LLC flow), that thread runs them, and the engine kicks the set's
+ * kick_fd when the token goes free.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -25,6 +37,7 @@
 #include "event.h"
 #include "listen_core.h"
 #include "smcr_conn.h"
+#include "smcr_eng.h"
 
 #define EV_BATCH 64 /* epoll events taken per epoll_wait() */
 
@@ -47,14 +60,21 @@ static int evset_new(struct usmc_evset **out)
 		return rc;
 	}
 	set->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (set->epfd < 0 || epoll_ctl(set->epfd, EPOLL_CTL_ADD, set->q.efd, &ee)) {
+	set->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (set->epfd < 0 || set->kick_fd < 0 ||
+	    epoll_ctl(set->epfd, EPOLL_CTL_ADD, set->q.efd, &ee) ||
+	    epoll_ctl(set->epfd, EPOLL_CTL_ADD, set->kick_fd,
+		      &(struct epoll_event){.events = EPOLLIN, .data.ptr = &set->kick_tag})) {
 		rc = -errno;
 		if (set->epfd >= 0)
 			close(set->epfd);
+		if (set->kick_fd >= 0)
+			close(set->kick_fd);
 		evq_fini(&set->q);
 		free(set);
 		return rc;
 	}
+	pthread_mutex_init(&set->run_lock, NULL);
 	*out = set;
 	return 0;
 }
@@ -98,6 +118,8 @@ void event_set_free(struct usmc_evset *set)
 		return;
 	graves_free_locked(set); /* no poll runs: the context goes */
 	close(set->epfd);
+	close(set->kick_fd);
+	pthread_mutex_destroy(&set->run_lock);
 	evq_fini(&set->q);
 	free(set);
 }
@@ -144,6 +166,59 @@ static void smcr_watch_told(void *arg, unsigned state)
 	struct ev_watch *w = arg;
 
 	evq_set_state(&w->set->q, &w->it, ev_of_smcr(state));
+}
+
+/* ---- the engines it runs -------------------------------------------- */
+
+/* A watched SMC-R connection runs on @e: attach it for the set's polls. */
+static int eng_attach(struct usmc_evset *set, struct smcr_eng *e)
+{
+	struct ev_eng *g;
+	int rc = 0;
+
+	pthread_mutex_lock(&set->run_lock);
+	for (g = set->engs; g && g->e != e; g = g->next)
+		;
+	if (!g && (g = calloc(1, sizeof(*g)))) {
+		g->e = e;
+		g->next = set->engs;
+		set->engs = g;
+	}
+	if (g) {
+		g->users++;
+		smcr_eng_loop_attach(e, set->epfd, set->kick_fd, &set->eng_tag);
+	} else {
+		rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&set->run_lock);
+	return rc;
+}
+
+static void eng_detach(struct usmc_evset *set, struct smcr_eng *e)
+{
+	pthread_mutex_lock(&set->run_lock);
+	for (struct ev_eng **pp = &set->engs; *pp; pp = &(*pp)->next) {
+		struct ev_eng *g = *pp;
+
+		if (g->e != e)
+			continue;
+		smcr_eng_loop_detach(e);
+		if (--g->users == 0) {
+			*pp = g->next;
+			free(g);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&set->run_lock);
+}
+
+/* Run each attached engine's completions here if nobody else does. */
+static void engs_run(struct usmc_evset *set)
+{
+	pthread_mutex_lock(&set->run_lock);
+	for (struct ev_eng *g = set->engs; g; g = g->next)
+		smcr_eng_loop_run(g->e);
+	pthread_mutex_unlock(&set->run_lock);
 }
 
 /* Out of the set: no event names it from now on; freed at once, or by the
@@ -231,6 +306,8 @@ void event_conn_forget(struct usmc_conn *c)
 	c->watch = NULL;
 	if (w->fd < 0 && c->smcr)
 		smcr_conn_watch(c->smcr, NULL, NULL); /* no more calls of the watch */
+	if (w->eng)
+		eng_detach(w->set, w->eng);
 	watch_drop(w);
 }
 
@@ -275,8 +352,15 @@ int usmc_conn_watch(struct usmc_conn *c, uint32_t events, void *user)
 	if (rc)
 		return rc;
 	c->watch = w;
-	if (c->smcr)
+	if (c->smcr) {
 		smcr_conn_watch(c->smcr, smcr_watch_told, w); /* told the state at once */
+		rc = eng_attach(set, smcr_conn_eng(c->smcr));
+		if (rc) {
+			event_conn_forget(c);
+			return rc;
+		}
+		w->eng = smcr_conn_eng(c->smcr);
+	}
 	return 0;
 }
 
@@ -326,17 +410,38 @@ static struct usmc_event ev_make(const struct ev_watch *w, uint32_t bits)
 		.conn = w->conn, .listener = w->lis, .user = w->user, .events = bits};
 }
 
+/* Whether the engines asked to be run among @k epoll events (a channel's
+ * event, the kick; the kick is read). */
+static bool engs_called(struct usmc_evset *set, const struct epoll_event *ee, int k)
+{
+	bool called = false;
+	uint64_t v;
+
+	for (int i = 0; i < k; i++) {
+		if (ee[i].data.ptr == &set->kick_tag) {
+			called = true;
+			if (read(set->kick_fd, &v, sizeof(v)) < 0) {
+				/* read by another poll: it runs them too */
+			}
+		} else if (ee[i].data.ptr == &set->eng_tag) {
+			called = true;
+		}
+	}
+	return called;
+}
+
 /*
  * What @k events of the epoll set say, into @ev (up to @max): the watched
- * descriptors' readiness, then, if the ready queue's eventfd was among
- * them, the queued SMC-R connections'. Requires set->q.lock.
+ * descriptors' readiness, then the queued SMC-R connections' if the ready
+ * queue's eventfd was among them or @ran (the engines just ran: what they
+ * queued may have come after epoll_wait()). Requires set->q.lock.
  */
 static int ev_gather_locked(struct usmc_evset *set, const struct epoll_event *ee, int k,
-			    struct usmc_event *ev, int max)
+			    struct usmc_event *ev, int max, bool ran)
 {
 	struct evq_item *items[EV_BATCH];
 	uint32_t bits[EV_BATCH];
-	bool queue = false;
+	bool queue = ran;
 	int n = 0, m;
 
 	for (int i = 0; i < k && n < max; i++) {
@@ -347,6 +452,8 @@ static int ev_gather_locked(struct usmc_evset *set, const struct epoll_event *ee
 			queue = true;
 			continue;
 		}
+		if (ee[i].data.ptr == &set->kick_tag || ee[i].data.ptr == &set->eng_tag)
+			continue;
 		b = w->dead ? 0 : ev_of_epoll(w, ee[i].events);
 		if (b)
 			ev[n++] = ev_make(w, b);
@@ -381,20 +488,27 @@ int usmc_ctx_poll(struct usmc_ctx *ctx, struct usmc_event *ev, int max, int time
 	pthread_mutex_lock(&set->q.lock);
 	set->pollers++;
 	pthread_mutex_unlock(&set->q.lock);
+	engs_run(set); /* what the CQs hold now: its events come at once below */
 	for (;;) {
 		int wait = timeout_ms < 0 ? -1 : (int)(deadline - clock_now_ms());
 		int k = epoll_wait(set->epfd, ee, max < EV_BATCH ? max : EV_BATCH,
 				   wait < 0 && timeout_ms >= 0 ? 0 : wait);
+		bool ran = false;
 
 		if (k < 0) {
 			n = -errno;
 			break;
 		}
+		if (engs_called(set, ee, k)) {
+			engs_run(set);
+			ran = true;
+		}
 		pthread_mutex_lock(&set->q.lock);
-		n = ev_gather_locked(set, ee, k, ev, max);
+		n = ev_gather_locked(set, ee, k, ev, max, ran);
 		pthread_mutex_unlock(&set->q.lock);
-		/* nothing from what epoll said (a watch that died meanwhile):
-		 * wait again for what is left of the time */
+		/* nothing from what epoll said (an engine's call that made
+		 * nothing ready, a watch that died meanwhile): wait again for
+		 * what is left of the time */
 		if (n || !k || (timeout_ms >= 0 && clock_now_ms() >= deadline))
 			break;
 	}

@@ -253,10 +253,17 @@ int smcr_conn_fd(struct smcr_conn *sc);
  * smcr_conn_watch() - tell @fn(@arg, SMCR_READY_* bits) the connection's
  * readiness now and at each change, instead of a descriptor (@fn NULL:
  * no longer; once it returns, @fn is not running and will not be called).
- * While watched, the link group's progress thread runs the completions as
- * they come, as for smcr_conn_fd() (docs/smcr.md "Readiness").
+ * Who runs the completions meanwhile is the watcher's to arrange: an event
+ * loop attaches to the engine (smcr_eng_loop_attach(), docs/smcr.md
+ * "Without a descriptor"). A full send buffer counts in room_waiters.
  */
 void smcr_conn_watch(struct smcr_conn *sc, smcr_watch_fn fn, void *arg);
+
+/* The engine that runs the connection's completions (its link group's). */
+static inline struct smcr_eng *smcr_conn_eng(struct smcr_conn *sc)
+{
+	return &sc->lgr->eng;
+}
 
 /* Where the stream's bytes stand: usmc_conn_info's snd_unsent onwards. */
 void smcr_conn_flow_info(struct smcr_conn *sc, struct usmc_conn_info *info);

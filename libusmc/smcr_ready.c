@@ -199,7 +199,6 @@ void sc_watch_drop_locked(struct smcr_conn *sc)
 		return;
 	sc->watch_fn = NULL;
 	sc->watch_arg = NULL;
-	atomic_fetch_sub(&sc->lgr->eng.fd_users, 1);
 	if (sc->watch_room)
 		atomic_fetch_sub(&sc->lgr->eng.room_waiters, 1);
 	sc->watch_room = false;
@@ -208,22 +207,16 @@ void sc_watch_drop_locked(struct smcr_conn *sc)
 void smcr_conn_watch(struct smcr_conn *sc, smcr_watch_fn fn, void *arg)
 {
 	int cancel = sc_cancel_off(); /* no cancellation point */
-	bool added;
 
 	pthread_mutex_lock(&sc->lock);
-	added = fn && !sc->watch_fn;
 	sc_watch_drop_locked(sc);
 	if (fn) {
-		/* an event loop now needs completions run as they come */
-		atomic_fetch_add(&sc->lgr->eng.fd_users, 1);
 		sc->watch_fn = fn;
 		sc->watch_arg = arg;
 		sc->watch_state = ~0u; /* told at once */
 		sc_watch_update_locked(sc, sc_readable(sc), sc_writable(sc));
 	}
 	pthread_mutex_unlock(&sc->lock);
-	if (added)
-		smcr_eng_want_progress(&sc->lgr->eng);
 	sc_cancel_restore(cancel);
 }
 

@@ -968,9 +968,12 @@ int usmc_ctx_event_fd(struct usmc_ctx *ctx);
  * come first in the next call. Returns how many (> 0), 0 when the time
  * passed with nothing ready, -EINVAL (NULL, @max < 1, @timeout_ms < -1),
  * -EINTR (a signal), USMC_EFORKED, or another negative errno.
- * SMC-R connections' completions are run as they come by their link
- * group's progress thread while a connection of the link group is watched
- * (as for usmc_conn_fd()), not yet in the caller's thread.
+ * The completions of the watched SMC-R connections' link groups are run
+ * here, in the caller's thread, when no other thread runs them (one blocked
+ * in usmc_recv(), the library's own for an LLC exchange); the context's
+ * descriptor is readable when a completion comes. A loop that does not call
+ * it leaves them waiting (the library's thread drains them at least every
+ * 250 ms, and answers the peer's LLC requests itself).
  */
 int usmc_ctx_poll(struct usmc_ctx *ctx, struct usmc_event *ev, int max, int timeout_ms);
 
