@@ -376,14 +376,17 @@ static void eng_handoff_tell(struct smcr_eng *e, const struct eng_handoff *h)
 static void eng_pass(struct smcr_eng *e);
 
 /* Read every pending event of every channel (token holder; the channels
- * are non-blocking). */
+ * are non-blocking: the last read of each finds none). */
 static void loop_take_events(struct smcr_eng *e)
 {
 	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
 		struct smcr_link *lnk = smcr_eng_link(e, i);
+		bool more = lnk != NULL;
 
-		while (lnk && eng_take_event(e, i, lnk))
+		while (more) {
+			more = eng_take_event(e, i, lnk);
 			eng_stat(e, ENG_SYSCALLS, 1);
+		}
 	}
 }
 
