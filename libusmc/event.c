@@ -26,6 +26,7 @@
  * kick_fd when the token goes free.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -40,6 +41,9 @@
 #include "smcr_eng.h"
 
 #define EV_BATCH 64 /* epoll events taken per epoll_wait() */
+
+/* The ready queue hands back items: they are their watches. */
+_Static_assert(offsetof(struct ev_watch, it) == 0, "struct ev_watch starts with its item");
 
 /* Reported whatever was asked for, as epoll reports EPOLLERR. */
 #define EV_ALWAYS USMC_EV_ERR
