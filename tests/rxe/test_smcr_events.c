@@ -310,17 +310,26 @@ static void phase_edges(struct usmc_ctx *cc, struct usmc_ctx *cs)
 	CHECK(usmc_recv(s, b, sizeof(b), 0) == 4 && !memcmp(b, "ping", 4), "recv");
 	CHECK(!ev_now(cs, s), "READ after the data was read");
 
-	/* WRITE: gone while the send buffer is full, back when the peer reads */
+	/* WRITE: gone while the send buffer is full, back when the peer reads.
+	 * Full is when the send fails and stays so: the first -EAGAIN may
+	 * only wait for our own send completions (the peer's window still
+	 * open), which the poll runs, and WRITE comes back for the rest. */
 	for (;;) {
 		ssize_t n = usmc_send(c, blob, sizeof(blob), 0);
 
-		if (n == -EAGAIN)
-			break;
+		if (n == -EAGAIN) {
+			if (!ev_wait_for(cc, c, NULL, USMC_EV_WRITE, 50, NULL))
+				break;
+			continue;
+		}
 		CHECK(n > 0, "fill: %s", usmc_strerror((int)n));
 		filled += (uint64_t)n;
 		CHECK(filled < 1ull << 30, "the send buffer never fills");
 	}
 	CHECK(!(ev_now(cc, c) & USMC_EV_WRITE), "WRITE with the send buffer full");
+	/* SMC-R: WRITE is exactly room > 0 (TCP's EPOLLOUT waits for a third
+	 * of its buffer, while a byte may still go) */
+	CHECK(allow_tcp || usmc_send(c, blob, 1, 0) == -EAGAIN, "no WRITE, yet room to send");
 	t0 = ev_now_ms();
 	while (drained < filled) {
 		ssize_t n = usmc_recv(s, blob, sizeof(blob), 0);
