@@ -4,8 +4,10 @@
  * usmc_conn_info@USMC_0.1, usmc_ctx_stats@USMC_0.1 and
  * usmc_listener_stats@USMC_0.1, which take no size and fill exactly the
  * 0.1 layout; the *_sized functions are USMC_0.2, usmc_ctx_create_env()
- * and usmc_env_check_env() USMC_0.3, usmc_ctx_set_devices() USMC_0.4. Loads libusmc.so (the
- * path is the argument) and calls the old versions as an old binary would.
+ * and usmc_env_check_env() USMC_0.3, usmc_ctx_set_devices() USMC_0.4, the
+ * event API (usmc_conn_watch(), usmc_listener_watch(), usmc_ctx_event_fd(),
+ * usmc_ctx_poll()) USMC_0.5. Loads libusmc.so (the path is the argument)
+ * and calls the old versions as an old binary would.
  */
 #include <dlfcn.h> /* dlvsym: _GNU_SOURCE comes from the build */
 #include <stdio.h>
@@ -54,6 +56,10 @@ int main(int argc, char **argv)
 	sym(h, "usmc_ctx_create_env", "USMC_0.3");
 	sym(h, "usmc_env_check_env", "USMC_0.3");
 	sym(h, "usmc_ctx_set_devices", "USMC_0.4");
+	sym(h, "usmc_conn_watch", "USMC_0.5");
+	sym(h, "usmc_listener_watch", "USMC_0.5");
+	sym(h, "usmc_ctx_event_fd", "USMC_0.5");
+	sym(h, "usmc_ctx_poll", "USMC_0.5");
 	/* no default (unversioned-link) definition of the old names remains */
 	CHECK(!dlvsym(h, "usmc_ctx_stats", "USMC_0.2"), "usmc_ctx_stats@USMC_0.2 exists");
 
