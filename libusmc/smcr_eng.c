@@ -526,11 +526,14 @@ bool smcr_eng_progress_release(struct smcr_eng *e, bool force)
 	struct eng_handoff h;
 	bool keep;
 
-	pthread_mutex_lock(&e->lock);
-	keep = e->owner != ENG_PROG;
-	pthread_mutex_unlock(&e->lock);
-	if (!keep && atomic_load(&e->looped))
-		loop_leave_armed(e); /* it may go free: the loop needs it armed */
+	if (atomic_load(&e->looped)) {
+		/* it may go free: the loop needs the CQs armed */
+		pthread_mutex_lock(&e->lock);
+		keep = e->owner != ENG_PROG;
+		pthread_mutex_unlock(&e->lock);
+		if (!keep)
+			loop_leave_armed(e);
+	}
 	pthread_mutex_lock(&e->lock);
 	keep = e->owner != ENG_PROG ||
 	       (!force && (crowd_locked(e) || (progress_needed(e) && !e->waiters)));
