@@ -307,8 +307,14 @@ static enum probe_verdict classify(struct usmc_listener *l, struct usmc_conn *c,
 static void probe_arm(struct usmc_listener *l, struct probing *p, int op)
 {
 	struct epoll_event ev = {.events = PROBE_EVENTS, .data.ptr = p};
+	int rc = epoll_ctl(l->epfd, op, p->c->fd, &ev);
 
-	p->armed = !epoll_ctl(l->epfd, op, p->c->fd, &ev);
+	/* a connection watched before (its first bytes, then parked for its
+	 * CONFIRM) still has the entry that fired then (probe_forget() leaves
+	 * it): re-arm that one */
+	if (rc && op == EPOLL_CTL_ADD && errno == EEXIST)
+		rc = epoll_ctl(l->epfd, EPOLL_CTL_MOD, p->c->fd, &ev);
+	p->armed = !rc;
 }
 
 /* Watch @c (not watched yet) for @wait until @deadline_ns; -errno if it

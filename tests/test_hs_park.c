@@ -1,14 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
- * A server handshake that found its peer's first contact in progress
- * waits, parked on the accept thread, until a first contact of the context
- * ends (lgr_unclaim()) or its deadline passes, and only then runs again on
- * a worker: never on a timer while nothing changed, nor on bytes its
- * client sends meanwhile. Over loopback, without a device: the test
- * parks a connection as a worker would (listener_park()), with a
- * handshake that has not sent its ACCEPT, and counts the worker steps
- * (listen_test_hook_worker()); the step it then runs declines NOSMCRDEV,
- * and the connection reaches usmc_accept() as TCP.
+ * A parked server handshake runs again on a worker only when what it waits
+ * for came, or at its bound. Over loopback, without a device: the test
+ * parks a connection as a worker would (listener_park()) and counts the
+ * worker steps (listen_test_hook_worker()); the step it then runs declines
+ * NOSMCRDEV, and the connection reaches usmc_accept() as TCP.
+ *
+ * Parked for a handshake event (its peer's first contact in progress):
+ * woken when a first contact of the context ends (lgr_unclaim()) or at its
+ * deadline, never on a timer while nothing changed, nor on bytes its
+ * client sends meanwhile.
+ *
+ * Parked for its client's next message (the CONFIRM): woken when that is
+ * whole, not before, also when the accept thread watched the socket
+ * before (its first bytes came after the accept): the epoll entry of that
+ * watch is still there, and the park re-arms it instead of handing the
+ * handshake to a worker that would wait for the CONFIRM itself.
  */
 #include <errno.h>
 #include <poll.h>
@@ -20,12 +27,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "clc.h"
 #include "clock.h"
 #include "common/loopback.h"
 #include "conn.h"
@@ -94,17 +103,23 @@ static void env_close(struct env *e)
 }
 
 /*
- * A handshake parked before its ACCEPT because its peer's first contact
- * was in progress, as a worker hands it to the accept thread; @peer gets
- * the client's end of its socket.
+ * A handshake parked as a worker hands it to the accept thread, before its
+ * ACCEPT: @waits_event, for its peer's first contact in progress, else for
+ * its client's next message; @peer gets the client's end of its socket.
+ * With @watched, the accept thread has watched the socket before: an
+ * epoll entry for it is in the listener's set already (one that never
+ * fires here).
  */
-static void park_claim_waiter(struct env *e, int *peer)
+static void park_waiter(struct env *e, int *peer, bool waits_event, bool watched)
 {
+	struct epoll_event ev = {.events = EPOLLONESHOT};
 	struct usmc_opts o;
 	struct usmc_conn *c;
 	int sv[2];
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	if (watched)
+		assert_int_equal(epoll_ctl(e->l->epfd, EPOLL_CTL_ADD, sv[0], &ev), 0);
 	listener_copy_opts(e->l, &o);
 	c = conn_alloc(e->ctx, sv[0], &o, true);
 	assert_non_null(c);
@@ -114,11 +129,16 @@ static void park_claim_waiter(struct env *e, int *peer)
 	c->serve->prop.version = CLC_V2;
 	c->serve->sctx = &e->ctx->rdma;
 	c->serve->events_seen = smcr_ctx_hs_events(&e->ctx->rdma);
-	c->serve->waits_event = true; /* as smcr_clc_serve() left it */
+	c->serve->waits_event = waits_event; /* as smcr_clc_serve() left it */
 	c->serve->wait_until_ms = (long)(c->t_accept_ns / CLOCK_NSEC_PER_MSEC) + HS_DEADLINE_MS;
 	atomic_fetch_add(&e->l->in_handshake, 1); /* as the accept thread counts it */
 	listener_park(e->l, c);
 	*peer = sv[1];
+}
+
+static void park_claim_waiter(struct env *e, int *peer)
+{
+	park_waiter(e, peer, true, false);
 }
 
 /* Another handshake's first contact with some peer ends. */
@@ -214,12 +234,49 @@ static void test_runs_at_deadline(void **state)
 	env_close(&e);
 }
 
+/* The client's next CLC message, a DECLINE here, whole on its socket. */
+static void client_declines(int peer)
+{
+	uint8_t id[SMCR_SYSTEM_ID_LEN] = {3}, m[CLC_DECLINE_V2_LEN];
+	int len = clc_decline_build(m, sizeof(m), CLC_V2, id, SMC_CLC_DECL_PEERDECL, false);
+
+	assert_true(len > 0);
+	assert_int_equal(send(peer, m, (size_t)len, MSG_NOSIGNAL), len);
+}
+
+/* Parked for its client's next message on a socket the accept thread
+ * watched before: no step until the message is whole, then one at once.
+ * (When the park could not watch the socket it handed the handshake to a
+ * worker at once, to wait there: up to USMC_OPT_CLC_TIMEOUT_MS a worker
+ * each, so that with every worker held new PROPOSALs went unanswered.) */
+static void test_watched_before_waits_for_message(void **state)
+{
+	struct env e;
+	long dt;
+	int peer;
+
+	env_open(&e);
+	park_waiter(&e, &peer, false, true);
+	sleep_ms(QUIET_MS);
+	print_message("worker steps in %d ms without the client's message: %d\n", QUIET_MS,
+		      atomic_load(&steps));
+	assert_int_equal(atomic_load(&steps), 0);
+	client_declines(peer);
+	dt = steps_within(1, PROMPT_MS);
+	print_message("its message came: the handshake ran after %ld ms\n", dt);
+	assert_true(dt >= 0);
+	accept_declined(&e, peer);
+	assert_int_equal(atomic_load(&steps), 1);
+	env_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_woken_by_unclaim),
 		cmocka_unit_test(test_client_bytes_run_nothing),
 		cmocka_unit_test(test_runs_at_deadline),
+		cmocka_unit_test(test_watched_before_waits_for_message),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
