@@ -230,8 +230,12 @@ static bool lgr_tick(struct lgr *lgr)
 		struct smcr_link *lnk = &lgr->lnk[i];
 
 		if (atomic_load(&lnk->state) == SMCR_LNK_ACTIVE &&
-		    atomic_load(&lgr->state) == LGR_ACTIVE && smcr_wr_stalled(lnk, now))
+		    atomic_load(&lgr->state) == LGR_ACTIVE && smcr_wr_stalled(lnk, now)) {
+			usmc_log(lgr->sctx->log, USMC_LOG_INFO,
+				 "link group %x: link %u: its sends completed nothing for %d ms",
+				 lgr->id, lnk->link_num, SMCR_SQ_STALL_MS);
 			lgr_link_error(lnk, -ETIMEDOUT, false);
+		}
 	}
 	smcr_llc_tick(lgr, now);
 	smcr_llc_add_link_tick(lgr, now);

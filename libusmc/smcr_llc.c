@@ -682,6 +682,10 @@ static void link_tick(struct lgr *lgr, struct smcr_link *lnk, long now, bool now
 	if (sent && !smcr_llc_answer_waits(now, sent, atomic_load(&lnk->last_rx_ms))) {
 		/* TEST_LINK unanswered, the peer silent on that link: it failed
 		 * (its connections move if another link is up) */
+		usmc_log(lgr->sctx->log, USMC_LOG_INFO,
+			 "link group %x: link %u: TEST_LINK unanswered for %ld ms, nothing "
+			 "received for %ld ms",
+			 lgr->id, lnk->link_num, now - sent, now - atomic_load(&lnk->last_rx_ms));
 		lnk->tl_sent_ms = 0;
 		lnk->up.h->error(lnk, -ETIMEDOUT, false);
 		return;
