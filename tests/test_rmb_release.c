@@ -6,9 +6,8 @@
  * registration) when it may still write. A held EOF given up on its bound
  * (smcr_rx.c) is of the second kind: the peer closed while blocked on our
  * window, our question opened all of it, and nothing of the peer's said it
- * had nothing more. No device: a link group built by hand around fakes of
- * the verbs calls (the QP's post_send records the LLC messages) and a pool
- * registration hook that hands out keys.
+ * had nothing more. No device: the fake link group of
+ * tests/common/fake_lgr.h, whose QP records the LLC messages.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,121 +32,9 @@
 #include "smcr_llc.h"
 #include "smcr_wr.h"
 
-#define SENT_MAX      16
-#define RMB_BYTES     16384u
-#define FAKE_KEY_BASE 0x5000u
+#include "common/fake_lgr.h"
 
-static uint8_t sent[SENT_MAX][LLC_MSG_LEN];
-static int nsent;
-
-static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-	(void)qp;
-	(void)bad;
-	assert_true(nsent < SENT_MAX);
-	memcpy(sent[nsent++], (const void *)(uintptr_t)wr->sg_list[0].addr, LLC_MSG_LEN);
-	return 0;
-}
-
-static int fake_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
-{
-	(void)cq;
-	(void)num;
-	(void)wc;
-	return 0;
-}
-
-/* The pool's registrations: each a new pair of keys. */
-static uint32_t next_key;
-static unsigned int regs, deregs;
-
-static int fake_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
-{
-	(void)ctx;
-	(void)len;
-	(void)access;
-	regs++;
-	mr->handle = addr;
-	mr->lkey = FAKE_KEY_BASE + next_key++;
-	mr->rkey = FAKE_KEY_BASE + next_key++;
-	return 0;
-}
-
-static int fake_dereg(void *ctx, struct bufpool_mr *mr)
-{
-	(void)ctx;
-	(void)mr;
-	deregs++;
-	return 0;
-}
-
-static const struct bufpool_reg_ops fake_reg_ops = {.reg = fake_reg, .dereg = fake_dereg};
-
-static struct ibv_cq fake_rcq, fake_scq;
-
-struct fake {
-	struct smcr_ctx sctx;
-	struct ibv_context ib;
-	struct ibv_qp qp;
-	struct lgr *lgr;
-};
-
-/* An active link group of one link, its pools on the fake hook. */
-static void fake_open(struct fake *f)
-{
-	const struct smcr_dev dev = {0};
-	struct bufpool_config cfg = {.kind = BUFPOOL_RMB, .ops = &fake_reg_ops};
-	struct smcr_link *lnk;
-	struct lgr *lgr;
-
-	memset(f, 0, sizeof(*f));
-	f->ib.ops.post_send = fake_post_send;
-	f->ib.ops.poll_cq = fake_poll_cq;
-	f->qp.context = &f->ib;
-	fake_rcq.context = fake_scq.context = &f->ib;
-	lgr = f->lgr = calloc(1, sizeof(*f->lgr));
-	assert_non_null(lgr);
-	lgr->sctx = &f->sctx;
-	lgr->ops = &smcr_conn_lgr_ops;
-	lgr->state = LGR_ACTIVE;
-	lgr->max_conns = SMCR_MAX_CONNS;
-	pthread_mutex_init(&lgr->lock, NULL);
-	smcr_llc_init(&lgr->llc);
-	lgr_rtoken_init(&lgr->rtok);
-	pthread_mutex_init(&lgr->eng.lock, NULL);
-	lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	assert_true(lgr->eng.set.progress_fd >= 0);
-	lgr_link_init(lgr, &dev);
-	lnk = lgr_conn_link(lgr);
-	lgr->eng.set.lnk = lnk;
-	lnk->state = SMCR_LNK_ACTIVE;
-	lnk->qp = &f->qp;
-	lnk->rcq = &fake_rcq;
-	lnk->scq = &fake_scq;
-	lgr->rmbs = bufpool_create(&cfg);
-	cfg.kind = BUFPOOL_SNDBUF;
-	lgr->sndbufs = bufpool_create(&cfg);
-	assert_non_null(lgr->rmbs);
-	assert_non_null(lgr->sndbufs);
-	nsent = 0;
-	regs = deregs = 0;
-}
-
-static void fake_close(struct fake *f)
-{
-	struct lgr *lgr = f->lgr;
-
-	assert_int_equal(atomic_load(&lgr->refs), 0); /* every connection gone */
-	assert_int_equal(bufpool_destroy(lgr->rmbs, NULL), 0);
-	assert_int_equal(bufpool_destroy(lgr->sndbufs, NULL), 0);
-	close(lgr->eng.set.progress_fd);
-	pthread_mutex_destroy(&lgr->eng.lock);
-	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
-	smcr_llc_fini(&lgr->llc);
-	lgr_rtoken_fini(&lgr->rtok);
-	pthread_mutex_destroy(&lgr->lock);
-	free(lgr);
-}
+#define RMB_BYTES 16384u
 
 /* A connection whose peer closed while blocked on our window (EOF held),
  * its RMB's rkey known to the peer, everything read and the peer asked for
@@ -202,8 +89,8 @@ static void test_given_up_eof_rekeys(void **state)
 	pthread_mutex_unlock(&sc->lock);
 	smcr_conn_discard(sc);
 	/* the peer was told to forget the old rkey */
-	assert_int_equal(nsent, 1);
-	assert_int_equal(llc_decode(sent[0], LLC_MSG_LEN, &m), 0);
+	assert_int_equal(fake_nsent, 1);
+	assert_int_equal(llc_decode(fake_sent[0], LLC_MSG_LEN, &m), 0);
 	assert_int_equal(m.type, LLC_DELETE_RKEY);
 	assert_int_equal(m.delete_rkey.num_rkeys, 1);
 	assert_int_equal(m.delete_rkey.rkeys[0], rkey);
@@ -211,7 +98,7 @@ static void test_given_up_eof_rekeys(void **state)
 	again = reclaim_rmb(&f);
 	assert_int_not_equal(again->rkey, rkey);
 	assert_false(again->rkey_confirmed);
-	assert_int_equal(deregs, 1); /* the old registration went */
+	assert_int_equal(fake_deregs, 1); /* the old registration went */
 	bufpool_release(f.lgr->rmbs, again);
 	fake_close(&f);
 }
@@ -236,11 +123,11 @@ static void test_peer_ended_hold_keeps_rkey(void **state)
 	assert_false(sc_rmb_may_be_written(sc));
 	pthread_mutex_unlock(&sc->lock);
 	smcr_conn_discard(sc);
-	assert_int_equal(nsent, 0);
+	assert_int_equal(fake_nsent, 0);
 	again = reclaim_rmb(&f);
 	assert_int_equal(again->rkey, rkey);
 	assert_true(again->rkey_confirmed);
-	assert_int_equal(deregs, 0);
+	assert_int_equal(fake_deregs, 0);
 	bufpool_release(f.lgr->rmbs, again);
 	fake_close(&f);
 }

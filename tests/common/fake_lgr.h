@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A link group of one ACTIVE link built by hand around fakes of the verbs
+ * calls, for unit tests of what a connection or the LLC sends: the QP's
+ * post_send records the first 44 bytes (one LLC or CDC message) of each
+ * post's first entry in fake_sent[], its CQs complete nothing, and the
+ * pools register through a hook that hands out a new pair of keys each
+ * time (fake_regs, fake_deregs count them). No device.
+ */
+#ifndef USMC_TEST_FAKE_LGR_H
+#define USMC_TEST_FAKE_LGR_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bufpool.h"
+#include "lgr.h"
+#include "llc.h"
+#include "smcr_conn.h"
+#include "smcr_llc.h"
+#include "smcr_wr.h"
+
+#define FAKE_SENT_MAX 16
+#define FAKE_KEY_BASE 0x5000u
+
+static uint8_t fake_sent[FAKE_SENT_MAX][LLC_MSG_LEN];
+static int fake_nsent;
+
+static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	(void)qp;
+	(void)bad;
+	assert_true(fake_nsent < FAKE_SENT_MAX);
+	memcpy(fake_sent[fake_nsent++], (const void *)(uintptr_t)wr->sg_list[0].addr, LLC_MSG_LEN);
+	return 0;
+}
+
+static int fake_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
+{
+	(void)cq;
+	(void)num;
+	(void)wc;
+	return 0;
+}
+
+/* The pool's registrations: each a new pair of keys. */
+static uint32_t next_key;
+static unsigned int fake_regs, fake_deregs;
+
+static int fake_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
+{
+	(void)ctx;
+	(void)len;
+	(void)access;
+	fake_regs++;
+	mr->handle = addr;
+	mr->lkey = FAKE_KEY_BASE + next_key++;
+	mr->rkey = FAKE_KEY_BASE + next_key++;
+	return 0;
+}
+
+static int fake_dereg(void *ctx, struct bufpool_mr *mr)
+{
+	(void)ctx;
+	(void)mr;
+	fake_deregs++;
+	return 0;
+}
+
+static const struct bufpool_reg_ops fake_reg_ops = {.reg = fake_reg, .dereg = fake_dereg};
+
+static struct ibv_cq fake_rcq, fake_scq;
+
+struct fake {
+	struct smcr_ctx sctx;
+	struct ibv_context ib;
+	struct ibv_qp qp;
+	struct lgr *lgr;
+};
+
+/* An active link group of one link, its pools on the fake hook. */
+static void fake_open(struct fake *f)
+{
+	const struct smcr_dev dev = {0};
+	struct bufpool_config cfg = {.kind = BUFPOOL_RMB, .ops = &fake_reg_ops};
+	struct smcr_link *lnk;
+	struct lgr *lgr;
+
+	memset(f, 0, sizeof(*f));
+	f->ib.ops.post_send = fake_post_send;
+	f->ib.ops.poll_cq = fake_poll_cq;
+	f->qp.context = &f->ib;
+	fake_rcq.context = fake_scq.context = &f->ib;
+	lgr = f->lgr = calloc(1, sizeof(*f->lgr));
+	assert_non_null(lgr);
+	lgr->sctx = &f->sctx;
+	lgr->ops = &smcr_conn_lgr_ops;
+	lgr->state = LGR_ACTIVE;
+	lgr->max_conns = SMCR_MAX_CONNS;
+	pthread_mutex_init(&lgr->lock, NULL);
+	smcr_llc_init(&lgr->llc);
+	lgr_rtoken_init(&lgr->rtok);
+	pthread_mutex_init(&lgr->eng.lock, NULL);
+	lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	assert_true(lgr->eng.set.progress_fd >= 0);
+	lgr_link_init(lgr, &dev);
+	lnk = lgr_conn_link(lgr);
+	lgr->eng.set.lnk = lnk;
+	lnk->state = SMCR_LNK_ACTIVE;
+	lnk->qp = &f->qp;
+	lnk->rcq = &fake_rcq;
+	lnk->scq = &fake_scq;
+	lgr->rmbs = bufpool_create(&cfg);
+	cfg.kind = BUFPOOL_SNDBUF;
+	lgr->sndbufs = bufpool_create(&cfg);
+	assert_non_null(lgr->rmbs);
+	assert_non_null(lgr->sndbufs);
+	fake_nsent = 0;
+	fake_regs = fake_deregs = 0;
+}
+
+static void fake_close(struct fake *f)
+{
+	struct lgr *lgr = f->lgr;
+
+	assert_int_equal(atomic_load(&lgr->refs), 0); /* every connection gone */
+	assert_int_equal(bufpool_destroy(lgr->rmbs, NULL), 0);
+	assert_int_equal(bufpool_destroy(lgr->sndbufs, NULL), 0);
+	close(lgr->eng.set.progress_fd);
+	pthread_mutex_destroy(&lgr->eng.lock);
+	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
+	smcr_llc_fini(&lgr->llc);
+	lgr_rtoken_fini(&lgr->rtok);
+	pthread_mutex_destroy(&lgr->lock);
+	free(lgr);
+}
+
+#endif
