@@ -85,18 +85,7 @@ void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 	pthread_mutex_lock(&sc->lock);
 	if (m.prod_flags & CDC_PF_FAILOVER_VALIDATION) {
 		/* no cursors to apply: only whether a CDC was lost */
-		if (!sc->err && cdc_rx_failover_in_sync(sc->rx_seq_seen, sc->rx_seq, m.seqno)) {
-			/* in sync, but a CDC the peer posted on the old link and
-			 * never saw complete is gone, and Linux sends its news
-			 * again only when it has more to write: a consumer
-			 * cursor lost so, with both ends blocked on their
-			 * windows, stalled the stream for good. Ask for it: the
-			 * peer answers on the link it moved to (net/smc/
-			 * smc_cdc.c smc_cdc_msg_recv_action(), cons_curs_upd_req
-			 * -> smc_tx_pending()). */
-			sc->ask_cursors = true;
-			sc_tx_push_locked(sc);
-		} else if (!sc->err) {
+		if (!sc->err && !cdc_rx_failover_in_sync(sc->rx_seq_seen, sc->rx_seq, m.seqno)) {
 			usmc_log(lgr->sctx->log, USMC_LOG_WARN,
 				 "link group %x: connection %08x lost CDC %u..%u with a link: "
 				 "aborted",

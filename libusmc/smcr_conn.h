@@ -133,10 +133,6 @@ struct smcr_conn {
 	bool tx_pending;      /* something to send once send queue space frees */
 	bool tx_resync;	      /* moved to another link: the next push sends a CDC */
 	bool sent_since_read; /* sent since the last read took data: a read awaits a reply */
-	/* the peer moved us to another link (its failover validation): the
-	 * next CDC asks for its cursors (CONS_CURS_UPD_REQ), which a CDC lost
-	 * with the old link may have carried */
-	bool ask_cursors;
 
 	/* ---- the ends of the stream, with lock: set by the user's calls
 	 * (smcr_close.c) and by errors (smcr_ready.c sc_fail_locked()); the

@@ -106,7 +106,7 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		return false;
 	if (sc->aborting)
 		n = 0, all_sent = true;
-	if (!n && !sc->rx.cons_update_due && !sc->eof_ask && !sc->tx_resync && !sc->ask_cursors &&
+	if (!n && !sc->rx.cons_update_due && !sc->eof_ask && !sc->tx_resync &&
 	    !sc_flags_due(sc, all_sent))
 		return false;
 	k = n ? sc_build_writes(sc, n, wr, sge) : 0;
@@ -115,9 +115,8 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		.token = sc->peer_token,
 		.prod = cdc_rx_curs_of(sc->rx.tx_sent + n, sc->rx.peer_len),
 		.cons = cdc_rx_curs_of(sc->rx.rx_cons, sc->rx.rmb_len),
-		.prod_flags =
-			(uint8_t)((blocked ? CDC_PF_WRITE_BLOCKED : 0) |
-				  (sc->eof_ask || sc->ask_cursors ? CDC_PF_CONS_CURS_UPD_REQ : 0)),
+		.prod_flags = (uint8_t)((blocked ? CDC_PF_WRITE_BLOCKED : 0) |
+					(sc->eof_ask ? CDC_PF_CONS_CURS_UPD_REQ : 0)),
 		.conn_state_flags = sc_state_flags(sc, all_sent),
 	};
 	cdc_encode(&m, buf, sizeof(buf));
@@ -146,7 +145,6 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 	}
 	sc->tx_seq = m.seqno;
 	sc->tx_resync = false;
-	sc->ask_cursors = false;
 	sc->rx.tx_sent += n;
 	sc->rx.rx_cons_sent = sc->rx.rx_cons;
 	sc->rx.cons_update_due = false;
