@@ -90,6 +90,25 @@ one | two | twopath | asym)
 esac
 [ "$VM_SMC" = 1 ] && run modprobe -a smc smc_diag
 
+# The tests' tc filters (tests/rxe/roce_cut.h) turn the packet path's
+# ingress and egress hooks on and off: static branches in
+# __netif_receive_skb_core() and __dev_queue_xmit(), patched live with
+# text_poke_bp() while rxe traffic runs, which under TCG can oops the guest
+# ("Oops: int3", docs/soft-roce.md). One clsact qdisc with a u32 filter on
+# a device of its own, kept for the guest's life, turns them on now, before
+# any traffic, and they stay on.
+case "$VM_SETUP" in
+two | twopath | asym)
+	run modprobe dummy numdummies=0
+	run ip link add usmc-tc type dummy
+	run tc qdisc add dev usmc-tc clsact
+	for hook in ingress egress; do
+		run tc filter add dev usmc-tc $hook protocol ip prio 1 u32 \
+			match ip protocol 17 0xff match ip dport 4791 0xffff action drop
+	done
+	;;
+esac
+
 A=10.0.0.1
 B=10.0.0.2
 A2=10.0.1.1
