@@ -5,7 +5,7 @@
 #    and no qemu process is left behind;
 #  - --setup twopath gives two independent RoCE paths (the ctest label
 #    rxe_twopath: test_twopath, test_multilink, test_multilink_kernel,
-#    smc_kernel_twopath; the build tree's);
+#    smc_kernel_twopath; the build tree's; rxe_twopath_known_bad is not run);
 #  - --setup asym gives host A two paths to host B's one port (the ctest
 #    label rxe_asym: test_multilink_asym).
 # usage: harness-selftest.sh <build-dir>
