@@ -6,9 +6,8 @@
  * table is full, its DELETE_RKEY removes rows and reports the unknown
  * rkeys, a connection's peer RMB from the CLC finds or adds its row
  * (smcr_conn_set_peer()), and our CONFIRM_RKEY names our RMB on every
- * other active link. No device: a link group built by hand around fakes
- * of the verbs calls (the QP's post_send records the LLC messages) and a
- * pool registration hook that hands out keys.
+ * other active link. No device: the fake link group of
+ * tests/common/fake_lgr.h, whose QP records the LLC messages.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,100 +31,9 @@
 #include "smcr_llc.h"
 #include "smcr_wr.h"
 
-#define SENT_MAX  16
+#include "common/fake_lgr.h"
+
 #define RMB_BYTES 16384u
-
-static uint8_t sent[SENT_MAX][LLC_MSG_LEN];
-static int nsent;
-
-static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-	(void)qp;
-	(void)bad;
-	assert_true(nsent < SENT_MAX);
-	memcpy(sent[nsent++], (const void *)(uintptr_t)wr->sg_list[0].addr, LLC_MSG_LEN);
-	return 0;
-}
-
-static int fake_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
-{
-	(void)cq;
-	(void)num;
-	(void)wc;
-	return 0;
-}
-
-static uint32_t next_key = 0x5000;
-
-static int fake_reg(void *ctx, void *addr, size_t len, unsigned int access, struct bufpool_mr *mr)
-{
-	(void)ctx;
-	(void)len;
-	(void)access;
-	mr->handle = addr;
-	mr->lkey = next_key;
-	mr->rkey = next_key++;
-	return 0;
-}
-
-static int fake_dereg(void *ctx, struct bufpool_mr *mr)
-{
-	(void)ctx;
-	(void)mr;
-	return 0;
-}
-
-static const struct bufpool_reg_ops fake_reg_ops = {.reg = fake_reg, .dereg = fake_dereg};
-
-static struct ibv_cq fake_rcq, fake_scq;
-
-struct fake {
-	struct smcr_ctx sctx;
-	struct ibv_context ib;
-	struct ibv_qp qp;
-	struct lgr *lgr;
-	struct smcr_link *lnk;
-};
-
-/* An active link group whose first link (number 1) carries everything. */
-static void fake_open(struct fake *f)
-{
-	const struct smcr_dev dev = {0};
-	struct bufpool_config cfg = {.kind = BUFPOOL_RMB, .ops = &fake_reg_ops};
-	struct lgr *lgr;
-
-	memset(f, 0, sizeof(*f));
-	f->ib.ops.post_send = fake_post_send;
-	f->ib.ops.poll_cq = fake_poll_cq;
-	f->qp.context = &f->ib;
-	fake_rcq.context = fake_scq.context = &f->ib;
-	lgr = f->lgr = calloc(1, sizeof(*f->lgr));
-	assert_non_null(lgr);
-	lgr->sctx = &f->sctx;
-	lgr->ops = &smcr_conn_lgr_ops;
-	lgr->state = LGR_ACTIVE;
-	lgr->max_conns = SMCR_MAX_CONNS;
-	pthread_mutex_init(&lgr->lock, NULL);
-	smcr_llc_init(&lgr->llc);
-	lgr_rtoken_init(&lgr->rtok);
-	pthread_mutex_init(&lgr->eng.lock, NULL);
-	lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	assert_true(lgr->eng.set.progress_fd >= 0);
-	lgr_link_init(lgr, &dev);
-	f->lnk = lgr_conn_link(lgr);
-	lgr->eng.set.lnk = f->lnk;
-	f->lnk->state = SMCR_LNK_ACTIVE;
-	f->lnk->qp = &f->qp;
-	f->lnk->rcq = &fake_rcq;
-	f->lnk->scq = &fake_scq;
-	f->lnk->max_inline = SMCR_MAX_INLINE; /* as the QP grants: 44-byte LLC goes inline */
-	lgr->rmbs = bufpool_create(&cfg);
-	cfg.kind = BUFPOOL_SNDBUF;
-	lgr->sndbufs = bufpool_create(&cfg);
-	assert_non_null(lgr->rmbs);
-	assert_non_null(lgr->sndbufs);
-	nsent = 0;
-}
 
 /* Link slot @slot holds a link numbered @num in @state (no verbs: only
  * what the rkey paths look at). */
@@ -135,33 +43,17 @@ static void fake_link(struct fake *f, int slot, uint8_t num, int state)
 	atomic_store(&f->lgr->lnk[slot].state, state);
 }
 
-static void fake_close(struct fake *f)
-{
-	struct lgr *lgr = f->lgr;
-
-	assert_int_equal(atomic_load(&lgr->refs), 0);
-	assert_int_equal(bufpool_destroy(lgr->rmbs, NULL), 0);
-	assert_int_equal(bufpool_destroy(lgr->sndbufs, NULL), 0);
-	close(lgr->eng.set.progress_fd);
-	pthread_mutex_destroy(&lgr->eng.lock);
-	pthread_mutex_destroy(&f->lnk->sq.lock);
-	smcr_llc_fini(&lgr->llc);
-	lgr_rtoken_fini(&lgr->rtok);
-	pthread_mutex_destroy(&lgr->lock);
-	free(lgr);
-}
-
 /* The peer's request @m arrives on the first link; its answer, decoded. */
 static struct llc_msg peer_asks(struct fake *f, const struct llc_msg *m)
 {
 	uint8_t buf[LLC_MSG_LEN];
 	struct llc_msg a;
-	int n = nsent;
+	int n = fake_nsent;
 
 	assert_int_equal(llc_encode(m, buf, sizeof(buf)), LLC_MSG_LEN);
 	f->lnk->up.h->rx_llc(f->lnk, buf, sizeof(buf));
-	assert_int_equal(nsent, n + 1);
-	assert_int_equal(llc_decode(sent[n], LLC_MSG_LEN, &a), 0);
+	assert_int_equal(fake_nsent, n + 1);
+	assert_int_equal(llc_decode(fake_sent[n], LLC_MSG_LEN, &a), 0);
 	assert_int_equal(a.type, m->type);
 	assert_true(a.flags & LLC_FLAG_RESP);
 	return a;

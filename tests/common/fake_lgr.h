@@ -80,6 +80,7 @@ struct fake {
 	struct ibv_context ib;
 	struct ibv_qp qp;
 	struct lgr *lgr;
+	struct smcr_link *lnk; /* its one link, the first */
 };
 
 /* An active link group of one link, its pools on the fake hook. */
@@ -108,12 +109,13 @@ static void fake_open(struct fake *f)
 	lgr->eng.set.progress_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	assert_true(lgr->eng.set.progress_fd >= 0);
 	lgr_link_init(lgr, &dev);
-	lnk = lgr_conn_link(lgr);
+	lnk = f->lnk = lgr_conn_link(lgr);
 	lgr->eng.set.lnk = lnk;
 	lnk->state = SMCR_LNK_ACTIVE;
 	lnk->qp = &f->qp;
 	lnk->rcq = &fake_rcq;
 	lnk->scq = &fake_scq;
+	lnk->max_inline = SMCR_MAX_INLINE; /* as the QP grants: a 44-byte message goes inline */
 	lgr->rmbs = bufpool_create(&cfg);
 	cfg.kind = BUFPOOL_SNDBUF;
 	lgr->sndbufs = bufpool_create(&cfg);
