@@ -164,6 +164,7 @@ struct lgr {
 	atomic_bool tcp_eof_seen;
 	atomic_int tcp_unwatched; /* established, TCP socket not yet watched (smcr_close.c) */
 	atomic_int eof_holds;	  /* connections whose held EOF has its bound armed (smcr_rx.c) */
+	atomic_int failover_watches; /* connections watched after a failover (smcr_rx.c) */
 	/* the last barrier behind TCP hang-ups and when it was sent: the
 	 * progress thread's only (smcr_conn_lgr.c sc_tick()) */
 	uint32_t hup_barrier;

@@ -113,6 +113,8 @@ void sc_cdc_rx(struct lgr *lgr, const uint8_t *buf, uint32_t len)
 		sc->rx_seq = m.seqno;
 		sc->rx_seq_seen = true;
 		if (sc_cdc_apply_locked(sc, &m)) {
+			/* its cursors are news: none was lost with a link */
+			sc_failover_unwatch_locked(sc);
 			if (held != sc->rx.eof_held)
 				usmc_log(lgr->sctx->log, USMC_LOG_DEBUG,
 					 "connection %08x: EOF %s at %llu bytes", sc->token,

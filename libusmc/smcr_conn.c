@@ -191,6 +191,9 @@ void smcr_conn_put(struct smcr_conn *sc)
 		atomic_fetch_sub(&sc->lgr->orphans, 1);
 	if (sc->eof_asked_ms)
 		atomic_fetch_sub(&sc->lgr->eof_holds, 1);
+	if (sc->failover_ms)
+		atomic_fetch_sub(&sc->lgr->failover_watches, 1);
+	free(sc->spill);
 	if (sc->sndbuf) /* the ring from offset 0, as far as the user's bytes went */
 		bufpool_release_dirty(sc->lgr->sndbufs, sc->sndbuf, sc->tx_prep);
 	sc_watch_drop_locked(sc); /* the user closed without unwatching */

@@ -61,6 +61,26 @@
  * and the connection waits on. */
 #define SMCR_ORPHAN_PROBE_MS SMCR_LLC_WAIT_MS
 
+/*
+ * After a failover, a CDC of the peer's may have gone with the old link,
+ * and with it the consumer cursor that would have opened our send window.
+ * Linux counts that cursor as told when it posts it (net/smc/smc_cdc.c
+ * smc_cdc_msg_send(): rx_curs_confirmed), and sends its next one only from
+ * its send path, which writes nothing while our RMB is full as it sees it
+ * (smc_tx.c __smc_tx_sndbuf_nonempty()), nor on CONS_CURS_UPD_REQ (that
+ * runs the same path). If our application waits on its send and the
+ * peer's on ours, neither ever moves. So a connection is watched from its
+ * switch until the peer's next CDC (which carries its consumer cursor), at
+ * most SMCR_FAILOVER_WATCH_MS; found with both windows shut at least
+ * SMCR_FAILOVER_SETTLE_MS after the switch, it takes SMCR_FAILOVER_SPILL
+ * bytes out of the RMB into a buffer of its own (the reader takes them
+ * from there) and tells the peer the room: any room runs Linux's send
+ * path, whose CDC brings the cursor (smcr_rx.c sc_failover_check_locked()).
+ */
+#define SMCR_FAILOVER_SETTLE_MS 100
+#define SMCR_FAILOVER_WATCH_MS	30000
+#define SMCR_FAILOVER_SPILL	4096
+
 struct bufpool_buf;
 
 /* A connection's readiness as an event set's watch is told it
@@ -169,6 +189,15 @@ struct smcr_conn {
 	 * peer may still write what it holds (sc_rmb_may_be_written()) */
 	bool eof_given_up;
 
+	/* ---- after a failover (smcr_rx.c sc_failover_check_locked()), with
+	 * lock */
+	long failover_ms; /* switched links then, watched (lgr->failover_watches); 0 not */
+	/* bytes [spill_start, spill_end) of the peer's stream, taken out of
+	 * the RMB while both windows were shut: the reader's next bytes come
+	 * from here, the RMB's from spill_end on; NULL none */
+	uint8_t *spill;
+	uint64_t spill_start, spill_end;
+
 	/* ---- the user's calls (smcr_ready.c sc_user_enter_locked()), with
 	 * lock: one reader and one writer at a time, as TCP's socket lock
 	 * serialises them, but not by holding the lock: they copy with it
@@ -200,6 +229,13 @@ struct smcr_conn {
 	unsigned watch_state; /* what watch_fn was told last */
 	bool watch_room;      /* counted in eng.room_waiters: the send buffer is full */
 };
+
+/* The consumer cursor we tell the peer: what the reader consumed, or
+ * past it what was spilled out of the RMB. Requires sc->lock. */
+static inline uint64_t sc_rx_credit(const struct smcr_conn *sc)
+{
+	return sc->spill_end > sc->rx.rx_cons ? sc->spill_end : sc->rx.rx_cons;
+}
 
 /*
  * Test hook, weak and undefined in the library: a test program that defines

@@ -141,6 +141,14 @@ bool sc_eof_expire_locked(struct smcr_conn *sc, long now);
 /* The answer to LLC barrier @gen came: a held EOF's question may have its
  * answer. Requires sc->lock. */
 void sc_eof_answer_locked(struct smcr_conn *sc, uint32_t gen);
+/*
+ * After a failover (smcr_conn.h SMCR_FAILOVER_SPILL): the progress
+ * thread's tick spills out of the RMB when both windows are shut (true if
+ * it did), or ends the watch when it ran out; the peer's next CDC ends it
+ * (sc_failover_unwatch_locked()). Both require sc->lock.
+ */
+bool sc_failover_check_locked(struct smcr_conn *sc, long now);
+void sc_failover_unwatch_locked(struct smcr_conn *sc);
 
 /* ---- CDC receive (smcr_cdc.c) ---------------------------------------- */
 

@@ -20,7 +20,7 @@ static void sc_tick(struct lgr *lgr)
 	int n;
 
 	if (!eof && !atomic_load(&lgr->orphans) && !atomic_load(&lgr->tcp_unwatched) &&
-	    !atomic_load(&lgr->eof_holds))
+	    !atomic_load(&lgr->eof_holds) && !atomic_load(&lgr->failover_watches))
 		return;
 	n = lgr_conns_get(lgr, list);
 	for (int i = 0; i < n; i++) {
@@ -34,6 +34,7 @@ static void sc_tick(struct lgr *lgr)
 		reap = sc_orphan_expired_locked(sc, now);
 		sc_orphan_probe_locked(sc, now);
 		sc_eof_expire_locked(sc, now); /* an event loop's reader waits for it */
+		sc_failover_check_locked(sc, now);
 		pthread_mutex_unlock(&sc->lock);
 		if (reap)
 			lgr_conn_del(lgr, sc->token);

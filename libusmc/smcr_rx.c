@@ -7,6 +7,7 @@
  * holds before the reader sees the end of the stream.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
 #include "cdc_rx.h"
@@ -145,7 +146,99 @@ void sc_eof_answer_locked(struct smcr_conn *sc, uint32_t gen)
 	}
 }
 
+/* ---- after a failover ------------------------------------------------ */
+
+/* The spilled bytes are read: the buffer goes. Requires sc->lock. */
+static void sc_spill_free_locked(struct smcr_conn *sc)
+{
+	free(sc->spill);
+	sc->spill = NULL;
+}
+
+void sc_failover_unwatch_locked(struct smcr_conn *sc)
+{
+	if (sc->failover_ms)
+		atomic_fetch_sub(&sc->lgr->failover_watches, 1);
+	sc->failover_ms = 0;
+}
+
+/* Our send waits on the peer's window, and the peer's on ours as we told
+ * it (it has written our whole RMB past the consumer cursor it knows). */
+static bool sc_windows_shut(const struct smcr_conn *sc)
+{
+	return sc->tx_prep > sc->rx.tx_sent &&
+	       sc->rx.tx_sent - sc->rx.peer_cons >= sc->rx.peer_len &&
+	       sc->rx.rx_prod - sc->rx.rx_cons_sent >= sc->rx.rmb_len;
+}
+
+/*
+ * Take the oldest SMCR_FAILOVER_SPILL unread bytes out of the RMB and tell
+ * the peer their room (smcr_conn.h). The peer writes the next bytes of its
+ * stream over their place in the ring; the reader takes them from the
+ * spill. Only while no reader copies out of the RMB (rx_user): one that
+ * copies with the lock dropped would read over the peer's writes. Requires
+ * sc->lock; true if it did.
+ */
+static bool sc_spill_locked(struct smcr_conn *sc)
+{
+	uint64_t unread = sc->rx.rx_prod - sc->rx.rx_cons;
+	uint64_t n = unread < SMCR_FAILOVER_SPILL ? unread : SMCR_FAILOVER_SPILL;
+
+	if (sc->rx_user || sc->spill || !n)
+		return false;
+	sc->spill = malloc(n);
+	if (!sc->spill)
+		return false; /* the next tick tries again */
+	smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len, sc->rx.rx_cons,
+		       &(struct iovec){.iov_base = sc->spill, .iov_len = n}, 1, 0, n, false);
+	sc->spill_start = sc->rx.rx_cons;
+	sc->spill_end = sc->rx.rx_cons + n;
+	sc->rx.cons_update_due = true;
+	sc_tx_push_locked(sc);
+	return true;
+}
+
+bool sc_failover_check_locked(struct smcr_conn *sc, long now)
+{
+	long since = now - sc->failover_ms;
+
+	if (!sc->failover_ms)
+		return false;
+	if (sc->err || sc->aborting || sc->rx.peer_abort || since >= SMCR_FAILOVER_WATCH_MS) {
+		sc_failover_unwatch_locked(sc);
+		return false;
+	}
+	if (since < SMCR_FAILOVER_SETTLE_MS || !sc_windows_shut(sc) || !sc_spill_locked(sc))
+		return false;
+	usmc_log(sc->lgr->sctx->log, USMC_LOG_INFO,
+		 "connection %08x: both ends wait on each other's window %ld ms after its "
+		 "failover (the peer's consumer cursor went with the old link): %llu bytes "
+		 "taken out of the RMB to open the peer's",
+		 sc->token, since, (unsigned long long)(sc->spill_end - sc->spill_start));
+	sc_failover_unwatch_locked(sc);
+	return true;
+}
+
 /* ---- reading --------------------------------------------------------- */
+
+/* Copy @n bytes of the stream from @pos into @iov past its first @skip:
+ * those below spill_end from the spill, the rest from the RMB. With the
+ * lock dropped: the reader's turn keeps the spill. */
+static void sc_rx_copy_out(struct smcr_conn *sc, uint64_t pos, const struct iovec *iov, int iovcnt,
+			   size_t skip, size_t n)
+{
+	if (sc->spill && pos < sc->spill_end) {
+		size_t k = sc->spill_end - pos < n ? (size_t)(sc->spill_end - pos) : n;
+
+		smcr_ring_copy(sc->spill, (uint32_t)(sc->spill_end - sc->spill_start),
+			       pos - sc->spill_start, iov, iovcnt, skip, k, false);
+		pos += k;
+		skip += k;
+		n -= k;
+	}
+	if (n)
+		smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len, pos, iov, iovcnt, skip, n, false);
+}
 
 /* Tell the peer about consumed bytes when it matters (net/smc/smc_tx.c
  * smc_tx_consumer_update(), with smc_rx.c smc_rx_update_consumer()'s limit),
@@ -154,7 +247,7 @@ void sc_eof_answer_locked(struct smcr_conn *sc, uint32_t gen)
  * any cursor update it receives, net/smc/smc_cdc.c smc_cdc_msg_recv_action()). */
 static void sc_consumer_update_locked(struct smcr_conn *sc)
 {
-	uint64_t unconf = sc->rx.rx_cons - sc->rx.rx_cons_sent;
+	uint64_t unconf = sc_rx_credit(sc) - sc->rx.rx_cons_sent;
 	uint64_t limit = sc->rx.rmb_len / 10 > SMCR_CONS_UPDATE_MIN ? sc->rx.rmb_len / 10
 								    : SMCR_CONS_UPDATE_MIN;
 	uint64_t quarter = sc->rx.rmb_len / 4 > SMCR_CONS_UPDATE_MIN ? sc->rx.rmb_len / 4
@@ -220,11 +313,13 @@ static size_t sc_rx_copy_locked(struct smcr_conn *sc, const struct iovec *iov, i
 	if (n > piece)
 		n = piece;
 	pthread_mutex_unlock(&sc->lock);
-	smcr_ring_copy(sc->rmb->addr, sc->rx.rmb_len, pos, iov, iovcnt, done, n, false);
+	sc_rx_copy_out(sc, pos, iov, iovcnt, done, n);
 	pthread_mutex_lock(&sc->lock);
 	if (!(flags & MSG_PEEK)) {
 		sc->rx.rx_cons += n;
 		sc->sent_since_read = false;
+		if (sc->spill && sc->rx.rx_cons >= sc->spill_end)
+			sc_spill_free_locked(sc); /* read: the RMB has the rest */
 		sc_consumer_update_locked(sc);
 	}
 	return n;

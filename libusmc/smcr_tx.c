@@ -11,6 +11,7 @@
 
 #include "cdc.h"
 #include "cdc_rx.h"
+#include "clock.h"
 #include "smcr_conn.h"
 #include "smcr_conn_int.h"
 #include "smcr_ring.h"
@@ -114,7 +115,7 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 		.seqno = (uint16_t)(sc->tx_seq + 1),
 		.token = sc->peer_token,
 		.prod = cdc_rx_curs_of(sc->rx.tx_sent + n, sc->rx.peer_len),
-		.cons = cdc_rx_curs_of(sc->rx.rx_cons, sc->rx.rmb_len),
+		.cons = cdc_rx_curs_of(sc_rx_credit(sc), sc->rx.rmb_len),
 		.prod_flags = (uint8_t)((blocked ? CDC_PF_WRITE_BLOCKED : 0) |
 					(sc->eof_ask ? CDC_PF_CONS_CURS_UPD_REQ : 0)),
 		.conn_state_flags = sc_state_flags(sc, all_sent),
@@ -146,7 +147,7 @@ static bool sc_tx_push_one_locked(struct smcr_conn *sc)
 	sc->tx_seq = m.seqno;
 	sc->tx_resync = false;
 	sc->rx.tx_sent += n;
-	sc->rx.rx_cons_sent = sc->rx.rx_cons;
+	sc->rx.rx_cons_sent = sc_rx_credit(sc);
 	sc->rx.cons_update_due = false;
 	if (sc->eof_ask) /* behind the question: when its answer comes, so has the peer's */
 		sc->eof_barrier = smcr_llc_barrier(sc->lgr);
@@ -213,6 +214,10 @@ static bool sc_switch_locked(struct smcr_conn *sc, int to)
 	sc->tx_resync = true;
 	sc->tx_pending = false;
 	sc_tx_push_locked(sc);
+	/* the peer's CDCs lost with the old link: smcr_conn.h */
+	if (!sc->failover_ms)
+		atomic_fetch_add(&sc->lgr->failover_watches, 1);
+	sc->failover_ms = clock_now_ms();
 	return true;
 }
 
