@@ -110,6 +110,7 @@ static void run_killed(bool busy)
 	rc = usmc_accept(lst, 0, &s);
 	CHECK(!rc, "accept: %s", usmc_strerror(rc));
 	expect_smcr(s, "server");
+	printf("accepted over SMC-R\n");
 	fd = usmc_conn_fd(s);
 	CHECK(fd >= 0, "usmc_conn_fd: %s", usmc_strerror(fd));
 	for (t0 = mono_s(); mono_s() - t0 < KILLED_STREAM_S;) {
@@ -120,6 +121,7 @@ static void run_killed(bool busy)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	t_kill = mono_s();
+	printf("client killed after %.1f MiB\n", (double)got / (1 << 20));
 	while ((n = poll_then_recv(s, fd, buf, sizeof(buf))) > 0)
 		got += (uint64_t)n;
 	printf("busy-poll %s: %.1f MiB read, then %s %.2f s after the kill\n", busy ? "on" : "off",
@@ -129,6 +131,7 @@ static void run_killed(bool busy)
 	      mono_s() - t_kill);
 	CHECK(!usmc_close(s), "close");
 	CHECK(!usmc_listener_close(lst), "listener close");
+	printf("closed; destroying the context\n");
 	CHECK(!usmc_ctx_destroy(cs), "ctx destroy");
 }
 
@@ -408,6 +411,8 @@ int main(int argc, char **argv)
 	const char *sc = argc > 1 ? argv[1] : "";
 
 	signal(SIGPIPE, SIG_IGN);
+	/* a line as it is printed: a run that hangs shows how far it got */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(sc, "killed_poll"))
 		run_killed(false);
 	else if (!strcmp(sc, "killed_busypoll"))
