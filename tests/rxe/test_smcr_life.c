@@ -985,6 +985,9 @@ static void run_regmem(void)
 	long waited = 0;
 
 	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_REG_MEM_MAX, REGMEM_BUDGET), "setopt REG_MEM_MAX");
+	/* one link: a second registers every buffer again, on its own PD,
+	 * and the budget is one link's (its try would count as refused) */
+	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_MAX_LINKS, 1), "setopt MAX_LINKS");
 	CHECK(!usmc_listener_setopt(lst, USMC_OPT_RMB_SIZE, REGMEM_BUF), "setopt RMB_SIZE");
 	c = connect_b(cc);
 	s = accept_one();
