@@ -336,20 +336,24 @@ static bool lgr_mark_dead(struct lgr *lgr, bool *was_active)
 }
 
 /* The orderly DELETE_LINK of a link group we end (net/smc/smc_llc.c
- * smc_llc_send_delete_link() with SMC_LLC_DEL_PROG_INIT_TERM). */
-static void lgr_send_delete_link(struct lgr *lgr)
+ * smc_llc_send_delete_link() with SMC_LLC_DEL_PROG_INIT_TERM), over @via. */
+static void lgr_send_delete_link(struct lgr *lgr, struct smcr_link *via)
 {
 	struct llc_msg m = {.version = LLC_V2,
 			    .type = LLC_DELETE_LINK,
 			    .flags = LLC_FLAG_DEL_LINK_ALL | LLC_FLAG_DEL_LINK_ORDERLY,
 			    .delete_link = {.reason = LLC_DEL_PROG_INIT_TERM}};
 
-	if (smcr_llc_send_force(lgr, &m) == 0)
+	if (smcr_llc_send_force(lgr, via, &m) == 0)
 		usleep(LGR_DELETE_LINK_DRAIN_MS * 1000); /* one bounded wait, not a loop */
 }
 
 void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 {
+	/* the link the LLC goes over, picked while the links are up: after a
+	 * failover the first link may be the one that failed, where the
+	 * peer would never get our DELETE_LINK and keep its link group */
+	struct smcr_link *via = &lgr->lnk[smcr_llc_link_slot(lgr)];
 	struct smcr_conn *list[SMCR_MAX_CONNS];
 	bool was_active;
 	int n;
@@ -360,7 +364,7 @@ void lgr_terminate(struct lgr *lgr, int err, bool send_delete)
 		 "link group %x down%s: %s", lgr->id, was_active ? "" : " before it was up",
 		 log_errname(err));
 	if (was_active && send_delete)
-		lgr_send_delete_link(lgr);
+		lgr_send_delete_link(lgr, via);
 	for (int i = 0; i < SMCR_LINKS_MAX; i++)
 		smcr_link_qp_error(&lgr->lnk[i]);
 	n = lgr_conns_get(lgr, list);

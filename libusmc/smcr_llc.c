@@ -105,9 +105,9 @@ int smcr_llc_send_on(struct lgr *lgr, struct smcr_link *lnk, const struct llc_ms
 	return llc_post(lgr, lnk, m, SMCR_SQ_LLC);
 }
 
-int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m)
+int smcr_llc_send_force(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m)
 {
-	return llc_post(lgr, llc_link(lgr), m, SMCR_SQ_LLC_FORCE);
+	return llc_post(lgr, lnk, m, SMCR_SQ_LLC_FORCE);
 }
 
 /* user_data of a barrier's TEST_LINK: this tag, then the generation (big

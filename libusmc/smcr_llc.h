@@ -99,8 +99,9 @@ int smcr_llc_link_slot(struct lgr *lgr);
 int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m);
 /* The same on link @lnk (a CONFIRM_LINK goes on the link it confirms). */
 int smcr_llc_send_on(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m);
-/* The same on a DEAD link group: its last words (DELETE_LINK). */
-int smcr_llc_send_force(struct lgr *lgr, const struct llc_msg *m);
+/* The same on a DEAD link group: its last words (DELETE_LINK), on @lnk,
+ * the link the LLC went over while it lived (smcr_llc_link_slot()). */
+int smcr_llc_send_force(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m);
 
 /*
  * smcr_llc_flow() - send @req and wait for its response (SMCR_LLC_WAIT_MS),

@@ -3,7 +3,8 @@
  * A link group of one ACTIVE link built by hand around fakes of the verbs
  * calls, for unit tests of what a connection or the LLC sends: the QP's
  * post_send records the first 44 bytes (one LLC or CDC message) of each
- * post's first entry in fake_sent[], its CQs complete nothing, and the
+ * post's first entry in fake_sent[] (and the QP in fake_sent_qp[]), its
+ * CQs complete nothing, and the
  * pools register through a hook that hands out a new pair of keys each
  * time (fake_regs, fake_deregs count them). No device.
  */
@@ -28,13 +29,14 @@
 #define FAKE_KEY_BASE 0x5000u
 
 static uint8_t fake_sent[FAKE_SENT_MAX][LLC_MSG_LEN];
+static struct ibv_qp *fake_sent_qp[FAKE_SENT_MAX];
 static int fake_nsent;
 
 static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	(void)qp;
 	(void)bad;
 	assert_true(fake_nsent < FAKE_SENT_MAX);
+	fake_sent_qp[fake_nsent] = qp;
 	memcpy(fake_sent[fake_nsent++], (const void *)(uintptr_t)wr->sg_list[0].addr, LLC_MSG_LEN);
 	return 0;
 }
