@@ -26,7 +26,6 @@
 #include "cdc.h"
 #include "cdc_rx.h"
 #include "lgr.h"
-#include "lgr_int.h"
 #include "llc.h"
 #include "smcr_conn.h"
 #include "smcr_conn_int.h"
@@ -68,20 +67,6 @@ static void peer_cdc(struct fake *f, struct smcr_conn *sc, uint16_t seq, uint64_
 	f->lgr->ops->cdc_rx(f->lgr, buf, sizeof(buf));
 }
 
-/* The link group's second link, on the fake QP as the first. */
-static void add_second_link(struct fake *f)
-{
-	const struct smcr_dev dev = {0};
-	struct smcr_link *lnk = &f->lgr->lnk[OTHER_SLOT];
-
-	lgr_link_init_slot(f->lgr, OTHER_SLOT, &dev);
-	lnk->state = SMCR_LNK_ACTIVE;
-	lnk->qp = &f->qp;
-	lnk->rcq = &fake_rcq;
-	lnk->scq = &fake_scq;
-	lnk->max_inline = SMCR_MAX_INLINE;
-}
-
 /*
  * A connection jammed as kcli-silent left one: the peer wrote our whole
  * RMB and we told it nothing back; we wrote the peer's whole RMB and have
@@ -97,7 +82,7 @@ static struct smcr_conn *jammed_conn(struct fake *f)
 					   .size_class = 0};
 	struct smcr_conn *sc;
 
-	add_second_link(f);
+	fake_add_link(f, OTHER_SLOT, &f->qp);
 	assert_int_equal(smcr_conn_new(f->lgr, RING, RING, &sc), 0);
 	assert_int_equal(smcr_conn_set_peer(sc, &peer), 0);
 	assert_int_equal(lgr_rtoken_set(&f->lgr->rtok, sc->peer_rtok, OTHER_SLOT, 0x2222, 0x200000),
@@ -117,6 +102,26 @@ static void fail_over(struct fake *f, struct smcr_conn *sc)
 {
 	assert_true(f->lgr->ops->switch_link(sc, LGR_FIRST_LINK, OTHER_SLOT));
 	assert_int_equal(atomic_load(&f->lgr->failover_watches), 1);
+}
+
+/* A jammed connection on a fresh fake link group, just failed over. */
+static struct smcr_conn *failed_over(struct fake *f)
+{
+	struct smcr_conn *sc;
+
+	fake_open(f);
+	sc = jammed_conn(f);
+	fail_over(f, sc);
+	return sc;
+}
+
+/* The progress thread's tick: did it post anything? */
+static bool tick_sends(struct fake *f)
+{
+	int sent = fake_nsent;
+
+	f->lgr->ops->tick(f->lgr);
+	return fake_nsent > sent;
 }
 
 /* The watch, if on, as if its switch were @ms ago. */
@@ -155,7 +160,6 @@ static void finish(struct fake *f, struct smcr_conn *sc)
 	}
 	smcr_conn_discard(sc);
 	assert_int_equal(atomic_load(&f->lgr->failover_watches), 0);
-	pthread_mutex_destroy(&f->lgr->lnk[OTHER_SLOT].sq.lock);
 	fake_close(f);
 }
 
@@ -187,20 +191,13 @@ static void read_stream(struct smcr_conn *sc, uint64_t from, size_t n)
 static void test_jam_spills_and_stream_stays_whole(void **state)
 {
 	struct fake f;
-	struct smcr_conn *sc;
+	struct smcr_conn *sc = failed_over(&f);
 	struct cdc_msg m;
-	int sent;
 
 	(void)state;
-	fake_open(&f);
-	sc = jammed_conn(&f);
-	fail_over(&f, sc);
-	sent = fake_nsent; /* the switch's CDC */
-	f.lgr->ops->tick(f.lgr);
-	assert_int_equal(fake_nsent, sent); /* too soon: the peer may answer it */
+	assert_false(tick_sends(&f)); /* too soon: the peer may answer the switch */
 	switched_ago(sc, SMCR_FAILOVER_SETTLE_MS);
-	f.lgr->ops->tick(f.lgr);
-	assert_int_equal(fake_nsent, sent + 1);
+	assert_true(tick_sends(&f));
 	m = last_cdc();
 	assert_int_equal(m.cons.wrap, 0);
 	assert_int_equal(m.cons.count, SMCR_FAILOVER_SPILL);	    /* room told */
@@ -222,21 +219,24 @@ static void test_jam_spills_and_stream_stays_whole(void **state)
 static void test_peer_cdc_ends_watch(void **state)
 {
 	struct fake f;
-	struct smcr_conn *sc;
-	int sent;
+	struct smcr_conn *sc = failed_over(&f);
 
 	(void)state;
-	fake_open(&f);
-	sc = jammed_conn(&f);
-	fail_over(&f, sc);
 	peer_cdc(&f, sc, 1, RING, 0);
 	assert_int_equal(atomic_load(&f.lgr->failover_watches), 0);
 	switched_ago(sc, SMCR_FAILOVER_SETTLE_MS);
-	sent = fake_nsent;
-	f.lgr->ops->tick(f.lgr);
-	assert_int_equal(fake_nsent, sent);
+	assert_false(tick_sends(&f));
 	assert_null(sc->spill);
 	finish(&f, sc);
+}
+
+/* @sc's reader copying (its turn taken), and what our send has prepared. */
+static void set_reader_and_send(struct smcr_conn *sc, bool reader, uint64_t prep)
+{
+	pthread_mutex_lock(&sc->lock);
+	sc->rx_user = reader;
+	sc->tx_prep = prep;
+	pthread_mutex_unlock(&sc->lock);
 }
 
 /* A reader copying out of the RMB (its turn, the lock dropped) would read
@@ -246,32 +246,18 @@ static void test_peer_cdc_ends_watch(void **state)
 static void test_no_spill_under_reader_or_open_window(void **state)
 {
 	struct fake f;
-	struct smcr_conn *sc;
-	int sent;
+	struct smcr_conn *sc = failed_over(&f);
 
 	(void)state;
-	fake_open(&f);
-	sc = jammed_conn(&f);
-	fail_over(&f, sc);
 	switched_ago(sc, SMCR_FAILOVER_SETTLE_MS);
-	sent = fake_nsent;
-	pthread_mutex_lock(&sc->lock);
-	sc->rx_user = true;
-	pthread_mutex_unlock(&sc->lock);
-	f.lgr->ops->tick(f.lgr);
-	assert_int_equal(fake_nsent, sent);
-	pthread_mutex_lock(&sc->lock);
-	sc->rx_user = false;
-	sc->tx_prep = sc->rx.tx_sent; /* all our bytes are in the peer's RMB */
-	pthread_mutex_unlock(&sc->lock);
-	f.lgr->ops->tick(f.lgr);
-	assert_int_equal(fake_nsent, sent);
+	set_reader_and_send(sc, true, RING + UNSENT);
+	assert_false(tick_sends(&f));
+	/* all our bytes are in the peer's RMB: our send waits on nothing */
+	set_reader_and_send(sc, false, RING);
+	assert_false(tick_sends(&f));
 	assert_int_equal(atomic_load(&f.lgr->failover_watches), 1);
-	pthread_mutex_lock(&sc->lock);
-	sc->tx_prep = RING + UNSENT; /* our send waits again */
-	pthread_mutex_unlock(&sc->lock);
-	f.lgr->ops->tick(f.lgr);
-	assert_int_equal(fake_nsent, sent + 1);
+	set_reader_and_send(sc, false, RING + UNSENT); /* it waits again */
+	assert_true(tick_sends(&f));
 	assert_non_null(sc->spill);
 	finish(&f, sc);
 }
@@ -281,17 +267,11 @@ static void test_no_spill_under_reader_or_open_window(void **state)
 static void test_watch_runs_out(void **state)
 {
 	struct fake f;
-	struct smcr_conn *sc;
-	int sent;
+	struct smcr_conn *sc = failed_over(&f);
 
 	(void)state;
-	fake_open(&f);
-	sc = jammed_conn(&f);
-	fail_over(&f, sc);
 	switched_ago(sc, SMCR_FAILOVER_WATCH_MS);
-	sent = fake_nsent;
-	f.lgr->ops->tick(f.lgr);
-	assert_int_equal(fake_nsent, sent);
+	assert_false(tick_sends(&f));
 	assert_int_equal(atomic_load(&f.lgr->failover_watches), 0);
 	finish(&f, sc);
 }

@@ -23,7 +23,6 @@
 
 #include "bufpool.h"
 #include "lgr.h"
-#include "lgr_int.h"
 #include "llc.h"
 #include "smcr_conn.h"
 #include "smcr_llc.h"
@@ -47,27 +46,6 @@ int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 
 static struct ibv_qp second_qp;
 
-/* The link group's second link, ACTIVE, on a QP of its own. */
-static void add_second_link(struct fake *f)
-{
-	const struct smcr_dev dev = {0};
-	struct smcr_link *lnk = &f->lgr->lnk[SECOND_SLOT];
-
-	lgr_link_init_slot(f->lgr, SECOND_SLOT, &dev);
-	second_qp.context = &f->ib;
-	lnk->state = SMCR_LNK_ACTIVE;
-	lnk->qp = &second_qp;
-	lnk->rcq = &fake_rcq;
-	lnk->scq = &fake_scq;
-	lnk->max_inline = SMCR_MAX_INLINE;
-}
-
-static void end_fake(struct fake *f)
-{
-	pthread_mutex_destroy(&f->lgr->lnk[SECOND_SLOT].sq.lock);
-	fake_close(f);
-}
-
 /* The one DELETE_LINK sent: ALL, orderly, on @qp. */
 static void assert_delete_all_on(struct ibv_qp *qp)
 {
@@ -89,13 +67,13 @@ static void test_end_after_failover_goes_over_survivor(void **state)
 
 	(void)state;
 	fake_open(&f);
-	add_second_link(&f);
+	fake_add_link(&f, SECOND_SLOT, &second_qp);
 	atomic_store(&f.lnk->state, SMCR_LNK_INACTIVE); /* the first link failed */
 	qp_errors = 0;
 	lgr_terminate(f.lgr, -ECONNABORTED, true);
 	assert_delete_all_on(&second_qp);
 	assert_int_equal(qp_errors, 2); /* and both QPs went to ERR */
-	end_fake(&f);
+	fake_close(&f);
 }
 
 /* Both links up: the first, as ever. */
@@ -105,10 +83,10 @@ static void test_end_with_both_links_goes_over_first(void **state)
 
 	(void)state;
 	fake_open(&f);
-	add_second_link(&f);
+	fake_add_link(&f, SECOND_SLOT, &second_qp);
 	lgr_terminate(f.lgr, -ECONNABORTED, true);
 	assert_delete_all_on(&f.qp);
-	end_fake(&f);
+	fake_close(&f);
 }
 
 int main(void)

@@ -20,6 +20,7 @@
 
 #include "bufpool.h"
 #include "lgr.h"
+#include "lgr_int.h"
 #include "llc.h"
 #include "smcr_conn.h"
 #include "smcr_llc.h"
@@ -82,7 +83,8 @@ struct fake {
 	struct ibv_context ib;
 	struct ibv_qp qp;
 	struct lgr *lgr;
-	struct smcr_link *lnk; /* its one link, the first */
+	struct smcr_link *lnk; /* its first link */
+	uint8_t added;	       /* the slots fake_add_link() filled, a bit each */
 };
 
 /* An active link group of one link, its pools on the fake hook. */
@@ -127,6 +129,23 @@ static void fake_open(struct fake *f)
 	fake_regs = fake_deregs = 0;
 }
 
+/* One more ACTIVE link, in slot @slot, on @qp (its own QP, or the first
+ * link's: fake_sent_qp[] tells them apart). */
+static inline void fake_add_link(struct fake *f, int slot, struct ibv_qp *qp)
+{
+	const struct smcr_dev dev = {0};
+	struct smcr_link *lnk = &f->lgr->lnk[slot];
+
+	lgr_link_init_slot(f->lgr, slot, &dev);
+	qp->context = &f->ib;
+	lnk->state = SMCR_LNK_ACTIVE;
+	lnk->qp = qp;
+	lnk->rcq = &fake_rcq;
+	lnk->scq = &fake_scq;
+	lnk->max_inline = SMCR_MAX_INLINE;
+	f->added |= (uint8_t)(1u << slot);
+}
+
 static void fake_close(struct fake *f)
 {
 	struct lgr *lgr = f->lgr;
@@ -137,6 +156,9 @@ static void fake_close(struct fake *f)
 	close(lgr->eng.set.progress_fd);
 	pthread_mutex_destroy(&lgr->eng.lock);
 	pthread_mutex_destroy(&lgr_conn_link(lgr)->sq.lock);
+	for (int i = 0; i < SMCR_LINKS_MAX; i++)
+		if (f->added & (1u << i))
+			pthread_mutex_destroy(&lgr->lnk[i].sq.lock);
 	smcr_llc_fini(&lgr->llc);
 	lgr_rtoken_fini(&lgr->rtok);
 	pthread_mutex_destroy(&lgr->lock);
