@@ -3,8 +3,8 @@
  * A link group's last words (lgr.c lgr_terminate()): the orderly
  * DELETE_LINK ALL goes over the link the LLC spoke on while the link
  * group lived. After a failover that is not the first link, which failed:
- * posted there, the DELETE_LINK never reached the peer, and a kernel peer
- * kept its link group until its own TEST_LINK gave up. No device: the
+ * posted there, the DELETE_LINK never reached the peer (a kernel peer's
+ * link group was seen to outlive one run into the next). No device: the
  * fake link group of tests/common/fake_lgr.h with a second link, and
  * ibv_modify_qp() wrapped (the links' QPs go to ERR at the end).
  */
