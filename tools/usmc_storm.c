@@ -47,7 +47,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <linux/smc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -70,7 +69,7 @@
 #include "clc.h" /* libusmc's wire codecs, to read the DECLINE */
 #include "linux_proposal.h"
 #include "mono_clock.h"
-#include "smc_nl.h"
+#include "smc_kstats.h"
 
 #define MSG_SIZE	64
 #define MAX_EVENTS	256
@@ -715,67 +714,13 @@ static void *client_main(void *arg)
 
 /* ---- the kernel's SMC statistics (generic netlink) ----------------------- */
 
-struct kstats {
-	uint64_t clnt_smcr, srv_smcr, clnt_hs_err, srv_hs_err;
-};
-
-static struct kstats kstats0; /* at the start of the run */
-
-/* SMC_NLA_STATS_SMCR_TECH: handshakes done, v1 and v2 */
-static void kstats_smcr(const struct nlattr *attrs, size_t len, struct kstats *ks)
-{
-	for_each_nlattr(a, attrs, len)
-	{
-		switch (nla_type_of(a)) {
-		case SMC_NLA_STATS_T_CLNT_V1_SUCC:
-		case SMC_NLA_STATS_T_CLNT_V2_SUCC:
-			ks->clnt_smcr += nla_u64_of(a);
-			break;
-		case SMC_NLA_STATS_T_SRV_V1_SUCC:
-		case SMC_NLA_STATS_T_SRV_V2_SUCC:
-			ks->srv_smcr += nla_u64_of(a);
-			break;
-		}
-	}
-}
-
-static int stats_cb(const struct nlmsghdr *h, void *arg)
-{
-	struct kstats *ks = arg;
-
-	for_each_nlattr(top, genl_attrs(h), genl_attrlen(h))
-	{
-		if (nla_type_of(top) != SMC_GEN_STATS)
-			continue;
-		for_each_nlattr(a, nla_data_of(top), nla_len_of(top))
-		{
-			switch (nla_type_of(a)) {
-			case SMC_NLA_STATS_SMCR_TECH:
-				kstats_smcr(nla_data_of(a), nla_len_of(a), ks);
-				break;
-			case SMC_NLA_STATS_CLNT_HS_ERR_CNT:
-				ks->clnt_hs_err = nla_u64_of(a);
-				break;
-			case SMC_NLA_STATS_SRV_HS_ERR_CNT:
-				ks->srv_hs_err = nla_u64_of(a);
-				break;
-			}
-		}
-	}
-	return 0;
-}
+static struct smc_kstats kstats0; /* at the start of the run */
 
 /* The kernel's SMC counters of this network namespace; dies without them. */
-static void kstats_read(struct kstats *ks)
+static void kstats_read(struct smc_kstats *ks)
 {
-	union nlbuf req;
-	int rc;
+	int rc = smc_kstats_read(ks);
 
-	memset(ks, 0, sizeof(*ks));
-	rc = genl_start(&req, SMC_GENL_FAMILY_NAME, SMC_NETLINK_GET_STATS, SMC_GENL_FAMILY_VERSION,
-			NLM_F_DUMP);
-	if (!rc)
-		rc = nl_talk(NETLINK_GENERIC, &req, stats_cb, ks);
 	if (rc)
 		die("the kernel's SMC statistics (modprobe smc?)", -rc);
 }
@@ -878,12 +823,6 @@ static void sleep_s(int s)
 		;
 }
 
-/* The SMC-R handshakes the kernel completed since the start, on one side. */
-static uint64_t kstats_delta(uint64_t now, uint64_t then)
-{
-	return now > then ? now - then : 0;
-}
-
 static double tv_us(const struct timeval *tv)
 {
 	return (double)tv->tv_sec * 1e6 + (double)tv->tv_usec;
@@ -905,7 +844,7 @@ static double run_csw(void)
 
 /* Prints the clients' part of the result line; returns their errors. */
 static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
-			       const struct kstats *ks)
+			       const struct smc_kstats *ks)
 {
 	uint64_t reqs = 0, errors = 0, busy = 0, connects = 0, drained = 0, abandoned = 0;
 	uint64_t smcr = 0, tcp = 0, hs_err = 0;
@@ -934,9 +873,9 @@ static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
 		tcp = cs.fallbacks;
 		hs_err = cs.hs_errors;
 	} else if (cfg.client == K_SMC) {
-		smcr = kstats_delta(ks->clnt_smcr, kstats0.clnt_smcr);
+		smcr = smc_kstats_delta(ks->clnt_smcr, kstats0.clnt_smcr);
 		tcp = connects > smcr ? connects - smcr : 0;
-		hs_err = kstats_delta(ks->clnt_hs_err, kstats0.clnt_hs_err);
+		hs_err = smc_kstats_delta(ks->clnt_hs_err, kstats0.clnt_hs_err);
 	}
 	printf(" clients=%d secs=%d reqs=%llu req_per_s=%.0f errors=%llu connect_p50_us=%u "
 	       "connect_p99_us=%u client_smcr=%llu client_tcp=%llu client_hs_errors=%llu "
@@ -954,7 +893,7 @@ static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
 }
 
 /* Prints the server's part of the result line; returns its errors. */
-static uint64_t report_server(const struct kstats *ks)
+static uint64_t report_server(const struct smc_kstats *ks)
 {
 	struct usmc_listener_stats st = {0};
 	struct usmc_ctx_stats cs = {0};
@@ -967,9 +906,9 @@ static uint64_t report_server(const struct kstats *ks)
 		tcp = st.fallbacks;
 		hs_err = st.hs_failed;
 	} else if (cfg.server == K_SMC) {
-		smcr = kstats_delta(ks->srv_smcr, kstats0.srv_smcr);
+		smcr = smc_kstats_delta(ks->srv_smcr, kstats0.srv_smcr);
 		tcp = srv_accepted > smcr ? srv_accepted - smcr : 0;
-		hs_err = kstats_delta(ks->srv_hs_err, kstats0.srv_hs_err);
+		hs_err = smc_kstats_delta(ks->srv_hs_err, kstats0.srv_hs_err);
 	}
 	printf(" srv_accepted=%llu srv_reqs=%llu srv_smcr=%llu srv_tcp=%llu srv_congested=%llu "
 	       "srv_errors=%llu hs_failed=%llu hs_queue_high=%u backlog_full=%llu "
@@ -988,7 +927,7 @@ static uint64_t report_server(const struct kstats *ks)
 /* Prints the result line; returns the number of errors on both sides. */
 static uint64_t report(const struct cthread *ct, uint64_t elapsed_us)
 {
-	struct kstats ks = {0};
+	struct smc_kstats ks = {0};
 	uint64_t errors = 0;
 	struct usmc_ctx *uctx = sctx ? sctx : cctx;
 

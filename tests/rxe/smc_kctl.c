@@ -12,6 +12,9 @@
  *   smc_kctl pnet add <PNETID> eth <netdev> | ib <rdma dev>
  *   smc_kctl pnet flush           the pnet table (generic netlink
  *                                 SMC_PNETID): which devices share a network
+ *   smc_kctl stats                the kernel's SMC counters, one line of
+ *                                 key=value: SMC-R handshakes, fallbacks and
+ *                                 failed handshakes, client and server side
  *   smc_kctl diag                 kernel SMC sockets (smc_diag): mode
  *                                 (SMC-R / SMC-D / fallback), fallback reason,
  *                                 an SMC-R connection's cursors
@@ -33,6 +36,7 @@
 #include <linux/sock_diag.h>
 
 #include "reason.h"
+#include "smc_kstats.h"
 #include "smc_nl.h"
 
 #ifndef AF_SMC
@@ -453,6 +457,21 @@ static int cmd_diag(void)
 	return 0;
 }
 
+static int cmd_stats(void)
+{
+	struct smc_kstats ks;
+	int err = smc_kstats_read(&ks);
+
+	if (err)
+		die("the kernel's SMC statistics (modprobe smc?)", err);
+	printf("clnt_smcr=%llu srv_smcr=%llu clnt_fback=%llu srv_fback=%llu clnt_hs_err=%llu "
+	       "srv_hs_err=%llu\n",
+	       (unsigned long long)ks.clnt_smcr, (unsigned long long)ks.srv_smcr,
+	       (unsigned long long)ks.clnt_fback, (unsigned long long)ks.srv_fback,
+	       (unsigned long long)ks.clnt_hs_err, (unsigned long long)ks.srv_hs_err);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "ueid"))
@@ -465,9 +484,11 @@ int main(int argc, char **argv)
 		return cmd_links();
 	if (argc == 2 && !strcmp(argv[1], "diag"))
 		return cmd_diag();
+	if (argc == 2 && !strcmp(argv[1], "stats"))
+		return cmd_stats();
 	fprintf(stderr,
 		"usage: smc_kctl ueid add|del <EID> | ueid flush | ueid show\n"
 		"       smc_kctl pnet add <PNETID> eth <netdev> | ib <rdma dev> | pnet flush\n"
-		"       smc_kctl lgr | links | diag\n");
+		"       smc_kctl lgr | links | diag | stats\n");
 	return 2;
 }
