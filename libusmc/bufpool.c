@@ -256,25 +256,56 @@ static int bufpool_grow(struct bufpool *pool, uint8_t class, struct bufpool_buf 
 	return rc;
 }
 
+/*
+ * The budget's claimed buffers (each counted once per registration slot of
+ * @pool, as its growth would count them) reach its small_from: growths
+ * take the smallest class from here on (bufpool.h, struct bufpool_budget).
+ */
+static bool bufpool_budget_tight(const struct bufpool *pool)
+{
+	const struct bufpool_budget *b = pool->cfg.budget;
+	uint64_t from, slots;
+
+	if (!b)
+		return false;
+	from = atomic_load(&b->small_from);
+	slots = bufpool_nregs(atomic_load_explicit(&pool->reg_slots, memory_order_relaxed));
+	return from && atomic_load(&b->claimed) * slots >= from;
+}
+
+/* @buf of @class is its claimer's now: counted in use. */
+static void bufpool_claimed(struct bufpool *pool, uint8_t class, struct bufpool_buf *buf,
+			    struct bufpool_buf **out)
+{
+	*out = buf;
+	atomic_fetch_add_explicit(&pool->classes[class].in_use, 1, memory_order_relaxed);
+	if (pool->cfg.budget)
+		atomic_fetch_add(&pool->cfg.budget->claimed, bufpool_pinned_len(pool, class));
+}
+
 int bufpool_claim_class(struct bufpool *pool, uint8_t class, struct bufpool_buf **out)
 {
+	bool tight = bufpool_budget_tight(pool);
+	struct bufpool_buf *buf;
 	int rc = -EINVAL;
 
 	if (class > SMC_BUF_CLASS_MAX)
 		return -EINVAL;
-	/* As Linux __smc_buf_create: reuse, else grow, else try a smaller class. */
+	/* As Linux __smc_buf_create: reuse, else grow, else try a smaller
+	 * class; on a tight budget only the smallest class grows. */
 	for (int c = class; c >= 0; c--) {
 		struct bufpool_class *cls = &pool->classes[c];
 		uint32_t idx;
 
 		if (treiber_pop(&cls->free, &idx)) {
-			*out = &cls->slab[idx];
-			atomic_fetch_add_explicit(&cls->in_use, 1, memory_order_relaxed);
+			bufpool_claimed(pool, (uint8_t)c, &cls->slab[idx], out);
 			return 0;
 		}
-		rc = bufpool_grow(pool, (uint8_t)c, out);
+		if (tight && c > 0)
+			continue;
+		rc = bufpool_grow(pool, (uint8_t)c, &buf);
 		if (!rc) {
-			atomic_fetch_add_explicit(&cls->in_use, 1, memory_order_relaxed);
+			bufpool_claimed(pool, (uint8_t)c, buf, out);
 			return 0;
 		}
 	}
@@ -299,6 +330,8 @@ void bufpool_release_dirty(struct bufpool *pool, struct bufpool_buf *buf, size_t
 	/* No data leaks to the next holder; the push's release CAS publishes it. */
 	memset(buf->addr, 0, dirty < buf->len ? dirty : buf->len);
 	atomic_fetch_sub_explicit(&cls->in_use, 1, memory_order_relaxed);
+	if (pool->cfg.budget)
+		atomic_fetch_sub(&pool->cfg.budget->claimed, bufpool_pinned_len(pool, buf->class));
 	treiber_push(&cls->free, buf->index);
 }
 
@@ -370,6 +403,17 @@ static uint64_t bufpool_unmake_buf(struct bufpool *pool, struct bufpool_buf *buf
 	return (uint64_t)n * bufpool_pinned_len(pool, buf->class);
 }
 
+/* The bytes of the pool's claimed buffers, as its budget counts them. */
+static uint64_t bufpool_claimed_len(struct bufpool *pool)
+{
+	uint64_t len = 0;
+
+	for (int c = 0; c < SMC_BUF_CLASSES; c++)
+		len += atomic_load_explicit(&pool->classes[c].in_use, memory_order_relaxed) *
+		       bufpool_pinned_len(pool, (uint8_t)c);
+	return len;
+}
+
 /* Out of its budget's list: no shrink reaches it any more. */
 static void bufpool_budget_unlink(struct bufpool *pool)
 {
@@ -403,8 +447,10 @@ uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *r
 			pinned += bufpool_unmake_buf(pool, &cls->slab[i], &local);
 		}
 	}
-	if (pool->cfg.budget)
+	if (pool->cfg.budget) {
 		atomic_fetch_sub(&pool->cfg.budget->pinned, pinned);
+		atomic_fetch_sub(&pool->cfg.budget->claimed, bufpool_claimed_len(pool));
+	}
 	pthread_mutex_destroy(&pool->grow_lock);
 	bufpool_free_classes(pool);
 	free(pool);
@@ -418,7 +464,9 @@ uint32_t bufpool_destroy(struct bufpool *pool, struct bufpool_teardown_report *r
 void bufpool_budget_init(struct bufpool_budget *b, uint64_t max)
 {
 	atomic_init(&b->pinned, 0);
+	atomic_init(&b->claimed, 0);
 	atomic_init(&b->max, max);
+	atomic_init(&b->small_from, 0);
 	atomic_init(&b->shrinks, 0);
 	atomic_init(&b->refused, 0);
 	pthread_mutex_init(&b->lock, NULL);

@@ -158,10 +158,21 @@ struct bufpool;
  * buffer registered in two slots (two links' protection domains) counts
  * twice, as the kernel pins and counts the pages once per registration
  * (ib_umem_get() per ibv_reg_mr()).
+ *
+ * Past @small_from bytes of claimed buffers, a claim that finds no free
+ * buffer of its class grows the smallest class (16 KiB) instead. A context
+ * sets it to half a budget that is the kernel's RLIMIT_MEMLOCK: the kernel
+ * also counts what the budget does not see, and a process with the
+ * default 8 MiB would otherwise refuse its 62nd connection of 64 KiB
+ * buffers rather than give it smaller ones (docs/buffers.md).
  */
 struct bufpool_budget {
 	_Atomic uint64_t pinned;  /* bytes registered now by the pools */
+	_Atomic uint64_t claimed; /* bytes of the buffers claimed now, once each */
 	_Atomic uint64_t max;	  /* 0: no cap of ours */
+	/* claimed bytes (once per registration slot) past which growths take
+	 * the smallest class; 0: never */
+	_Atomic uint64_t small_from;
 	_Atomic uint64_t shrinks; /* free buffers deregistered to make room */
 	_Atomic uint64_t refused; /* registrations refused: no room made */
 	/* protects pools; taken before a pool's grow lock, never under one */

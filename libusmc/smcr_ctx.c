@@ -225,6 +225,11 @@ static bool smcr_pins_unlimited(void)
 	return d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK);
 }
 
+/* Of a budget that is RLIMIT_MEMLOCK, the claimed part past which new
+ * buffers are the smallest: the other half holds four times as many
+ * connections of 16 KiB buffers as of 64 KiB ones. */
+#define SMCR_REGMEM_SMALL_DIV 2
+
 /* The budget in bytes that USMC_OPT_REG_MEM_MAX @opt stands for, 0: none. */
 static uint64_t smcr_regmem_max(long opt)
 {
@@ -242,6 +247,9 @@ void smcr_ctx_regmem_apply(struct smcr_ctx *s, long opt)
 	uint64_t max = smcr_regmem_max(opt), pinned;
 
 	atomic_store(&s->regmem.max, max);
+	/* The kernel's limit, not one the user sized: past half of it new
+	 * buffers are the smallest (struct bufpool_budget) */
+	atomic_store(&s->regmem.small_from, opt ? 0 : max / SMCR_REGMEM_SMALL_DIV);
 	pinned = atomic_load(&s->regmem.pinned);
 	if (max && pinned > max)
 		bufpool_budget_shrink(&s->regmem, pinned - max);

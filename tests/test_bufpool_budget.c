@@ -4,7 +4,8 @@
  * bufpool_budget, a context's USMC_OPT_REG_MEM_MAX): the budget is never
  * passed, free buffers of any pool are deregistered to make room before a
  * growth is refused, an RMB the peer knows is reported before it goes, the
- * kernel's own limit (the hook's -ENOMEM) is met the same way, and the
+ * kernel's own limit (the hook's -ENOMEM) is met the same way, past
+ * small_from claimed bytes growths take the smallest class, and the
  * counts stay right. A fake registration hook stands in for ibv_reg_mr().
  */
 #include <errno.h>
@@ -104,6 +105,43 @@ static void test_budget_respected(void **state)
 	assert_int_equal(f.deregs, f.regs);
 	bufpool_budget_fini(&b);
 	assert_int_equal(f.errors, 0);
+	fake_reg_fini(&f);
+}
+
+/* Past small_from claimed bytes a claim with no free buffer of its class
+ * grows a 16 KiB one; a free buffer of its class is still taken; the
+ * claimed count follows claims, releases and the pool's end. */
+static void test_small_past_threshold(void **state)
+{
+	struct bufpool_budget b;
+	struct fake_reg f;
+	struct bufpool *pool;
+	struct bufpool_buf *bufs[4];
+
+	(void)state;
+	fake_init(&f);
+	bufpool_budget_init(&b, 16 * BUF);
+	atomic_store(&b.small_from, 2 * BUF);
+	pool = make_pool(&f, &b, BUFPOOL_RMB);
+	bufs[0] = claim(pool);
+	bufs[1] = claim(pool);
+	assert_int_equal(atomic_load(&b.claimed), 2 * BUF);
+	assert_int_equal(bufpool_claim(pool, BUF, &bufs[2]), 0);
+	assert_int_equal(bufs[2]->len, 16 * KiB);
+	assert_int_equal(atomic_load(&b.claimed), 2 * BUF + 16 * KiB);
+	bufpool_release(pool, bufs[0]);
+	bufs[3] = claim(pool); /* the free one, past the threshold too */
+	assert_ptr_equal(bufs[3], bufs[0]);
+	assert_int_equal(pool_total(pool), 2);
+	bufpool_release(pool, bufs[1]);
+	bufpool_release(pool, bufs[2]);
+	assert_int_equal(atomic_load(&b.claimed), BUF);
+	/* a pool that ends with a claimed buffer (a defect of its owner's)
+	 * takes it out of the count too */
+	assert_int_equal(bufpool_destroy(pool, NULL), 1);
+	assert_int_equal(atomic_load(&b.claimed), 0);
+	assert_int_equal(atomic_load(&b.pinned), 0);
+	bufpool_budget_fini(&b);
 	fake_reg_fini(&f);
 }
 
@@ -343,6 +381,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_budget_respected),
+		cmocka_unit_test(test_small_past_threshold),
 		cmocka_unit_test(test_idle_shrunk_before_refusal),
 		cmocka_unit_test(test_shrunk_rmb_reported),
 		cmocka_unit_test(test_kernel_limit_shrinks),

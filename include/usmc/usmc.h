@@ -253,7 +253,9 @@ enum usmc_opt {
 	 * kernel's own limit refuses, after the same shrink). 0 = the soft
 	 * RLIMIT_MEMLOCK when usmc_ctx_create() or usmc_ctx_setopt() runs, or
 	 * no cap if it is unlimited or the process has CAP_IPC_LOCK (the
-	 * kernel then pins without limit); -1 = no cap. Lowering it frees
+	 * kernel then pins without limit); past half of that limit in use,
+	 * new buffers are the smallest (16 KiB), so that an unprivileged
+	 * process's 8 MiB holds about 130 connections, not 62; -1 = no cap. Lowering it frees
 	 * free buffers at once (docs/buffers.md); the bytes pinned now:
 	 * usmc_ctx_stats().pinned_bytes. Env USMC_REG_MEM_MAX (not read by a
 	 * privileged process), default 0, range -1..LONG_MAX. */
