@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * A context's budget of registered memory (USMC_OPT_REG_MEM_MAX): what the
- * option stands for (RLIMIT_MEMLOCK by default, none where the kernel pins
- * without limit, an explicit size, none at -1, the environment's), and the
+ * option stands for (RLIMIT_MEMLOCK by default, half of which is filled
+ * with the buffers asked for and the rest with small ones; none where the
+ * kernel pins without limit, an explicit size, none at -1, the
+ * environment's), and the
  * link groups' pools counting against it through smcr_ctx_pool_config() as
  * usmc_ctx_stats() shows, a lowered budget shrinking them at once. Pools
  * on a fake registration hook stand in for a link group's.
@@ -99,10 +101,15 @@ static void test_option_values(void **state)
 	assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
 	had_ipc_lock = ipc_lock_effective(false); /* root pins without limit */
 	assert_int_equal(usmc_ctx_create(&ctx), 0);
-	if (rl.rlim_cur != RLIM_INFINITY)
+	if (rl.rlim_cur != RLIM_INFINITY) {
 		assert_int_equal(stats(ctx).pinned_max, rl.rlim_cur);
+		/* the kernel's limit: new buffers are small past half of it */
+		assert_int_equal(atomic_load(&ctx->rdma.regmem.small_from), rl.rlim_cur / 2);
+	}
 	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_REG_MEM_MAX, 1 * MiB), 0);
 	assert_int_equal(stats(ctx).pinned_max, 1 * MiB);
+	/* a size the user chose is filled with the buffers asked for */
+	assert_int_equal(atomic_load(&ctx->rdma.regmem.small_from), 0);
 	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_REG_MEM_MAX, -1), 0);
 	assert_int_equal(stats(ctx).pinned_max, 0);
 	assert_int_equal(usmc_ctx_setopt(ctx, USMC_OPT_REG_MEM_MAX, -2), -EINVAL);
