@@ -986,8 +986,10 @@ static void run_regmem(void)
 
 	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_REG_MEM_MAX, REGMEM_BUDGET), "setopt REG_MEM_MAX");
 	/* one link: a second registers every buffer again, on its own PD,
-	 * and the budget is one link's (its try would count as refused) */
-	CHECK(!usmc_ctx_setopt(cs, USMC_OPT_MAX_LINKS, 1), "setopt MAX_LINKS");
+	 * and the budget is one link's (its try would count as refused).
+	 * On the listener: it took its options from the context when it
+	 * was made, and the server's handshakes read them there */
+	CHECK(!usmc_listener_setopt(lst, USMC_OPT_MAX_LINKS, 1), "setopt MAX_LINKS");
 	CHECK(!usmc_listener_setopt(lst, USMC_OPT_RMB_SIZE, REGMEM_BUF), "setopt RMB_SIZE");
 	c = connect_b(cc);
 	s = accept_one();
