@@ -101,6 +101,9 @@ struct bufpool_buf {
 	 * release and claim (a pooled RMB stays known to the peer), and
 	 * bufpool_rekey() clears it (a new rkey is unknown to the peer). */
 	bool rkey_confirmed;
+	/* RMB: the link group's links_made when the peer was last told its
+	 * rkeys on every link (a first contact: 0); the holder's, as above */
+	unsigned int rkey_links;
 	/* private */
 	uint32_t index;	      /* slot in its class's slab */
 	struct bufpool_mr mr; /* registration slot 0's */

@@ -149,6 +149,10 @@ struct lgr {
 	atomic_bool al_refused;
 	uint8_t al_refused_gid[SMCR_GID_LEN];
 	atomic_uint reap_slots;
+	/* links made beyond the first (lgr_link_new(), before the slot goes
+	 * live): an RMB whose rkeys the peer was last told at another count
+	 * may lack one for a link (bufpool_buf.rkey_links, smcr_clc.c) */
+	atomic_uint links_made;
 
 	/* progress thread (lgr_progress.c) */
 	pthread_t thread;

@@ -79,6 +79,9 @@ int lgr_link_new(struct lgr *lgr, const struct smcr_dev *dev, uint8_t link_num,
 	if (slot < 0)
 		return slot;
 	lnk = &lgr->lnk[slot];
+	/* before the slot is live: an rkey check that sees two links live
+	 * sees the new count (smcr_clc.c rkey_known()) */
+	atomic_fetch_add(&lgr->links_made, 1);
 	lgr_link_init_slot(lgr, slot, dev);
 	lnk->link_num = link_num;
 	rc = smcr_link_create(lnk);

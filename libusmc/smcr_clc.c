@@ -207,14 +207,35 @@ void smcr_clc_rkey_request(const struct smcr_conn *sc, struct llc_msg *req)
  */
 /*
  * The peer holds our RMB's rkey already: it came back from the pool with
- * the rkey the peer confirmed. With more than one link up (or coming up) the RMB may have
- * sat in the pool when a link was added, which the peer never learnt its
- * rkey for (ADD_LINK names the RMBs in use): confirmed again, on every
- * link, as Linux does each time.
+ * the rkey the peer confirmed. With more than one link up (or coming up)
+ * the RMB may have sat in the pool when a link was added, which the peer
+ * never learnt its rkey for (ADD_LINK names the RMBs in use): then it is
+ * confirmed again, on every link, as Linux does each time. Not when no
+ * link was made since the peer was last told its rkeys on every link
+ * (its CONFIRM_RKEY, whose additional entries name the other links'; or
+ * the first contact, with one link): the link group's links_made is
+ * counted before a new link's slot goes live, so a link added since
+ * shows, and a CONFIRM_RKEY built before it, or while it came up
+ * (rkey_links_now()), counts as before it.
  */
 static bool rkey_known(struct lgr *lgr, const struct smcr_conn *sc)
 {
-	return sc->rmb->rkey_confirmed && lgr_links_live(lgr) < 2;
+	return sc->rmb->rkey_confirmed &&
+	       (lgr_links_live(lgr) < 2 || sc->rmb->rkey_links == atomic_load(&lgr->links_made));
+}
+
+/*
+ * What a CONFIRM_RKEY built now tells the peer: every link's rkey of the
+ * RMB, unless a link is still coming up. The peer may not know that one's
+ * number yet (it skips the entry), and the ADD_LINK's rkey list names
+ * only the RMBs in use when it was built: counted as not told, so the
+ * next reuse confirms it again.
+ */
+static unsigned int rkey_links_now(struct lgr *lgr)
+{
+	unsigned int n = atomic_load(&lgr->links_made);
+
+	return lgr_links_live(lgr) != lgr_links_active(lgr) ? n - 1 : n;
 }
 
 int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
@@ -223,6 +244,7 @@ int smcr_clc_confirm_rkey(struct lgr *lgr, struct smcr_conn *sc)
 
 	if (rkey_known(lgr, sc))
 		return 0;
+	sc->rkey_links = rkey_links_now(lgr);
 	smcr_clc_rkey_request(sc, &req);
 	return smcr_clc_rkey_answered(sc, smcr_llc_flow(lgr, &req, &resp), &resp);
 }
@@ -234,6 +256,7 @@ int smcr_clc_rkey_start(struct lgr *lgr, struct smcr_conn *sc, uint32_t *flow)
 	*flow = 0;
 	if (rkey_known(lgr, sc))
 		return 0;
+	sc->rkey_links = rkey_links_now(lgr);
 	smcr_clc_rkey_request(sc, &req);
 	return smcr_llc_flow_start(lgr, &req, flow);
 }
@@ -242,8 +265,10 @@ int smcr_clc_rkey_answered(struct smcr_conn *sc, int rc, const struct llc_msg *r
 {
 	if (!rc && (resp->flags & LLC_FLAG_RKEY_NEG))
 		rc = -EIO;
-	if (!rc)
+	if (!rc) {
 		sc->rmb->rkey_confirmed = true;
+		sc->rmb->rkey_links = sc->rkey_links;
+	}
 	return rc;
 }
 

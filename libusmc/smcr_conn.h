@@ -110,6 +110,9 @@ struct smcr_conn {
 	uint32_t token; /* ours: the peer writes it into its CDCs */
 	struct bufpool_buf *rmb, *sndbuf;
 	uint32_t snd_len;
+	/* the handshake's: lgr->links_made as its CONFIRM_RKEY was built,
+	 * the RMB's rkey_links once it is answered (smcr_clc.c) */
+	unsigned int rkey_links;
 
 	pthread_mutex_t lock; /* guards every block below (rx.rmb_len: set at creation) */
 	bool in_hs; /* with lock: between smcr_conn_new() and establish/discard: a handshake hold */
