@@ -59,7 +59,7 @@ static const struct opt_desc opt_table[USMC_OPT_COUNT_] = {
 	[USMC_OPT_SPIN] = {"USMC_SPIN", 1, 0, 1, OPT_ENV_TUNES},
 	[USMC_OPT_REG_MEM_MAX] = {"USMC_REG_MEM_MAX", 0, -1, LONG_MAX, OPT_ENV_PINS},
 	[USMC_OPT_ACCEPT_DIRECT] = {"USMC_ACCEPT_DIRECT", 1, 0, 1, OPT_ENV_TUNES},
-	[USMC_OPT_MAX_LINKS] = {"USMC_MAX_LINKS", 1, 1, 2, OPT_ENV_TUNES},
+	[USMC_OPT_MAX_LINKS] = {"USMC_MAX_LINKS", 2, 1, 2, OPT_ENV_TUNES},
 };
 
 static int parse_long(const char *s, long *out)

@@ -277,9 +277,9 @@ enum usmc_opt {
 	 * connections are spread over both, and move to the other when one
 	 * fails; 1: one link per link group, the peer's ADD_LINK rejected.
 	 * Advertised as max_links in the CLC v2.1 fields. Read at each
-	 * handshake. Env USMC_MAX_LINKS, default 1 (Linux's default is 2;
-	 * see docs/smcr.md "Not done yet"), range 1..2. Works with libusmc
-	 * and with the kernel's SMC-R at the other end. */
+	 * handshake. Env USMC_MAX_LINKS, default 2 (as Linux's
+	 * smcr_max_links_per_lgr), range 1..2. Works with libusmc and with
+	 * the kernel's SMC-R at the other end. */
 	USMC_OPT_MAX_LINKS,
 	USMC_OPT_COUNT_ /* not an option */
 };
