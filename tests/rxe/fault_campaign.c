@@ -412,30 +412,40 @@ static bool kernel_port_busy(int port)
 	return false;
 }
 
-static long saved_testlink = -1;
+/* The kernel's sysctls a run changes, each restored at exit to the value
+ * it had before the first change. */
+enum ksysctl_id { KS_TESTLINK, KS_MAXLINKS, KS_COUNT };
+static struct {
+	const char *path;
+	long saved; /* -1: not changed */
+} ksysctl[KS_COUNT] = {[KS_TESTLINK] = {TESTLINK_PATH, -1}, [KS_MAXLINKS] = {MAXLINKS_PATH, -1}};
 
-static void testlink_restore(void)
+static void ksysctl_restore(void)
 {
-	if (saved_testlink >= 0)
-		kpeer_sysctl_set(TESTLINK_PATH, saved_testlink);
+	for (int i = 0; i < KS_COUNT; i++)
+		if (ksysctl[i].saved >= 0)
+			kpeer_sysctl_set(ksysctl[i].path, ksysctl[i].saved);
+}
+
+/* Sets sysctl @i to @value for the rest of the run. */
+static void ksysctl_set(enum ksysctl_id i, long value)
+{
+	static bool restore_at_exit;
+
+	if (ksysctl[i].saved < 0) {
+		CHECK(!kpeer_sysctl_get(ksysctl[i].path, &ksysctl[i].saved), "read %s",
+		      ksysctl[i].path);
+		if (!restore_at_exit)
+			atexit(ksysctl_restore);
+		restore_at_exit = true;
+	}
+	CHECK(!kpeer_sysctl_set(ksysctl[i].path, value), "set %s", ksysctl[i].path);
 }
 
 /* The kernel's TEST_LINK idle time (read when a link is made). */
 static void kernel_testlink(long seconds)
 {
-	if (saved_testlink < 0) {
-		CHECK(!kpeer_sysctl_get(TESTLINK_PATH, &saved_testlink), "read %s", TESTLINK_PATH);
-		atexit(testlink_restore);
-	}
-	CHECK(!kpeer_sysctl_set(TESTLINK_PATH, seconds), "set %s", TESTLINK_PATH);
-}
-
-static long saved_maxlinks = -1;
-
-static void maxlinks_restore(void)
-{
-	if (saved_maxlinks >= 0)
-		kpeer_sysctl_set(MAXLINKS_PATH, saved_maxlinks);
+	ksysctl_set(KS_TESTLINK, seconds);
 }
 
 /*
@@ -454,11 +464,7 @@ static void maxlinks_restore(void)
  */
 static void kernel_max_links(long n)
 {
-	if (saved_maxlinks < 0) {
-		CHECK(!kpeer_sysctl_get(MAXLINKS_PATH, &saved_maxlinks), "read %s", MAXLINKS_PATH);
-		atexit(maxlinks_restore);
-	}
-	CHECK(!kpeer_sysctl_set(MAXLINKS_PATH, n), "set %s", MAXLINKS_PATH);
+	ksysctl_set(KS_MAXLINKS, n);
 }
 
 /* Kernel link groups made since @before (see kernel_peer.h). */
