@@ -140,16 +140,15 @@ static void lgr_busy_look(struct lgr *lgr, long *next_ms)
 
 /*
  * The epoll set follows the engine's links: a link the engine runs since
- * the last look (smcr_eng_link_add()) has its channel (unwatched until
- * lgr_ep_channels()) and its verbs context's async events added; one it
- * no longer runs has them removed, before its objects are destroyed.
+ * the last look (smcr_eng_link_add()) has its verbs context's async events
+ * added (its channel comes with the token: lgr_ep_channels()); one it no
+ * longer runs has them removed, before its objects are destroyed.
  */
 static void lgr_ep_links(struct lgr *lgr)
 {
 	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
 		struct smcr_link *lnk = smcr_eng_link(&lgr->eng, i);
 		struct smcr_link *had = lgr->ep_links[i];
-		struct epoll_event ch = {.events = 0, .data.u64 = LGR_EP_CH | (uint64_t)i};
 		struct epoll_event async = {.events = EPOLLIN,
 					    .data.u64 = LGR_EP_ASYNC | (uint64_t)i};
 
@@ -160,13 +159,11 @@ static void lgr_ep_links(struct lgr *lgr)
 			continue;
 		if (fcntl(lnk->ib->async_fd, F_SETFL,
 			  fcntl(lnk->ib->async_fd, F_GETFL) | O_NONBLOCK) ||
-		    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ch->fd, &ch) ||
 		    epoll_ctl(lgr->ep, EPOLL_CTL_ADD, lnk->ib->async_fd, &async)) {
 			/* no events from it: it cannot be run on its own */
 			usmc_log(lgr->sctx->log, USMC_LOG_INFO,
 				 "link group %x link %u: cannot watch its events: %s", lgr->id,
 				 lnk->link_num, log_errname(-errno));
-			epoll_ctl(lgr->ep, EPOLL_CTL_DEL, lnk->ch->fd, NULL);
 			lgr_link_error(lnk, -errno, false);
 			continue;
 		}
@@ -180,7 +177,8 @@ void lgr_ep_link_del(struct lgr *lgr, int slot)
 
 	if (!had)
 		return;
-	epoll_ctl(lgr->ep, EPOLL_CTL_DEL, had->ch->fd, NULL);
+	if (lgr->ch_watched[slot])
+		epoll_ctl(lgr->ep, EPOLL_CTL_DEL, had->ch->fd, NULL);
 	epoll_ctl(lgr->ep, EPOLL_CTL_DEL, had->ib->async_fd, NULL);
 	lgr->ep_links[slot] = NULL;
 	lgr->ch_watched[slot] = false;
@@ -188,21 +186,30 @@ void lgr_ep_link_del(struct lgr *lgr, int slot)
 
 /*
  * The channels in the progress thread's epoll set only while it holds the
- * token: an application owner reads them otherwise. Level-triggered: the
- * event read after each report clears it, so the registration changes only
- * when the token does, not once per event.
+ * token: an application owner (or an event loop) reads them otherwise.
+ * Out of the set, not in it with no events: epoll watches EPOLLERR and
+ * EPOLLHUP whatever it is asked, and the channel's wake-up carries no
+ * events to tell them apart (ib_uverbs wakes its queue without a key), so
+ * each completion would wake this thread inside epoll_wait() for nothing.
+ * Level-triggered: the event read after each report clears it, so the
+ * registration changes only when the token does, not once per event.
  */
 static void lgr_ep_channels(struct lgr *lgr, bool want)
 {
 	for (int i = 0; i < SMCR_LINKS_MAX; i++) {
 		struct smcr_link *lnk = lgr->ep_links[i];
-		struct epoll_event ch = {.events = want ? EPOLLIN : 0,
-					 .data.u64 = LGR_EP_CH | (uint64_t)i};
+		struct epoll_event ch = {.events = EPOLLIN, .data.u64 = LGR_EP_CH | (uint64_t)i};
 
 		if (!lnk || lgr->ch_watched[i] == want)
 			continue;
-		epoll_ctl(lgr->ep, EPOLL_CTL_MOD, lnk->ch->fd, &ch);
 		eng_count(&lgr->st, ENG_SYSCALLS, 1);
+		if (epoll_ctl(lgr->ep, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, lnk->ch->fd, &ch)) {
+			usmc_log(lgr->sctx->log, USMC_LOG_INFO,
+				 "link group %x link %u: cannot watch its channel: %s", lgr->id,
+				 lnk->link_num, log_errname(-errno));
+			lgr_link_error(lnk, -errno, false);
+			continue;
+		}
 		lgr->ch_watched[i] = want;
 	}
 }
