@@ -301,18 +301,31 @@ static int watch_change(struct ev_watch *w, uint32_t interest, void *user)
 	return 0;
 }
 
-void event_conn_forget(struct usmc_conn *c)
+/*
+ * The watch of @c ends. A USMC_EV_FD watch's descriptor needs the library's
+ * thread again, unless the connection is @closing: nobody polls it any
+ * more, and the close runs its completions as any close does (a lingering
+ * one itself, a background one at the progress thread's ticks).
+ */
+static void conn_unwatch(struct usmc_conn *c, bool closing)
 {
 	struct ev_watch *w = c->watch;
 
 	if (!w)
 		return;
 	c->watch = NULL;
-	if (w->fd < 0 && c->smcr)
+	if (w->via_fd && !closing)
+		smcr_conn_fd_loop(c->smcr, false);
+	else if (w->fd < 0 && c->smcr && !w->via_fd)
 		smcr_conn_watch(c->smcr, NULL, NULL); /* no more calls of the watch */
 	if (w->eng)
 		eng_detach(w->set, w->eng);
 	watch_drop(w);
+}
+
+void event_conn_forget(struct usmc_conn *c)
+{
+	conn_unwatch(c, true);
 }
 
 void event_listener_forget(struct usmc_listener *l)
@@ -327,18 +340,48 @@ void event_listener_forget(struct usmc_listener *l)
 
 #define EV_CONN_BITS (USMC_EV_READ | USMC_EV_WRITE | USMC_EV_HUP | USMC_EV_ERR)
 
+/*
+ * USMC_EV_FD: the connection's readiness descriptor stays what its user
+ * polls, and the set's polls run its link group's completions, so the
+ * descriptor no longer needs the library's thread (smcr_conn_fd_loop()).
+ * The watch is never queued: its interest is 0. Attached before the
+ * descriptor stops counting, so that someone always runs them.
+ */
+static int watch_via_fd(struct usmc_conn *c, struct usmc_evset *set, void *user)
+{
+	struct smcr_eng *e = smcr_conn_eng(c->smcr);
+	struct ev_watch *w;
+	int rc = watch_new(set, c, NULL, -1, 0, user, &w);
+
+	if (rc)
+		return rc;
+	w->via_fd = true;
+	rc = eng_attach(set, e);
+	if (rc) {
+		watch_drop(w);
+		return rc;
+	}
+	w->eng = e;
+	c->watch = w;
+	rc = smcr_conn_fd_loop(c->smcr, true);
+	if (rc)
+		conn_unwatch(c, false);
+	return rc;
+}
+
 int usmc_conn_watch(struct usmc_conn *c, uint32_t events, void *user)
 {
 	struct usmc_evset *set;
 	struct ev_watch *w;
+	bool via_fd = events == USMC_EV_FD;
 	int rc;
 
-	if (!c || (events & ~EV_CONN_BITS))
+	if (!c || (events & ~EV_CONN_BITS && !via_fd))
 		return -EINVAL;
 	if (ctx_forked(c->ctx))
 		return USMC_EFORKED;
 	if (!events) {
-		event_conn_forget(c);
+		conn_unwatch(c, false);
 		return 0;
 	}
 	if (c->fd < 0)
@@ -348,9 +391,15 @@ int usmc_conn_watch(struct usmc_conn *c, uint32_t events, void *user)
 		if (rc)
 			return rc;
 	}
+	if (c->watch && c->watch->via_fd != via_fd)
+		conn_unwatch(c, false); /* another kind of watch: it starts again */
 	if (c->watch)
-		return watch_change(c->watch, events, user);
+		return via_fd ? 0 : watch_change(c->watch, events, user);
+	if (via_fd && !c->smcr)
+		return 0; /* its descriptor is its socket: the kernel's */
 	rc = evset_of(c->ctx, &set);
+	if (!rc && via_fd)
+		return watch_via_fd(c, set, user);
 	if (!rc)
 		rc = watch_new(set, c, NULL, c->smcr ? -1 : c->fd, events, user, &w);
 	if (rc)
@@ -360,7 +409,7 @@ int usmc_conn_watch(struct usmc_conn *c, uint32_t events, void *user)
 		smcr_conn_watch(c->smcr, smcr_watch_told, w); /* told the state at once */
 		rc = eng_attach(set, smcr_conn_eng(c->smcr));
 		if (rc) {
-			event_conn_forget(c);
+			conn_unwatch(c, false);
 			return rc;
 		}
 		w->eng = smcr_conn_eng(c->smcr);

@@ -45,6 +45,7 @@ struct ev_watch {
 	uint32_t interest;	   /* guarded by set->q.lock: USMC_EV_* asked for */
 	bool dead;		   /* guarded by set->q.lock: unwatched */
 	struct smcr_eng *eng;	   /* fixed: SMC-R, the engine attached for it */
+	bool via_fd;		   /* fixed: USMC_EV_FD, readiness on usmc_conn_fd() */
 	struct ev_watch *grave_next;
 };
 

@@ -199,7 +199,8 @@ void smcr_conn_put(struct smcr_conn *sc)
 	sc_watch_drop_locked(sc); /* the user closed without unwatching */
 	if (sc->ev[0] >= 0) {
 		close(sc->ev[0]);
-		atomic_fetch_sub(&sc->lgr->eng.fd_users, 1);
+		if (!sc->ev_looped)
+			atomic_fetch_sub(&sc->lgr->eng.fd_users, 1);
 		if (sc->wr_blocked_sig)
 			atomic_fetch_sub(&sc->lgr->eng.room_waiters, 1);
 	}

@@ -218,6 +218,7 @@ struct smcr_conn {
 	/* the user polls ev[0] (see docs/smcr.md); created by the first
 	 * smcr_conn_fd(), -1 until then: nobody pays for it unasked */
 	int ev[2];
+	bool ev_looped; /* its poller runs the completions: not in eng.fd_users */
 	bool rd_sig, wr_blocked_sig;
 	int rd_bytes;	       /* bytes written ev[1] -> ev[0] for readability: edges */
 	uint64_t rd_edge_prod; /* rx.rx_prod at the last edge */
@@ -287,6 +288,15 @@ void smcr_conn_establish(struct smcr_conn *sc, int tcp_fd);
 /* The descriptor the user polls (readable/writable like a socket),
  * created at the first call; a negative errno if it cannot be. */
 int smcr_conn_fd(struct smcr_conn *sc);
+
+/*
+ * smcr_conn_fd_loop() - whoever polls the descriptor runs the completions
+ * (@on: an event loop attached to the engine, usmc_conn_watch() with
+ * USMC_EV_FD; the descriptor is made if it was not), or the library's
+ * progress thread must (!@on, the default): the descriptor counts in
+ * eng.fd_users only then. Returns 0 or a negative errno (making it).
+ */
+int smcr_conn_fd_loop(struct smcr_conn *sc, bool on);
 
 /*
  * smcr_conn_watch() - tell @fn(@arg, SMCR_READY_* bits) the connection's

@@ -273,27 +273,61 @@ static int ev_pair(int ev[2])
 	return socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ev) ? -errno : 0;
 }
 
+/* The readiness pair, made now and told the state; requires sc->lock. */
+static int sc_ev_pair_make_locked(struct smcr_conn *sc)
+{
+	int rc = ev_pair(sc->ev);
+
+	if (rc)
+		return rc;
+	sc->rd_sig = sc->wr_blocked_sig = sc->rdhup_sig = sc->hup_sig = false;
+	sc->rd_bytes = 0;
+	sc_update_ready_locked(sc);
+	return 0;
+}
+
 int smcr_conn_fd(struct smcr_conn *sc)
 {
 	int fd, rc = 0, cancel = sc_cancel_off(); /* no cancellation point */
+	bool thread;
 
 	pthread_mutex_lock(&sc->lock);
 	if (sc->ev[0] < 0) {
-		rc = ev_pair(sc->ev);
-		if (!rc) {
-			/* an event loop now needs completions run as they come */
+		rc = sc_ev_pair_make_locked(sc);
+		if (!rc) /* an event loop now needs completions run as they come */
 			atomic_fetch_add(&sc->lgr->eng.fd_users, 1);
-			sc->rd_sig = sc->wr_blocked_sig = sc->rdhup_sig = sc->hup_sig = false;
-			sc->rd_bytes = 0;
-			sc_update_ready_locked(sc);
-		}
 	}
 	fd = rc ? rc : sc->ev[0];
+	thread = !rc && !sc->ev_looped; /* a loop's poller runs them itself */
 	pthread_mutex_unlock(&sc->lock);
-	if (!rc)
+	if (thread)
 		smcr_eng_want_progress(&sc->lgr->eng);
 	sc_cancel_restore(cancel);
 	return fd;
+}
+
+int smcr_conn_fd_loop(struct smcr_conn *sc, bool on)
+{
+	int rc = 0, cancel = sc_cancel_off(); /* no cancellation point */
+	bool flip;
+
+	pthread_mutex_lock(&sc->lock);
+	if (on && sc->ev[0] < 0) {
+		/* made for the loop: never counted, so the thread never takes
+		 * the engine for it */
+		rc = sc_ev_pair_make_locked(sc);
+		sc->ev_looped = rc == 0;
+	}
+	flip = !rc && sc->ev[0] >= 0 && sc->ev_looped != on;
+	if (flip) {
+		sc->ev_looped = on;
+		atomic_fetch_add(&sc->lgr->eng.fd_users, on ? -1 : 1);
+	}
+	pthread_mutex_unlock(&sc->lock);
+	if (flip && !on) /* the loop may be gone before the thread takes over */
+		smcr_eng_want_progress(&sc->lgr->eng);
+	sc_cancel_restore(cancel);
+	return rc;
 }
 
 /* ---- the threads that wait ------------------------------------------- */

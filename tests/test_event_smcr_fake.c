@@ -16,6 +16,10 @@
  *     the data is consumed;
  *   - WRITE goes with a full send buffer (which counts in room_waiters)
  *     and comes back with room; ERR comes unasked;
+ *   - a USMC_EV_FD watch keeps the readiness socketpair, which no longer
+ *     counts for the progress thread: a completion makes the context's
+ *     descriptor readable, usmc_ctx_poll() runs it here, reports nothing
+ *     and leaves the pair readable; back to a READ watch, it counts again;
  *   - unwatched, the engine is detached: its channel leaves the epoll set
  *     and its counters are back to nothing.
  */
@@ -164,7 +168,7 @@ int main(void)
 	struct usmc_conn *c;
 	struct lgr *lgr = calloc(1, sizeof(*lgr));
 	struct smcr_conn *sc = calloc(1, sizeof(*sc));
-	int progress_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), efd, tag;
+	int progress_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), efd, fd, tag;
 	void *user = NULL;
 	long t0;
 
@@ -233,8 +237,28 @@ int main(void)
 	CHECK(atomic_load(&lgr->eng.room_waiters) == 0, "room, still in room_waiters");
 	CHECK(poll_for(ctx, c, 0, NULL) == USMC_EV_WRITE, "no WRITE once there is room");
 
+	/* USMC_EV_FD: readiness stays on the pair, the poll runs the completions */
+	CHECK(usmc_conn_watch(c, USMC_EV_FD | USMC_EV_READ, &tag) == -EINVAL, "FD with READ");
+	CHECK(!usmc_conn_watch(c, USMC_EV_FD, &tag), "watch FD");
+	fd = usmc_conn_fd(c);
+	CHECK(fd >= 0 && fd == sc->ev[0], "no readiness pair for an FD watch");
+	CHECK(atomic_load(&lgr->eng.looped), "an FD watch left the engine detached");
+	CHECK(atomic_load(&lgr->eng.fd_users) == 0, "the pair of an FD watch needs the thread");
+	CHECK(!readable(fd), "the pair readable with nothing to read");
+	push();
+	CHECK(readable(efd), "a completion did not make the descriptor readable (FD)");
+	CHECK(!poll_for(ctx, c, 0, NULL), "an event for an FD watch");
+	CHECK(readable(fd), "the poll did not make the pair readable");
+	CHECK(pthread_equal(poll_thread, pthread_self()), "the completion ran in another thread");
+	set_state(consume_all);
+	CHECK(!readable(fd), "the pair readable after the data was consumed");
+
+	/* from FD to READ: the pair needs the thread again, the set still runs them */
+	CHECK(!usmc_conn_watch(c, USMC_EV_READ, &tag), "watch READ after FD");
+	CHECK(atomic_load(&lgr->eng.fd_users) == 1, "the pair does not count after the FD watch");
+	CHECK(atomic_load(&lgr->eng.looped), "detached after FD -> READ");
+
 	/* ERR, unasked */
-	CHECK(!usmc_conn_watch(c, USMC_EV_READ, &tag), "watch READ");
 	set_state(fail);
 	CHECK(poll_for(ctx, c, 0, NULL) == (USMC_EV_READ | USMC_EV_ERR), "no READ|ERR at an error");
 
@@ -248,7 +272,9 @@ int main(void)
 	CHECK(!readable(efd), "a completion of a detached engine woke the set");
 	CHECK(!poll_for(ctx, c, 0, NULL), "an event after the watch ended");
 
-	c->smcr = NULL; /* the fake is ours to free */
+	c->smcr = NULL; /* the fake is ours to free, its pair too */
+	close(sc->ev[0]);
+	close(sc->ev[1]);
 	CHECK(!usmc_close(c), "usmc_close");
 	CHECK(!usmc_ctx_destroy(ctx), "usmc_ctx_destroy");
 	smcr_eng_fini(&lgr->eng);

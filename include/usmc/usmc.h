@@ -915,13 +915,21 @@ const char *usmc_mode_name(enum usmc_mode mode);
  *	  side, a reset, an error (epoll's EPOLLRDHUP: only when asked for);
  * ERR	  the connection failed or was reset, the next call returns the
  *	  error (reported unasked, as epoll's EPOLLERR);
- * ACCEPT a listener's: usmc_accept() has a connection.
+ * ACCEPT a listener's: usmc_accept() has a connection;
+ * FD	  alone, for usmc_conn_watch() only: the connection's readiness stays
+ *	  on its own descriptor (usmc_conn_fd()) and usmc_ctx_poll() runs its
+ *	  completions, instead of the library's thread. For a loop that waits
+ *	  on connections' descriptors and on usmc_ctx_event_fd() in one wait
+ *	  (epoll) and calls usmc_ctx_poll() when the latter is readable, as the
+ *	  preload does; usmc_ctx_poll() reports no event for such a watch. A
+ *	  TCP-mode connection's descriptor is its socket: nothing changes.
  */
 #define USMC_EV_READ   (1u << 0)
 #define USMC_EV_WRITE  (1u << 1)
 #define USMC_EV_HUP    (1u << 2)
 #define USMC_EV_ERR    (1u << 3)
 #define USMC_EV_ACCEPT (1u << 4)
+#define USMC_EV_FD     (1u << 5)
 
 struct usmc_event {
 	struct usmc_conn *conn;		/* the connection, or NULL */
@@ -934,11 +942,13 @@ struct usmc_event {
  * usmc_conn_watch() - report @c in usmc_ctx_poll() of its context while it
  * is in one of the states @events asks for (USMC_EV_READ, USMC_EV_WRITE,
  * USMC_EV_HUP; ERR comes unasked and may be given), with @user in the event.
- * Again on a watched connection: its new events and @user. @events 0:
+ * Again on a watched connection: its new events and @user (to or from
+ * USMC_EV_FD: the watch starts again). @events 0:
  * no longer watched (usmc_close() and usmc_abort() do it too). A
  * connection being connected (USMC_NONBLOCK) is finished first
  * (usmc_connect_finish()): until it is, its error (-EINPROGRESS) is
- * returned. Returns 0, -EINVAL (NULL, an unknown or USMC_EV_ACCEPT bit),
+ * returned. Returns 0, -EINVAL (NULL, an unknown or USMC_EV_ACCEPT bit,
+ * USMC_EV_FD with another),
  * -ENOTCONN (no socket yet), USMC_EFORKED, or the negative errno of
  * epoll_ctl() or of making the context's event set (-ENOMEM, -EMFILE).
  */
