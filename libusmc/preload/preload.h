@@ -31,7 +31,9 @@
  *                      shutdown
  * preload_io.c         read/write/recv/send families
  * preload_sendfile.c   sendfile, splice
- * preload_poll.c       poll, ppoll, select, pselect, epoll_ctl
+ * preload_poll.c       poll, ppoll, select, pselect
+ * preload_epoll.c      epoll_ctl, epoll_wait, epoll_pwait, epoll_pwait2;
+ *                      the completions that the program's waits run
  */
 #ifndef USMC_PRELOAD_H
 #define USMC_PRELOAD_H
@@ -112,6 +114,8 @@ struct usmc_ctx *preload_ctx(void);
 /* At the program's listen(): the context now, in kernel-compatible mode */
 void preload_ctx_at_listen(void);
 bool preload_ctx_has_devices(void);
+/* usmc_ctx_event_fd() of this process's context, or a negative errno */
+int preload_ctx_event_fd(void);
 void ctx_fork_prepare(void);
 void ctx_fork_parent(void);
 void ctx_fork_child(void);
@@ -125,6 +129,19 @@ void reaper_close(struct usmc_conn *c, bool abort_it);
 unsigned long reaper_overflows(void);
 void reaper_flush(void);
 void reaper_fork_child(void);
+
+/* preload_epoll.c: a PO_SMCR object in epoll set @epfd has its
+ * completions run by the program's waits on it (evloop_register(),
+ * requires o->lock), or by the library's thread again for good (forgo:
+ * a wait that does not run them, poll() or select(), polls it) */
+void evloop_register(struct pobj *o, int epfd);
+void evloop_forgo_locked(struct pobj *o);
+void evloop_forgo(struct pobj *o);
+/* The event descriptor a wait on looped @o polls beside it (-1: none), and
+ * what to call when it is readable: the completions run here, the pairs
+ * they made ready are so when it returns. */
+int evloop_fd(struct pobj *o);
+void evloop_run(void);
 
 /* preload_listener.c */
 int listener_activate(struct pobj *o, int fd);

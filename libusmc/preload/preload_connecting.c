@@ -48,6 +48,8 @@ static bool settle_locked(struct pobj *o, int rc)
 	if (rc == 0 && info.mode == USMC_MODE_SMCR) {
 		switch_fds(o, usmc_conn_fd(o->c));
 		o->kind = PO_SMCR;
+		for (struct epreg *r = o->regs; r; r = r->next)
+			evloop_register(o, r->epfd);
 		o->local = info.local;
 		o->peer = info.peer;
 		o->llen = ss_len(&info.local);

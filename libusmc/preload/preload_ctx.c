@@ -68,6 +68,25 @@ void preload_ctx_at_listen(void)
 		(void)preload_ctx();
 }
 
+int preload_ctx_event_fd(void)
+{
+	static pid_t pid; /* ctx_lock */
+	static int fd;	  /* ctx_lock: the descriptor, made once per process */
+	struct usmc_ctx *ctx = preload_ctx();
+	int rc;
+
+	if (!ctx)
+		return -ENODEV;
+	pthread_mutex_lock(&ctx_lock);
+	if (pid != my_pid) {
+		fd = IN_LIB(usmc_ctx_event_fd(ctx));
+		pid = my_pid;
+	}
+	rc = fd;
+	pthread_mutex_unlock(&ctx_lock);
+	return rc;
+}
+
 bool preload_ctx_has_devices(void)
 {
 	return g_has_devices;

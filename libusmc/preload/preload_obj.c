@@ -27,6 +27,7 @@ static void obj_reset(struct pobj *o)
 	o->connect_state = 0;
 	o->pending_err = 0;
 	o->is_server = false;
+	o->looped = o->noloop = false;
 	memset(&o->local, 0, sizeof(o->local));
 	memset(&o->peer, 0, sizeof(o->peer));
 	o->llen = o->plen = 0;

@@ -67,6 +67,8 @@ struct pobj {
 	int connect_state; /* second connect(): 0 once, then EISCONN */
 	int pending_err;   /* PO_FAILED: the connect's errno, reported once */
 	bool is_server;
+	bool looped; /* PO_SMCR: the program's epoll waits run its completions */
+	bool noloop; /* PO_SMCR: never again (a poll() of it, a set without the tag) */
 	struct sockaddr_storage local, peer;
 	socklen_t llen, plen;
 

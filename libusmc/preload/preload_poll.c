@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * poll, ppoll, select, pselect and epoll_ctl (docs/preload.md). A
- * connection's descriptor is polled as it is (the kernel's readiness of
- * the TCP socket, or of the SMC-R readiness socketpair end that N is); a
- * listener's is not readable while libusmc's accept thread takes its
- * connections, so these calls put usmc_listener_fd() (a private duplicate
- * per descriptor: an eventfd, or in direct mode an epoll set) in its place.
- * epoll_wait needs nothing: the registration carries the caller's event
- * data.
+ * poll, ppoll, select and pselect (docs/preload.md). A connection's
+ * descriptor is polled as it is (the kernel's readiness of the TCP socket,
+ * or of the SMC-R readiness socketpair end that N is); a listener's is not
+ * readable while libusmc's accept thread takes its connections, so these
+ * calls put usmc_listener_fd() (a private duplicate per descriptor: an
+ * eventfd, or in direct mode an epoll set) in its place. An SMC-R
+ * connection polled here has its completions run by the library's thread
+ * again (evloop_forgo(): these waits do not run them).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -75,6 +75,7 @@ static int trans_begin(struct ptrans *t, const struct pollfd *fds, nfds_t n)
 		t->objs[i] = NULL;
 		if (!o)
 			continue;
+		evloop_forgo(o);
 		if (o->kind != PO_LISTEN || (sfd = listener_pollfd(o, fds[i].fd)) < 0) {
 			obj_put(o);
 			continue;
@@ -153,20 +154,24 @@ PRELOAD_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timesp
 
 /* ---- select through ppoll when a listener is in the sets ------------------------ */
 
+/* A listener is among the sets; each SMC-R connection in them is told
+ * that select() does not run its completions (evloop_forgo()). */
 static bool sets_have_listener(int nfds, fd_set *r, fd_set *w, fd_set *e)
 {
+	bool any = false;
+
 	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
 		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
 		    tab_peek(fd)) {
 			struct pobj *o = obj_get(fd);
-			bool l = o && o->kind == PO_LISTEN;
 
-			if (o)
-				obj_put(o);
-			if (l)
-				return true;
+			if (!o)
+				continue;
+			any |= o->kind == PO_LISTEN;
+			evloop_forgo(o);
+			obj_put(o);
 		}
-	return false;
+	return any;
 }
 
 #define SEL_IN	(POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
@@ -263,69 +268,4 @@ PRELOAD_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const stru
 	if (nfds < 0 || !sets_have_listener(nfds, r, w, e))
 		return R.pselect(nfds, r, w, e, ts, mask);
 	return select_via_poll(nfds, r, w, e, ts, mask);
-}
-
-/* ---- epoll_ctl ------------------------------------------------------------------ */
-
-/* The events the kernel lets go with EPOLLEXCLUSIVE (fs/eventpoll.c) */
-#define EXCLUSIVE_OK \
-	(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
-
-/*
- * epoll_ctl() of listener shadow @sfd. In direct mode the shadow is an
- * epoll set (usmc_listener_fd()), for which the kernel refuses
- * EPOLLEXCLUSIVE (EINVAL), and a pre-fork server's workers ask it for
- * their listening socket (nginx's, with accept_mutex off): they would
- * exit. So a request the socket would take goes in without the flag. The
- * cost is a shared wake-up: every set that holds the listener wakes for a
- * connection and one takes it (usmc_accept(): the others get EAGAIN), as
- * the workers' accept threads did before direct mode. An eventfd shadow
- * keeps the flag.
- */
-static int shadow_epoll_ctl(int epfd, int op, int sfd, struct epoll_event *ev)
-{
-	struct epoll_event plain;
-	int rc = R.epoll_ctl(epfd, op, sfd, ev);
-
-	if (rc == 0 || errno != EINVAL || op != EPOLL_CTL_ADD || !ev ||
-	    !(ev->events & EPOLLEXCLUSIVE) || (ev->events & ~(uint32_t)EXCLUSIVE_OK))
-		return rc;
-	plain = *ev;
-	plain.events &= ~(uint32_t)EPOLLEXCLUSIVE;
-	return R.epoll_ctl(epfd, op, sfd, &plain);
-}
-
-PRELOAD_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
-{
-	struct pobj *o;
-	int target = fd, rc, act = 0;
-
-	P_INIT();
-	o = tab_peek(fd) ? obj_get(fd) : NULL;
-	if (!o)
-		return R.epoll_ctl(epfd, op, fd, ev);
-	pthread_mutex_lock(&o->lock);
-	if (o->kind == PO_LISTEN) {
-		act = listener_activate(o, fd);
-		if (!act)
-			target = shadow_fd(o, fd);
-		if (target < 0) {
-			pthread_mutex_unlock(&o->lock);
-			obj_put(o);
-			return (int)set_err(-ENOMEM);
-		}
-	}
-	if (act > 0) {
-		pthread_mutex_unlock(&o->lock);
-		listener_giveup(o, fd, act);
-		obj_put(o);
-		return R.epoll_ctl(epfd, op, fd, ev);
-	}
-	rc = o->kind == PO_LISTEN ? shadow_epoll_ctl(epfd, op, target, ev)
-				  : R.epoll_ctl(epfd, op, fd, ev);
-	if (rc == 0)
-		regs_record(o, epfd, op, fd, ev);
-	pthread_mutex_unlock(&o->lock);
-	obj_put(o);
-	return rc;
 }

@@ -9,21 +9,44 @@
  */
 #include <limits.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "preload.h"
 
 #define IOV_LOCAL 16
 
-/* Wait up to @timeout_ms for @events on @o's readiness descriptor: 0, or
- * -EAGAIN at the timeout, or a negative errno (-EINTR: a signal). */
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait up to @timeout_ms for @events on @o's readiness descriptor: 0, or
+ * -EAGAIN at the timeout, or a negative errno (-EINTR: a signal). When the
+ * program's epoll waits run @o's completions (preload_epoll.c), this wait
+ * runs them too: nobody else does.
+ */
 static int po_wait(struct pobj *o, short events, int timeout_ms)
 {
-	struct pollfd p = {.fd = usmc_conn_fd(o->c), .events = events};
-	int n = R.poll(&p, 1, timeout_ms);
+	struct pollfd p[2] = {{.fd = usmc_conn_fd(o->c), .events = events},
+			      {.fd = evloop_fd(o), .events = POLLIN}};
+	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 
-	if (n < 0)
-		return -errno;
-	return n == 0 ? -EAGAIN : 0;
+	for (;;) {
+		int64_t left = deadline < 0 ? -1 : deadline - now_ms();
+		int n = R.poll(p, 2, deadline < 0 ? -1 : left > 0 ? (int)left : 0);
+
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EAGAIN;
+		if (p[0].revents)
+			return 0;
+		evloop_run();
+	}
 }
 
 /* The state checks common to all data calls: 0 = go on with the SMC-R
