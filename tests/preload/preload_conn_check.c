@@ -16,12 +16,22 @@
  *     shutdown and options on the inherited SMC-R connection fail with
  *     ENOTCONN, and raw system calls find a dead socket (EOF, EPIPE);
  *     MODE tcp (a plain socket): the child only closes its copy
+ *   evloop-server ADDR PORT ROUNDS / evloop-client ADDR PORT BIND ROUNDS
+ *     ROUNDS round trips of a 64-byte request and reply (every byte its
+ *     round and offset, checked); the server waits in epoll_wait()
+ *     (edge-triggered), the client alternately in epoll_wait() and in a
+ *     blocking read() of its epoll-registered descriptor. Each end's
+ *     link group threads (usmc-lgr/...) must have woken fewer than
+ *     ROUNDS / 4 times meanwhile: under usmc_run the program's own waits
+ *     run the SMC-R completions (docs/preload.md), where the library's
+ *     thread would wake for every message
  *
  * Over loopback without a device every connection is plain TCP, so the
  * same checks hold for the kernel's TCP; in the soft-RoCE guest they hold
  * for SMC-R. Exit 0 and one "ok" line, or a "FAIL" line and exit 1.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -409,6 +419,130 @@ static int fork_client(const char *ip, int port, const char *mode, const char *b
 	return 0;
 }
 
+/* ---- who runs the completions: the program's waits -------------------------------- */
+
+#define EVLOOP_MSG 64
+
+/* The voluntary context switches of this process's link group threads
+ * (usmc-lgr/ID): how often they slept and were woken. */
+static unsigned long lgr_thread_switches(void)
+{
+	unsigned long sum = 0;
+	char path[300], line[128]; /* a d_name is 255 bytes at most */
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	if (!d)
+		fail("/proc/self/task");
+	while ((e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* gone meanwhile */
+		line[0] = '\0';
+		if (!fgets(line, sizeof(line), f) || strncmp(line, "usmc-lgr/", 9)) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			unsigned long v;
+
+			if (sscanf(line, "voluntary_ctxt_switches: %lu", &v) == 1)
+				sum += v;
+		}
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+static void evloop_msg(char *m, int round)
+{
+	for (int i = 0; i < EVLOOP_MSG; i++)
+		m[i] = (char)(round * 31 + i);
+}
+
+static void evloop_check(const char *m, int round, const char *what)
+{
+	char want[EVLOOP_MSG];
+
+	evloop_msg(want, round);
+	if (memcmp(m, want, EVLOOP_MSG))
+		fail("%s of round %d differs", what, round);
+}
+
+/* The whole message of @round, waiting in epoll_wait() on @ep (edge-
+ * triggered: read until EAGAIN) or, with @ep < 0, in a blocking read. */
+static void evloop_read(int fd, int ep, char *m, int round, const char *what)
+{
+	size_t got = 0;
+
+	while (got < EVLOOP_MSG) {
+		ssize_t n = recv(fd, m + got, EVLOOP_MSG - got, ep >= 0 ? MSG_DONTWAIT : 0);
+
+		if (n > 0) {
+			got += (size_t)n;
+		} else if (n < 0 && errno == EAGAIN && ep >= 0) {
+			if (!(ep_wait(ep, WAIT_MS) & EPOLLIN))
+				fail("round %d: no EPOLLIN in %d ms", round, WAIT_MS);
+		} else {
+			fail("round %d: read %zd", round, n);
+		}
+	}
+	evloop_check(m, round, what);
+}
+
+/* The round trips; the switches of the link group threads after the
+ * first (its connection's setup may still have had the thread run one). */
+static unsigned long evloop_rounds(int fd, bool server, int rounds)
+{
+	int ep = epoll_on(fd, EPOLLIN | EPOLLET);
+	unsigned long before = 0;
+	char m[EVLOOP_MSG];
+
+	for (int r = 0; r < rounds; r++) {
+		if (r == 1)
+			before = lgr_thread_switches();
+		if (server) {
+			evloop_read(fd, ep, m, r, "request");
+			evloop_msg(m, r + rounds);
+			write_all(fd, m, EVLOOP_MSG);
+		} else {
+			evloop_msg(m, r);
+			write_all(fd, m, EVLOOP_MSG);
+			evloop_read(fd, r % 2 ? -1 : ep, m, r + rounds, "reply");
+		}
+	}
+	close(ep);
+	return lgr_thread_switches() - before;
+}
+
+static int evloop_end(int c, bool server, int rounds)
+{
+	unsigned long sw;
+	char b;
+
+	if (rounds < 8)
+		fail("ROUNDS %d: 8 at least", rounds);
+	sw = evloop_rounds(c, server, rounds);
+	if (shutdown(c, SHUT_WR) || read(c, &b, 1) != 0)
+		fail("EOF after the round trips");
+	close(c);
+	if (sw >= (unsigned long)rounds / 4)
+		fail("the link group threads woke %lu times in %d round trips", sw, rounds);
+	printf("ok: %s: %d round trips, the link group threads woke %lu times\n",
+	       server ? "evloop-server" : "evloop-client", rounds, sw);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -424,9 +558,15 @@ int main(int argc, char **argv)
 		return fork_server(argv[2], atoi(argv[3]), argv[4]);
 	if (!strcmp(cmd, "fork-client") && argc == 6)
 		return fork_client(argv[2], atoi(argv[3]), argv[4], argv[5]);
+	if (!strcmp(cmd, "evloop-server") && argc == 5)
+		return evloop_end(accept_one(argv[2], atoi(argv[3])), true, atoi(argv[4]));
+	if (!strcmp(cmd, "evloop-client") && argc == 6)
+		return evloop_end(connect_to(argv[2], atoi(argv[3]), argv[4]), false,
+				  atoi(argv[5]));
 	fprintf(stderr,
 		"usage: %s rdhup-server ADDR PORT | rdhup-client ADDR PORT BIND |\n"
-		"  fork-server ADDR PORT smcr|tcp | fork-client ADDR PORT smcr|tcp BIND\n",
+		"  fork-server ADDR PORT smcr|tcp | fork-client ADDR PORT smcr|tcp BIND |\n"
+		"  evloop-server ADDR PORT ROUNDS | evloop-client ADDR PORT BIND ROUNDS\n",
 		argv[0]);
 	return 2;
 }

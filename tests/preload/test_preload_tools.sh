@@ -365,17 +365,19 @@ if command -v iperf3 >/dev/null; then
 else
 	echo "skip: iperf3 not installed"
 fi
-# --- preload_conn_check: EPOLLRDHUP and fork, as plain TCP gives them
-for t in rdhup fork; do
+# --- preload_conn_check: EPOLLRDHUP, fork and epoll round trips, as plain
+# TCP gives them
+for t in rdhup fork evloop; do
 	cport=$(free_port)
-	m=()
-	[ "$t" = fork ] && m=(tcp)
-	"$usmc_run" -vv -o "$log" "$conn_check" "$t-server" 127.0.0.1 "$cport" "${m[@]}" \
+	sargs=() cargs=(127.0.0.1)
+	[ "$t" = fork ] && sargs=(tcp) cargs=(tcp 127.0.0.1)
+	[ "$t" = evloop ] && sargs=(200) cargs=(127.0.0.1 200)
+	"$usmc_run" -vv -o "$log" "$conn_check" "$t-server" 127.0.0.1 "$cport" "${sargs[@]}" \
 		>"$dir/check-$t.log" 2>&1 &
 	cpid=$!
 	pids+=($cpid)
-	out=$("$usmc_run" -vv -o "$log" "$conn_check" "$t-client" 127.0.0.1 "$cport" "${m[@]}" \
-		127.0.0.1 2>&1) || fail "preload_conn_check $t-client: $out"
+	out=$("$usmc_run" -vv -o "$log" "$conn_check" "$t-client" 127.0.0.1 "$cport" \
+		"${cargs[@]}" 2>&1) || fail "preload_conn_check $t-client: $out"
 	wait "$cpid" || fail "preload_conn_check $t-server: $(cat "$dir/check-$t.log")"
 	grep -q "preload_conn_check: fd [0-9]* accepted 127.0.0.1:$cport <- .*: TCP" "$log" ||
 		fail "preload_conn_check $t: its connection is not in the log"

@@ -17,7 +17,10 @@
 #   preload_conn_check (a plain-socket C program) on B and A: the peer's
 #     shutdown(SHUT_WR) and close as EPOLLRDHUP/POLLRDHUP/POLLHUP with EOF
 #     (rdhup), children of fork() that inherit the SMC-R connection (their
-#     calls fail with ENOTCONN, the parent's stream stays intact) (fork)
+#     calls fail with ENOTCONN, the parent's stream stays intact) (fork),
+#     2,000 round trips through epoll_wait() and blocking reads with the
+#     link group threads asleep: the program's waits run the completions
+#     (evloop)
 #   curl under usmc_run on A, with its RDMA device, against a plain
 #     python3 -m http.server on B: no CLC byte reaches the server, the body's
 #     SHA-256 matches; without kernel-compatible mode and USMC_RUN_SMC_PEERS
@@ -30,14 +33,14 @@
 # iperf3.
 #
 # Usage: test_preload_rxe.sh <usmc_run> <httpd> <preload_conn_check> [PART...]
-#   PART: nginx, redis, mixed, iperf3, rdhup, fork, curl (default: all)
+#   PART: nginx, redis, mixed, iperf3, rdhup, evloop, fork, curl (default: all)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../../tools/common/rxe-env.sh"
 USMC_RUN=$(readlink -f "${1:?usmc_run}")
 HTTPD=$(readlink -f "${2:?httpd}")
 CHECK=$(readlink -f "${3:?preload_conn_check}")
 shift 3
-parts=" ${*:-nginx redis mixed iperf3 rdhup fork curl} "
+parts=" ${*:-nginx redis mixed iperf3 rdhup evloop fork curl} "
 want() { [[ $parts == *" $1 "* ]]; }
 A=$USMC_TEST_HOST_A B=$USMC_TEST_HOST_B
 [ "$A" != "$B" ] || rxe_fail "needs two hosts (tests/rxe/vm-run.sh --setup two)"
@@ -321,6 +324,9 @@ check_pair() {
 
 if want rdhup; then
 	check_pair rdhup 18737 rdhup-server "$B" 18737 -- rdhup-client "$B" 18737 "$A"
+fi
+if want evloop; then
+	check_pair evloop 18740 evloop-server "$B" 18740 2000 -- evloop-client "$B" 18740 "$A" 2000
 fi
 if want fork; then
 	check_pair fork 18738 fork-server "$B" 18738 smcr -- fork-client "$B" 18738 smcr "$A"
