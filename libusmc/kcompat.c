@@ -443,12 +443,26 @@ static void mark(struct kcompat *kc, int fd)
 	(void)mark_sock(kc, fd, &s);
 }
 
-static enum kc_peer peer_of(struct kcompat *kc, int fd)
+/* A socket marked before its listen(): 0 or a negative errno. */
+static int mark_listener(struct kcompat *kc, int fd)
+{
+	struct kc_sock s = {.flags = KC_SOCK_USMC};
+
+	return mark_sock(kc, fd, &s) ? -errno : 0;
+}
+
+/* What usmc_socks @map_fd says about socket @fd. */
+static enum kc_peer peer_in(int map_fd, int fd)
 {
 	struct kc_sock s;
-	bool found = bpf_map_lookup_elem(kc->socks_fd, &fd, &s) == 0;
+	bool found = bpf_map_lookup_elem(map_fd, &fd, &s) == 0;
 
 	return kc_peer_from_flags(found, found ? s.flags : 0);
+}
+
+static enum kc_peer peer_of(struct kcompat *kc, int fd)
+{
+	return peer_in(kc->socks_fd, fd);
 }
 
 uint32_t kcompat_mark_client(struct kcompat *kc, int fd)
@@ -503,28 +517,56 @@ static int netns_cookie(int fd, uint64_t *out)
 	return getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, out, &len) ? -errno : 0;
 }
 
-void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+/* Register @fd's port in usmc_listeners and set @ls's key, slot and
+ * taken[]: 0, or a negative errno (ls->key may be set then). */
+static int listener_register(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 {
 	struct kc_listen_val v = {0};
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	uint64_t cookie;
+	int rc;
 
 	memset(ls, 0, sizeof(*ls));
-	if (!kc || netns_cookie(fd, &cookie) || getsockname(fd, (struct sockaddr *)&ss, &len) ||
-	    kc_listen_key_make(cookie, (struct sockaddr *)&ss, &ls->key))
-		return;
+	if (!kc)
+		return -EINVAL;
+	if (netns_cookie(fd, &cookie) || getsockname(fd, (struct sockaddr *)&ss, &len))
+		return -errno;
+	rc = kc_listen_key_make(cookie, (struct sockaddr *)&ss, &ls->key);
+	if (rc)
+		return rc;
 	ls->slot = kc_listen_slot(ls->key.netns_cookie, ls->key.port);
 	/* what the slot counted before this listener (one closed on the same
-	 * port, one sharing the slot) is not ours to take */
+	 * port, one sharing the slot; an adopted socket's queue, which
+	 * uncounted covers) is not ours to take */
 	for (int k = 0; kc->estab && k < KC_ESTAB_KINDS; k++)
 		atomic_init(&ls->taken[k],
 			    __atomic_load_n(&kc->estab[ls->slot].n[k], __ATOMIC_RELAXED));
-	/* a port shared with another usmc listener (SO_REUSEPORT) keeps the
-	 * entry it has: one congestion state per port */
+	/* a port shared with another usmc listener (SO_REUSEPORT), or marked
+	 * before its listen() (kcompat_listener_mark()), keeps the entry it
+	 * has: one congestion state per port */
 	if (bpf_map_update_elem(kc->listeners_fd, &ls->key, &v, BPF_NOEXIST) && errno != EEXIST)
-		return;
-	mark(kc, fd);
+		return -errno;
+	return 0;
+}
+
+void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
+{
+	if (!listener_register(kc, fd, ls))
+		mark(kc, fd);
+}
+
+int kcompat_listener_mark(struct kcompat *kc, int fd)
+{
+	struct kcompat_lsn ls;
+	int rc;
+
+	if (!kc)
+		return 0;
+	rc = listener_register(kc, fd, &ls);
+	if (!rc)
+		rc = mark_listener(kc, fd);
+	return rc;
 }
 
 void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
@@ -550,16 +592,27 @@ static uint32_t accept_queue_len(int fd)
 
 void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 {
+	bool premarked;
 	int one = 1;
 
-	kcompat_listener_prepare(kc, fd, ls);
-	if (!kc || !ls->key.port)
+	if (listener_register(kc, fd, ls)) {
+		kcompat_listener_forget(kc, ls);
 		return;
-	/* the program saw no listen() of ours: its setsockopt hook gives the
-	 * listener what on_connect_or_listen() gives one at listen() */
-	if (kc->can_adopt && !setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one)))
-		/* queued before the port was registered: not counted in
-		 * usmc_estab (read after registering: an upper bound) */
+	}
+	/* marked before its listen() (kcompat_listener_mark()), or adopted
+	 * before: the program gave it the option callbacks, and marking it
+	 * again would clear KC_SOCK_SEEN. Else the program saw no listen() of
+	 * ours: its setsockopt hook gives the listener what
+	 * on_connect_or_listen() gives one at listen() */
+	premarked = peer_of(kc, fd) != KC_PEER_UNKNOWN;
+	if (!premarked)
+		mark(kc, fd);
+	if (premarked ||
+	    (kc->can_adopt && !setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one))))
+		/* queued before this listener was registered: counted in
+		 * usmc_estab before taken[] was read (premarked: the port had
+		 * its entry), or not at all; each asks the socket's storage
+		 * (read after registering: an upper bound) */
 		atomic_init(&ls->uncounted, accept_queue_len(fd));
 	kcompat_listener_started(kc, fd, ls);
 }
@@ -666,9 +719,9 @@ enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int
 	if (!kc || !ls->active)
 		return KC_PEER_UNKNOWN;
 	if (take_uncounted(ls)) {
-		/* established before the program counted the port's sockets:
-		 * the socket's storage answers, and taken[] stays as it is, as
-		 * more taken than counted would hide a pending socket */
+		/* established before this listener was registered: the
+		 * socket's storage answers, and taken[] stays as it is, as more
+		 * taken than counted would hide a pending socket */
 		atomic_fetch_add_explicit(&ls->lookups, 1, memory_order_relaxed);
 		p = peer_of(kc, fd);
 		return p == KC_PEER_UNKNOWN ? KC_PEER_NOSMC : p;
@@ -738,6 +791,11 @@ void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 {
 	memset(ls, 0, sizeof(*ls));
+}
+
+int kcompat_listener_mark(struct kcompat *kc, int fd)
+{
+	return 0;
 }
 
 void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls)

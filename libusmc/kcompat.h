@@ -128,12 +128,29 @@ void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls
 void kcompat_listener_started(struct kcompat *kc, int fd, struct kcompat_lsn *ls);
 
 /*
+ * Before listen() of a socket that libusmc will adopt later
+ * (usmc_listen_prepare(): the preload's listen(), a pre-fork master): mark
+ * @fd and register its port, so that the program gives the listener its option callbacks at
+ * listen() and SYN-ACKs carry the option before a listener exists; those
+ * connections wait in the accept queue. No per-listener state: the
+ * registration stays until a listener of this program on the port is
+ * forgotten, or the program is unloaded. 0 (also when kernel-compat is
+ * off: @kc NULL), or a negative errno (not bound, the map is full).
+ */
+int kcompat_listener_mark(struct kcompat *kc, int fd);
+
+/*
  * A socket that was listening before libusmc had it (usmc_listen_fd():
- * inherited, or the preload's): mark @fd and register its port, then have
- * the program's setsockopt hook give it the option callbacks its listen()
- * did not (KC_SOCKOPT_ADOPT); ls->active as after kcompat_listener_started().
- * Inactive where the hook is missing or the kernel cannot set the flags
- * (before Linux 6.12): its clients are then probed.
+ * inherited, or the preload's): register its port; if it was marked
+ * before its listen() (kcompat_listener_mark(), by this process or the
+ * parent whose program it borrows) it has its option callbacks already,
+ * else mark it and have the program's setsockopt hook give it the
+ * callbacks its listen() did not (KC_SOCKOPT_ADOPT). Either way the
+ * connections in its accept queue then are answered from their sockets'
+ * storage (uncounted). ls->active as after kcompat_listener_started():
+ * inactive where it was not marked before listen() and the hook is missing
+ * or the kernel cannot set the flags (before Linux 6.12): its clients are
+ * then probed.
  */
 void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls);
 
