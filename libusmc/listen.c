@@ -184,10 +184,10 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
 	return rc;
 }
 
-/* Is @fd a listening TCP socket over IPv4 or IPv6? 0 or a negative errno. */
-static int check_listen_fd(int fd)
+/* Is @fd a TCP socket over IPv4 or IPv6? 0 or a negative errno. */
+static int check_tcp_fd(int fd)
 {
-	int type, domain, proto, acc;
+	int type, domain, proto;
 	socklen_t len = sizeof(int);
 
 	if (fd < 0)
@@ -203,10 +203,58 @@ static int check_listen_fd(int fd)
 	if (type != SOCK_STREAM || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) ||
 	    proto != IPPROTO_TCP)
 		return -EINVAL;
-	len = sizeof(int);
-	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) || !acc)
-		return -EINVAL;
 	return 0;
+}
+
+static bool is_listening(int fd)
+{
+	int acc = 0;
+	socklen_t len = sizeof(acc);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) && acc;
+}
+
+/* Is @fd a listening TCP socket over IPv4 or IPv6? 0 or a negative errno. */
+static int check_listen_fd(int fd)
+{
+	int rc = check_tcp_fd(fd);
+
+	return rc ? rc : is_listening(fd) ? 0 : -EINVAL;
+}
+
+/* The port @fd is bound to, 0 if none. */
+static int bound_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len))
+		return 0;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) : 0;
+}
+
+int usmc_listen_prepare(struct usmc_ctx *ctx, int fd)
+{
+	struct usmc_opts opts;
+	int rc;
+
+	if (!ctx)
+		return -EINVAL;
+	if (ctx_forked(ctx))
+		return USMC_EFORKED;
+	rc = check_tcp_fd(fd);
+	if (rc)
+		return rc;
+	/* listening already: too late (usmc_listen_fd() adopts it as it is);
+	 * not bound: its port is not known before listen() picks one */
+	if (is_listening(fd) || !bound_port(fd))
+		return -EINVAL;
+	ctx_copy_opts(ctx, &opts);
+	/* kernel-compat mode off, or a context without SMC: nothing to do,
+	 * the listener's clients are told apart as they are without it */
+	return opts.v[USMC_OPT_SMC] ? kcompat_listener_mark(ctx->kc, fd) : 0;
 }
 
 /* The backlog the socket was given to listen(): TCP_INFO of a listener

@@ -6,8 +6,9 @@
  * 0.1 layout; the *_sized functions are USMC_0.2, usmc_ctx_create_env()
  * and usmc_env_check_env() USMC_0.3, usmc_ctx_set_devices() USMC_0.4, the
  * event API (usmc_conn_watch(), usmc_listener_watch(), usmc_ctx_event_fd(),
- * usmc_ctx_poll()) USMC_0.5. Loads libusmc.so (the path is the argument)
- * and calls the old versions as an old binary would.
+ * usmc_ctx_poll()) USMC_0.5, usmc_listen_prepare() USMC_0.6. Loads
+ * libusmc.so (the path is the argument) and calls the old versions as an
+ * old binary would.
  */
 #include <dlfcn.h> /* dlvsym: _GNU_SOURCE comes from the build */
 #include <stdio.h>
@@ -60,6 +61,7 @@ int main(int argc, char **argv)
 	sym(h, "usmc_listener_watch", "USMC_0.5");
 	sym(h, "usmc_ctx_event_fd", "USMC_0.5");
 	sym(h, "usmc_ctx_poll", "USMC_0.5");
+	sym(h, "usmc_listen_prepare", "USMC_0.6");
 	/* no default (unversioned-link) definition of the old names remains */
 	CHECK(!dlvsym(h, "usmc_ctx_stats", "USMC_0.2"), "usmc_ctx_stats@USMC_0.2 exists");
 

@@ -359,6 +359,116 @@ static void test_unprivileged_worker(void **state)
 	usmc_close(c);
 }
 
+/* A bound TCP socket on 127.0.0.1, not listening yet: usmc_listen_prepare()
+ * before listen(). */
+static int prepared_listener(struct usmc_ctx *ctx, struct sockaddr_storage *addr, socklen_t *alen)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(usmc_listen_prepare(ctx, fd), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	*alen = sizeof(*addr);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)addr, alen), 0);
+	return fd;
+}
+
+/* What usmc_listen_prepare() refuses, in any mode; and a context without
+ * kernel-compat mode does nothing. */
+static void test_prepare_args(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_storage addr;
+	struct usmc_ctx *ctx = *state, *off;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), udp, pfd[2], c, s;
+	socklen_t alen;
+	char buf[sizeof(MSG)] = {0};
+
+	assert_true(fd >= 0);
+	assert_int_equal(usmc_listen_prepare(NULL, fd), -EINVAL);
+	assert_int_equal(usmc_listen_prepare(ctx, -1), -EBADF);
+	assert_int_equal(pipe(pfd), 0);
+	assert_int_equal(usmc_listen_prepare(ctx, pfd[0]), -ENOTSOCK);
+	udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(usmc_listen_prepare(ctx, udp), -EINVAL);
+	assert_int_equal(usmc_listen_prepare(ctx, fd), -EINVAL); /* not bound */
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 4), 0);
+	assert_int_equal(usmc_listen_prepare(ctx, fd), -EINVAL); /* listening already */
+	close(fd);
+	/* mode off: 0, and the socket a plain one, as before */
+	setenv("USMC_KERNEL_COMPAT", "0", 1);
+	assert_int_equal(usmc_ctx_create(&off), 0);
+	unsetenv("USMC_KERNEL_COMPAT");
+	assert_int_equal(usmc_ctx_kernel_compat(off), 0);
+	fd = prepared_listener(off, &addr, &alen);
+	c = plain_connect_to(&addr, alen);
+	assert_int_equal(send(c, MSG, strlen(MSG), 0), (ssize_t)strlen(MSG));
+	s = accept(fd, NULL, NULL);
+	assert_true(s >= 0);
+	assert_int_equal(recv(s, buf, strlen(MSG), MSG_WAITALL), (ssize_t)strlen(MSG));
+	assert_string_equal(buf, MSG);
+	close(s);
+	close(c);
+	close(fd);
+	close(udp);
+	close(pfd[0]);
+	close(pfd[1]);
+	usmc_ctx_destroy(off);
+}
+
+/*
+ * usmc_listen_prepare() before listen(): SYN-ACKs carry the option before
+ * any listener exists. An SMC client and a plain one connect before
+ * usmc_listen_fd(), a third SMC client after it: the queued two are read
+ * from their sockets' storage (uncounted), in queue order, the third from
+ * the counts, each as what its SYN-ACK said.
+ */
+static void test_prepared_before_listen(void **state)
+{
+	struct usmc_ctx *ctx = need_kcompat(state);
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int fd = prepared_listener(ctx, &addr, &alen), plain;
+	struct usmc_conn *c1, *c2, *s;
+	struct usmc_conn_info ci, si;
+	struct usmc_listener *l;
+	struct kc_listen_val v;
+	char buf[sizeof(MSG)] = {0};
+
+	c1 = smc_client(ctx, &addr, alen); /* no listener yet: the option all the same */
+	plain = plain_connect_to(&addr, alen);
+	assert_int_equal(send(plain, MSG, strlen(MSG), 0), (ssize_t)strlen(MSG));
+	assert_int_equal(usmc_listen_fd(ctx, fd, 0, 0, &l), 0);
+	assert_true(l->kc.active); /* (its accept thread may have taken both already) */
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	assert_int_equal(usmc_conn_info(c1, &ci), 0);
+	check_server_end(s, ci.reason);
+	usmc_close(s);
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	conn_read_exact(s, buf, strlen(MSG));
+	assert_string_equal(buf, MSG);
+	assert_int_equal(usmc_conn_info(s, &si), 0);
+	assert_int_equal(si.mode, USMC_MODE_TCP);
+	assert_int_equal(si.reason, USMC_REASON_PEERNOSMC);
+	usmc_close(s);
+	c2 = smc_client(ctx, &addr, alen);
+	assert_int_equal(usmc_accept(l, 0, &s), 0);
+	assert_int_equal(usmc_conn_info(c2, &ci), 0);
+	check_server_end(s, ci.reason);
+	usmc_close(s);
+	/* the port's entry since usmc_listen_prepare(): both SMC SYNs echoed */
+	assert_int_equal(kcompat_listener_counters(ctx->kc, &l->kc, &v), 0);
+	assert_int_equal(v.echoed, 2);
+	assert_int_equal(v.plain, 1);
+	usmc_close(c1);
+	usmc_close(c2);
+	close(plain);
+	usmc_listener_close(l);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -367,6 +477,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_inherited_across_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_workers_share_listener, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unprivileged_worker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepare_args, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepared_before_listen, setup, teardown),
 	};
 
 	/* no usmc-stat thread: test_unprivileged_worker() forks without exec,

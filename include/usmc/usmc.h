@@ -543,15 +543,40 @@ int usmc_listen(struct usmc_ctx *ctx, const struct sockaddr *addr, socklen_t add
  * On success the listener owns @fd: the library sets O_NONBLOCK and
  * FD_CLOEXEC on it (and TCP_DEFER_ACCEPT if USMC_OPT_DEFER_ACCEPT is set),
  * and usmc_listener_close() closes it. On failure @fd stays the caller's
- * (O_NONBLOCK may have been set). Kernel-compat mode marks sockets when
- * they start listening, so it does not apply to an adopted socket: its
- * clients are told apart by their first bytes (docs/tcp-path.md).
+ * (O_NONBLOCK may have been set). In kernel-compat mode the adopted
+ * socket's SYN-ACKs carry the SMC option from the call on (Linux 6.12 or
+ * later; before, its clients are told apart by their first bytes,
+ * docs/tcp-path.md), or from its listen() if usmc_listen_prepare() marked
+ * it before; connections completed before either were answered without.
  * Returns 0 and sets *@out, or -EBADF (not a descriptor), -ENOTSOCK (not a
  * socket), -EAFNOSUPPORT (not IPv4/IPv6), -EINVAL (not a listening TCP
  * stream socket, or bad arguments), -ENOMEM, ...
  */
 int usmc_listen_fd(struct usmc_ctx *ctx, int fd, int backlog, unsigned int flags,
 		   struct usmc_listener **out);
+
+/**
+ * usmc_listen_prepare() - before listen(2) of @fd, a bound TCP socket
+ * (AF_INET or AF_INET6) that usmc_listen_fd() will adopt later, in this
+ * process or in a child of fork() (a pre-fork server's master listens, its
+ * workers accept). In kernel-compat mode (usmc_ctx_kernel_compat()) it
+ * marks the socket for the library's BPF program, which then gives the
+ * SMC option to the SYN-ACKs of SMC SYNs from the socket's listen(2) on,
+ * before any listener exists: those clients wait in the kernel's accept
+ * queue and run the SMC handshake once usmc_listen_fd() has adopted the
+ * socket (on any kernel the program loads on, where usmc_listen_fd() alone
+ * needs Linux 6.12). Without it, connections completed before the
+ * adoption are plain TCP. A context in the userspace-only rule, or without
+ * SMC (USMC_OPT_SMC = 0), does nothing (0). The socket must then be
+ * adopted: its SMC clients propose and would be read as data by a plain
+ * accept(2). The program keeps the port registered until a listener on it
+ * closes in the process that loaded the program, or the program is
+ * unloaded (no SYN-ACK reads it once no marked socket listens there).
+ * Returns 0, or -EBADF, -ENOTSOCK, -EAFNOSUPPORT, -EINVAL (not a TCP
+ * stream socket, not bound, listening already, or @ctx NULL), -E2BIG (the
+ * program's table of listeners is full), USMC_EFORKED.
+ */
+int usmc_listen_prepare(struct usmc_ctx *ctx, int fd);
 
 /**
  * usmc_listener_fd() - a file descriptor that is readable while
