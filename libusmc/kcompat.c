@@ -70,6 +70,11 @@ struct kcompat {
 	bool borrowed;
 	int link_fd;
 	uint32_t ids[KC_MAPS_SHARED]; /* the maps' IDs, which a child checks */
+	/* a child of fork() that loaded its own program: its parent's
+	 * usmc_socks, if the parent had one (-1: none), which tells what the
+	 * parent's program answered to a listener's connections queued before
+	 * this process registered the port (kcompat_server_peer()) */
+	int parent_socks_fd;
 
 	/* usmc_peers, mapped read-only (NULL: not mappable, every client
 	 * asks with bpf()); a connecting client holds one slot, taken from
@@ -325,6 +330,8 @@ void kcompat_close(struct kcompat *kc)
 
 		atomic_compare_exchange_strong(&kc_live, &live, NULL);
 	}
+	if (kc->parent_socks_fd >= 0)
+		close(kc->parent_socks_fd);
 	bpf_link__destroy(kc->adopt_link);
 	bpf_link__destroy(kc->link);
 	bpf_object__close(kc->obj);
@@ -377,6 +384,7 @@ static struct kcompat *borrow_parent(struct usmc_logger *log)
 	if (!kc)
 		return NULL;
 	kc->borrowed = true;
+	kc->parent_socks_fd = -1; /* socks_fd is the parent's */
 	kc->socks_fd = dup_map(parent->socks_fd, parent->ids[KC_MAP_SOCKS]);
 	kc->listeners_fd = dup_map(parent->listeners_fd, parent->ids[KC_MAP_LISTENERS]);
 	kc->link_fd = fcntl(bpf_link__fd(parent->link), F_DUPFD_CLOEXEC, 0);
@@ -390,6 +398,19 @@ static struct kcompat *borrow_parent(struct usmc_logger *log)
 	snprintf(kc->cgroup, sizeof(kc->cgroup), "%s", parent->cgroup);
 	log_attached(log, kc->cgroup, "of the parent process, attached to");
 	return kc;
+}
+
+/* In a child of fork() whose parent loaded a program: a duplicate of the
+ * parent's usmc_socks, which the child's own program does not replace for
+ * the sockets the parent's answered (an inherited listener's queue); -1 if
+ * none. */
+static int parent_socks(void)
+{
+	struct kcompat *parent = atomic_load(&kc_live);
+
+	if (atomic_load(&kc_live_pid) == getpid() || !parent)
+		return -1;
+	return dup_map(parent->socks_fd, parent->ids[KC_MAP_SOCKS]);
 }
 
 int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *const *env)
@@ -406,6 +427,7 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *cons
 	kc = calloc(1, sizeof(*kc));
 	if (!kc)
 		return mode == KC_MODE_ON ? -ENOMEM : 0;
+	kc->parent_socks_fd = -1;
 	/* libbpf prints its failures to stderr; in auto mode a failure is an
 	 * answer, not an error. (The print hook is process-wide.) */
 	if (quiet)
@@ -420,6 +442,7 @@ int kcompat_open(struct kcompat **out, struct usmc_logger *log, const char *cons
 		return *out || mode != KC_MODE_ON ? 0 : rc;
 	}
 	kc->pid = getpid();
+	kc->parent_socks_fd = parent_socks();
 	/* the pid first: a reader that sees its own pid does not follow the
 	 * pointer, which another thread may be closing */
 	atomic_store(&kc_live_pid, kc->pid);
@@ -724,6 +747,10 @@ enum kc_peer kcompat_server_peer(struct kcompat *kc, struct kcompat_lsn *ls, int
 		 * taken than counted would hide a pending socket */
 		atomic_fetch_add_explicit(&ls->lookups, 1, memory_order_relaxed);
 		p = peer_of(kc, fd);
+		/* a socket our program never saw: the parent's (which marked
+		 * the socket before its listen()) may have answered its SYN */
+		if (p == KC_PEER_UNKNOWN && kc->parent_socks_fd >= 0)
+			p = peer_in(kc->parent_socks_fd, fd);
 		return p == KC_PEER_UNKNOWN ? KC_PEER_NOSMC : p;
 	}
 	kind = estab_kind(kc, ls);

@@ -469,6 +469,53 @@ static void test_prepared_before_listen(void **state)
 	usmc_listener_close(l);
 }
 
+/* The forked worker of test_prepared_worker(): its own context, whose
+ * program (it is root) is not the one that answered the queued client. */
+static int prepared_child(int fd)
+{
+	struct usmc_listener *l;
+	struct usmc_ctx *ctx;
+	int ok;
+
+	if (usmc_ctx_create(&ctx) || usmc_ctx_kernel_compat(ctx) != 1 ||
+	    usmc_listen_fd(ctx, fd, 0, 0, &l)) {
+		fprintf(stderr, "prepared child: no kernel-compat context or listener\n");
+		return CHILD_FAILED;
+	}
+	ok = l->kc.active;
+	if (!ok)
+		fprintf(stderr, "prepared child: the adopted listener is not active\n");
+	ok = ok && child_serve(l);
+	usmc_listener_close(l);
+	usmc_ctx_destroy(ctx);
+	return ok ? CHILD_OK : CHILD_FAILED;
+}
+
+/*
+ * A pre-fork master marks and listens, a client connects, then a worker
+ * that loads a program of its own (it stayed root) adopts the socket: the
+ * queued client's SYN-ACK was the master's program's, and the worker must
+ * learn from the master's storage that the client saw the option.
+ */
+static void test_prepared_worker(void **state)
+{
+	struct usmc_ctx *ctx = need_kcompat(state);
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	int fd = prepared_listener(ctx, &addr, &alen), st;
+	struct usmc_conn *c = smc_client(ctx, &addr, alen);
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(prepared_child(fd));
+	close(fd);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), CHILD_OK);
+	usmc_close(c);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -479,6 +526,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_unprivileged_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepare_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepared_before_listen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepared_worker, setup, teardown),
 	};
 
 	/* no usmc-stat thread: test_unprivileged_worker() forks without exec,
