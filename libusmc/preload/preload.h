@@ -111,8 +111,9 @@ bool preload_may_propose(struct usmc_ctx *ctx, const struct sockaddr *sa);
 
 /* preload_ctx.c */
 struct usmc_ctx *preload_ctx(void);
-/* At the program's listen(): the context now, in kernel-compatible mode */
-void preload_ctx_at_listen(void);
+/* At the program's listen(), before the kernel's: the context now, in
+ * kernel-compatible mode (NULL otherwise, or without one) */
+struct usmc_ctx *preload_ctx_at_listen(void);
 bool preload_ctx_has_devices(void);
 /* usmc_ctx_event_fd() of this process's context, or a negative errno */
 int preload_ctx_event_fd(void);

@@ -57,15 +57,16 @@ struct usmc_ctx *preload_ctx(void)
  * which adopt the socket where they accept, have dropped root by then
  * (nginx's `user`). They use the program of their parent (libusmc,
  * kcompat.c borrow_parent()) if it has one: so the process that listens
- * makes its context at once, not at its first accept or poll. Unless the
- * mode is off: then nothing needs it before then.
+ * makes its context at once, not at its first accept or poll, and before
+ * the kernel's listen(), which it marks the socket for
+ * (usmc_listen_prepare(): preload_listen.c). Unless the mode is off: then
+ * nothing needs it before then.
  */
-void preload_ctx_at_listen(void)
+struct usmc_ctx *preload_ctx_at_listen(void)
 {
 	const char *s = env_get(preload_settings(), "USMC_KERNEL_COMPAT");
 
-	if (!s || strcmp(s, "0"))
-		(void)preload_ctx();
+	return !s || strcmp(s, "0") ? preload_ctx() : NULL;
 }
 
 int preload_ctx_event_fd(void)

@@ -17,28 +17,59 @@ void listener_giveup(struct pobj *o, int fd, int reason)
 	tab_release_all(o);
 }
 
-PRELOAD_EXPORT int listen(int fd, int backlog)
+/*
+ * Before the kernel's listen() of TCP socket @fd: in kernel-compatible
+ * mode the socket is marked, so that its SYN-ACKs carry the SMC option
+ * from the listen() on, before the usmc listener exists (it is made at the
+ * first accept or poll, in a pre-fork server by each worker): a kernel SMC
+ * client that connects in between waits in the accept queue and runs the
+ * SMC handshake once it does. Not done, its SYN-ACK would go without the
+ * option and the client stay TCP (PEERNOSMC). A no-op where the mode is
+ * off; the context is made here even if the socket cannot be marked (its
+ * workers may need the program).
+ */
+static void listen_mark(int fd)
 {
-	struct pobj *o;
+	struct usmc_ctx *ctx = preload_ctx_at_listen();
 	int rc;
 
+	if (!ctx)
+		return;
+	rc = IN_LIB(usmc_listen_prepare(ctx, fd));
+	if (rc)
+		preload_log(2,
+			    "fd %d: usmc_listen_prepare: %s; SYN-ACKs before the first accept "
+			    "go without the SMC option",
+			    fd, usmc_strerror(rc));
+}
+
+PRELOAD_EXPORT int listen(int fd, int backlog)
+{
+	struct pobj *o = NULL;
+	bool tcp = false;
+	int rc, err;
+
 	P_INIT();
+	if (!in_lib && !preload_disabled) {
+		o = obj_get(fd);
+		/* the first listen(): a socket the preload knows is one */
+		tcp = !o && fd_is_inet_tcp(fd);
+		if (tcp)
+			listen_mark(fd);
+	}
 	rc = R.listen(fd, backlog);
-	if (rc || in_lib || preload_disabled)
-		return rc;
-	o = obj_get(fd);
-	if (o) { /* listen() again: a new backlog for the next activation */
+	err = errno;
+	if (o && !rc) { /* listen() again: a new backlog for the next activation */
 		pthread_mutex_lock(&o->lock);
 		o->backlog = backlog;
 		pthread_mutex_unlock(&o->lock);
+	}
+	if (o)
 		obj_put(o);
-		return 0;
-	}
-	if (fd_is_inet_tcp(fd)) {
+	if (tcp && !rc)
 		tab_add_listen(fd, backlog); /* without memory: a plain socket */
-		preload_ctx_at_listen();
-	}
-	return 0;
+	errno = err;
+	return rc;
 }
 
 /* An accepted connection: a descriptor for the application. */
