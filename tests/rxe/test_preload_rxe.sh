@@ -27,20 +27,28 @@
 #     the client proposes nothing (DISABLED), in kernel-compatible mode
 #     (usmc_run's default) the SYN-ACK says the server does not speak SMC
 #     (PEERNOSMC) (curl)
-# The clients propose to B (USMC_RUN_SMC_PEERS) without kernel-compatible
-# mode, whose SYN-ACK option a listener under usmc_run does not send.
+#   a kernel AF_SMC client (build/tools/libksmc-preload.so) that connects
+#     to a python3 server under usmc_run in kernel-compatible mode between
+#     the server's listen() and its first accept(), as wrk does to a
+#     pre-fork nginx whose workers have not adopted the socket yet: the
+#     socket, marked at listen(), answered with the SMC option, and the
+#     queued connection runs SMC-R at the server, 4 MiB intact (early)
+# The other parts' clients propose to B (USMC_RUN_SMC_PEERS) without
+# kernel-compatible mode.
 # Skips (exit 0 with a note) what is not installed: nginx, redis, wrk,
-# iperf3.
+# iperf3, the kernel's AF_SMC (vm-run.sh --smc).
 #
 # Usage: test_preload_rxe.sh <usmc_run> <httpd> <preload_conn_check> [PART...]
-#   PART: nginx, redis, mixed, iperf3, rdhup, evloop, fork, curl (default: all)
+#   PART: nginx, redis, mixed, iperf3, rdhup, evloop, fork, curl, early
+#   (default: all). early's tools: USMC_TEST_KSMC (libksmc-preload.so) and
+#   USMC_TEST_KCTL (smc_kctl), by default from the build tree of usmc_run.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../../tools/common/rxe-env.sh"
 USMC_RUN=$(readlink -f "${1:?usmc_run}")
 HTTPD=$(readlink -f "${2:?httpd}")
 CHECK=$(readlink -f "${3:?preload_conn_check}")
 shift 3
-parts=" ${*:-nginx redis mixed iperf3 rdhup evloop fork curl} "
+parts=" ${*:-nginx redis mixed iperf3 rdhup evloop fork curl early} "
 want() { [[ $parts == *" $1 "* ]]; }
 A=$USMC_TEST_HOST_A B=$USMC_TEST_HOST_B
 [ "$A" != "$B" ] || rxe_fail "needs two hosts (tests/rxe/vm-run.sh --setup two)"
@@ -366,6 +374,92 @@ if want curl; then
 	want=$(sha256sum <"$dir/www/big" | cut -d' ' -f1)
 	curl_plain "no kernel-compatible mode" DISABLED -u USMC_RUN_SMC_PEERS
 	curl_plain "kernel-compatible mode" PEERNOSMC -u USMC_RUN_SMC_PEERS -u USMC_KERNEL_COMPAT
+fi
+
+# early: a kernel SMC client queued before the server's first accept().
+# The server waits for $dir/early-go, which is made once its listening
+# socket's accept queue holds the client (ss: Recv-Q of a LISTEN socket),
+# so the client's SYN was answered before any usmc listener existed.
+early_server='
+import hashlib, os, socket, sys, time
+s = socket.socket()
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(8)
+print("listening", flush=True)
+end = time.time() + 60
+while not os.path.exists(sys.argv[3]) and time.time() < end:
+    time.sleep(0.05)
+c, _ = s.accept()
+h, n = hashlib.sha256(), 0
+while True:
+    b = c.recv(1 << 16)
+    if not b:
+        break
+    h.update(b)
+    n += len(b)
+c.sendall(h.hexdigest().encode())
+c.close()
+print("received", n, h.hexdigest(), flush=True)'
+early_client='
+import hashlib, os, socket, sys
+data = os.urandom(4 << 20)
+c = socket.socket()
+c.bind((sys.argv[3], 0))
+c.connect((sys.argv[1], int(sys.argv[2])))
+c.sendall(data)
+c.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = c.recv(256)
+    if not b:
+        break
+    got += b
+want = hashlib.sha256(data).hexdigest()
+print("intact" if got.decode() == want else "sent %s, server read %s" % (want, got))'
+
+if ! want early; then
+	:
+elif ! python3 -c 'import socket; socket.socket(43, socket.SOCK_STREAM, 0)' 2>/dev/null; then
+	echo "skip: early: no AF_SMC in this kernel (tests/rxe/vm-run.sh --smc)"
+else
+	KSMC=${USMC_TEST_KSMC:-$(dirname "$USMC_RUN")/libksmc-preload.so}
+	KCTL=${USMC_TEST_KCTL:-$(dirname "$USMC_RUN")/../tests/smc_kctl}
+	E=18740 elog=$dir/early-usmc.log
+	# a kernel client proposes SMC-Rv2 over rxe only with a UEID, which the
+	# server shares
+	"$KCTL" ueid flush && "$KCTL" ueid add USMC-PRELOAD-EARLY
+	env -u USMC_RUN_SMC_PEERS "$USMC_RUN" -vv -o "$elog" USMC_KERNEL_COMPAT=1 \
+		USMC_UEID=USMC-PRELOAD-EARLY python3 -u -c "$early_server" "$B" "$E" \
+		"$dir/early-go" >"$dir/early-server.log" 2>&1 &
+	spid=$!
+	pids+=("$spid")
+	for i in $(seq 300); do
+		grep -q listening "$dir/early-server.log" && break
+		[ "$i" != 300 ] || fail "early: the server did not listen: $(cat "$dir/early-server.log")"
+		sleep 0.1
+	done
+	LD_PRELOAD=$KSMC python3 -c "$early_client" "$B" "$E" "$A" >"$dir/early-client.log" 2>&1 &
+	cpid=$!
+	pids+=("$cpid")
+	q=0
+	for _ in $(seq 300); do
+		q=$(ss -Hltn "sport = :$E" | awk '{print $2; exit}')
+		[ "${q:-0}" -ge 1 ] && break
+		sleep 0.1
+	done
+	[ "${q:-0}" -ge 1 ] || fail "early: the client's connection never waited in the accept queue"
+	touch "$dir/early-go"
+	wait "$cpid" || fail "early: client exit $?: $(cat "$dir/early-client.log")"
+	wait "$spid" || fail "early: server exit $?: $(cat "$dir/early-server.log")"
+	"$KCTL" ueid flush
+	cat "$elog" >>"$log"
+	[ "$(cat "$dir/early-client.log")" = intact ] ||
+		fail "early: $(cat "$dir/early-client.log"); server: $(cat "$dir/early-server.log")"
+	grep -q "python3: fd [0-9]* accepted $B:$E <- $A:[0-9]*: SMC-R" "$elog" ||
+		fail "early: the connection queued before the first accept() did not run SMC-R:" \
+			"$(grep "accepted" "$elog")"
+	echo "ok: a kernel AF_SMC client queued between listen() and the first accept() of" \
+		"a server under usmc_run (kernel-compatible mode): SMC-R, 4 MiB intact"
 fi
 
 echo "--- the preload's counters at exit"
