@@ -20,7 +20,9 @@
 # USMC_ACCEPT_DIRECT=0 at the server, every connection through its accept
 # thread as before direct mode (docs/listener.md "Plain TCP"); the other
 # usmc servers run with the default, direct mode on where kernel-compatible
-# mode is.
+# mode is. (U), only when named: (u) with the server polling each
+# connection's usmc_conn_fd() (usmc_storm --conn-fd) instead of the event
+# API, as every usmc server did before.
 # STORM_ROUNDS rounds (rows alternating within a round); the table gives
 # each figure's median over the rounds: req/s, errors (clients + server,
 # summed), connect p50/p99, the client connections that ran SMC-R or TCP
@@ -47,7 +49,7 @@
 #      STORM_USMC_THREADS of usmc clients (default: STORM_THREADS),
 #      STORM_ROWS (default "a b c k u f": a subset, to look at one row;
 #      "p", "t" and "s" add the floors, "S" and "F" the rows without
-#      direct accept),
+#      direct accept, "U" (u) with readiness descriptors),
 #      STORM_ROUNDS (3), STORM_PERF (1; 0: no perf stat),
 #      STORM_PROFILE (0; 1: perf record -a -g over each client run, and a
 #      second table of where the busy CPU time goes, in % by kind of
@@ -271,17 +273,18 @@ run() {
 declare -A SRV=([a]="--server plain" [b]="--server usmc" [c]="--server usmc -f"
 	[k]="--server smc" [u]="--server usmc" [f]="--server usmc -f"
 	[p]="--server plain" [t]="--server plain" [s]="--server usmc -f"
-	[S]="--server usmc -f" [F]="--server usmc -f")
+	[S]="--server usmc -f" [F]="--server usmc -f" [U]="--server usmc --conn-fd")
 declare -A CLI=([a]="--client plain" [b]="--client usmc" [c]="--client usmc"
 	[k]="--client smc" [u]="--client smc" [f]="--client smc"
 	[p]="--client usmc" [t]="--client smc" [s]="--client plain"
-	[S]="--client plain" [F]="--client smc")
+	[S]="--client plain" [F]="--client smc" [U]="--client smc")
 declare -A NAME=([a]="(a) plain server+clients" [b]="(b) usmc, auto-fallback off"
 	[c]="(c) usmc, auto-fallback on" [k]="(k) kernel SMC-R (AF_SMC)"
 	[u]="(u) AF_SMC -> usmc, af off" [f]="(f) AF_SMC -> usmc, af on"
 	[p]="(p) usmc -> plain server" [t]="(t) AF_SMC -> plain server"
 	[s]="(s) plain -> usmc, af on"
-	[S]="(S) (s), no direct accept" [F]="(F) (f), no direct accept")
+	[S]="(S) (s), no direct accept" [F]="(F) (f), no direct accept"
+	[U]="(U) (u), usmc_conn_fd() each")
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
 	"server on B $B, clients on A $A, ${SECS}s per run, $ROUNDS rounds (medians)," \
@@ -333,7 +336,7 @@ for c in $CLIENTS; do
 			b | c) llc=$(per1 "$((($(num llc_sent "$cli") + $(num llc_received "$cli") +
 				$(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")) / 2))" \
 				"$(num client_smcr "$cli")") ;;
-			u | f | F) llc=$(per1 "$(($(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")))" \
+			u | f | F | U) llc=$(per1 "$(($(num srv_llc_sent "$srv") + $(num srv_llc_received "$srv")))" \
 				"$(num client_smcr "$cli")") ;;
 			esac
 			put "$k" llc "$llc"

@@ -21,6 +21,11 @@
  *              CLC PROPOSAL first and reads the DECLINE, then the request
  *              (each connection costs the server a real CLC handshake)
  *   -f  auto-fallback on the usmc listener (USMC_LISTEN_AUTO_FALLBACK)
+ *   --conn-fd  a usmc server polls each connection's usmc_conn_fd() (a
+ *              readiness socketpair per SMC-R connection, its completions
+ *              run by the link group's thread) instead of the event API
+ *              (usmc_ctx_event_fd() in its epoll set, usmc_ctx_poll(): the
+ *              server's thread runs them, no socketpair)
  *
  * Server and clients in two processes (two hosts; tools/bench-storm-rxe.sh):
  *   --client none   serves until SIGINT/SIGTERM or for -d SECONDS, then
@@ -39,7 +44,7 @@
  *
  * usage: usmc_storm [-a ADDR] [-p PORT] [-c CLIENTS] [-d SECONDS]
  *                   [-t CLIENT_THREADS] [-b BACKLOG] [-f]
- *                   [--server KIND] [--client KIND]
+ *                   [--server KIND] [--client KIND] [--conn-fd]
  * Output: one line of key=value pairs (tools/bench-storm.sh and
  * tools/bench-storm-rxe.sh parse it).
  * Exit status: 0, 1 on a setup failure, 3 if any connection failed.
@@ -96,6 +101,7 @@ static struct {
 	enum kind server, client;
 	int clients, seconds, threads, backlog;
 	bool auto_fallback;
+	bool conn_fd; /* a usmc server polls each connection's usmc_conn_fd() */
 	struct sockaddr_in addr;
 } cfg = {.server = K_USMC,
 	 .client = K_USMC,
@@ -218,7 +224,8 @@ static void s_close(int ep, struct sconn *s)
 		sconns = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
+	if (s->fd >= 0)
+		epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
 	if (s->uc)
 		usmc_close(s->uc);
 	else
@@ -237,7 +244,13 @@ static struct sconn *s_accept(void)
 		if (s->fd >= 0)
 			goto accepted;
 	} else if (!usmc_accept(ulst, USMC_NONBLOCK, &s->uc)) {
-		s->fd = usmc_conn_fd(s->uc);
+		/* the event API's watch, or the connection's own descriptor */
+		s->fd = cfg.conn_fd ? usmc_conn_fd(s->uc) : -1;
+		if (!cfg.conn_fd && usmc_conn_watch(s->uc, USMC_EV_READ, s)) {
+			usmc_close(s->uc);
+			free(s);
+			return NULL;
+		}
 		goto accepted;
 	}
 	free(s);
@@ -332,41 +345,70 @@ static int server_open(void)
 	return plain_lfd;
 }
 
+/* Every connection the listener has, each in the server's epoll set or
+ * watched in the event API's. */
+static void s_accept_all(int ep)
+{
+	struct sconn *s;
+
+	while ((s = s_accept())) {
+		struct epoll_event cev = {.events = EPOLLIN, .data.ptr = s};
+		int one = 1;
+
+		/* a usmc connection's fd is its readiness descriptor: the
+		 * option goes to its TCP socket (no effect on the SMC-R data
+		 * path, one system call) */
+		if (s->uc)
+			usmc_conn_setsockopt(s->uc, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		else
+			setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (s->fd >= 0)
+			epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &cev);
+		s->next = sconns;
+		if (sconns)
+			sconns->prev = s;
+		sconns = s;
+	}
+}
+
+/* The event API's turn: the usmc listener's connections and the watched
+ * ones that are readable (usmc_ctx_poll() runs the SMC-R completions). */
+static void s_usmc_events(int ep)
+{
+	struct usmc_event uev[MAX_EVENTS];
+	int n = usmc_ctx_poll(sctx, uev, MAX_EVENTS, 0);
+
+	for (int i = 0; i < n; i++)
+		if (uev[i].listener)
+			s_accept_all(ep);
+		else
+			s_event(ep, uev[i].user);
+}
+
 static void *server_main(void *arg)
 {
 	int lfd = *(int *)arg, ep = epoll_create1(EPOLL_CLOEXEC);
+	bool api = cfg.server == K_USMC && !cfg.conn_fd;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL}, evs[MAX_EVENTS];
+	int rc;
 
+	if (api) { /* the context's descriptor stands for the listener and the connections */
+		lfd = usmc_ctx_event_fd(sctx);
+		rc = lfd < 0 ? lfd : usmc_listener_watch(ulst, USMC_EV_ACCEPT, NULL);
+		if (rc)
+			die("the event API", rc);
+	}
 	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
 	while (!atomic_load(&stop_server)) {
 		int n = epoll_wait(ep, evs, MAX_EVENTS, 50);
 
 		for (int i = 0; i < n; i++) {
-			struct sconn *s;
-
-			if (evs[i].data.ptr) {
+			if (evs[i].data.ptr)
 				s_event(ep, evs[i].data.ptr);
-				continue;
-			}
-			while ((s = s_accept())) {
-				struct epoll_event cev = {.events = EPOLLIN, .data.ptr = s};
-				int one = 1;
-
-				/* a usmc connection's fd is its readiness descriptor:
-				 * the option goes to its TCP socket (no effect on the
-				 * SMC-R data path, one system call) */
-				if (s->uc)
-					usmc_conn_setsockopt(s->uc, IPPROTO_TCP, TCP_NODELAY, &one,
-							     sizeof(one));
-				else
-					setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one,
-						   sizeof(one));
-				epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &cev);
-				s->next = sconns;
-				if (sconns)
-					sconns->prev = s;
-				sconns = s;
-			}
+			else if (api)
+				s_usmc_events(ep);
+			else
+				s_accept_all(ep);
 		}
 	}
 	while (sconns)
@@ -752,6 +794,7 @@ static void parse_args(int argc, char **argv)
 {
 	static const struct option lo[] = {{"server", required_argument, NULL, 'S'},
 					   {"client", required_argument, NULL, 'C'},
+					   {"conn-fd", no_argument, NULL, 'F'},
 					   {NULL, 0, NULL, 0}};
 	int opt;
 
@@ -782,6 +825,9 @@ static void parse_args(int argc, char **argv)
 		case 'f':
 			cfg.auto_fallback = true;
 			break;
+		case 'F':
+			cfg.conn_fd = true;
+			break;
 		case 'S':
 			cfg.server = parse_kind(optarg);
 			break;
@@ -801,7 +847,7 @@ static void parse_args(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: usmc_storm [-a ADDR] [-p PORT] [-c CLIENTS] [-d SECONDS] "
 			"[-t CLIENT_THREADS] [-b BACKLOG] [-f] [--server usmc|plain|smc|none] "
-			"[--client usmc|plain|smc|clc|none]\n");
+			"[--client usmc|plain|smc|clc|none] [--conn-fd]\n");
 	exit(2);
 }
 
