@@ -334,7 +334,7 @@ if want rdhup; then
 	check_pair rdhup 18737 rdhup-server "$B" 18737 -- rdhup-client "$B" 18737 "$A"
 fi
 if want evloop; then
-	check_pair evloop 18740 evloop-server "$B" 18740 2000 -- evloop-client "$B" 18740 "$A" 2000
+	check_pair evloop 18741 evloop-server "$B" 18741 2000 -- evloop-client "$B" 18741 "$A" 2000
 fi
 if want fork; then
 	check_pair fork 18738 fork-server "$B" 18738 smcr -- fork-client "$B" 18738 smcr "$A"
