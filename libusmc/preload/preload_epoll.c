@@ -137,7 +137,10 @@ PRELOAD_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 				  : R.epoll_ctl(epfd, op, fd, ev);
 	if (rc == 0)
 		regs_record(o, epfd, op, fd, ev);
-	if (rc == 0 && o->kind == PO_SMCR && op != EPOLL_CTL_DEL)
+	/* a MOD's set got the event descriptor at the ADD (redis changes
+	 * its registrations at every reply: no system call more for it) */
+	if (rc == 0 && o->kind == PO_SMCR &&
+	    (op == EPOLL_CTL_ADD || (op == EPOLL_CTL_MOD && !o->looped)))
 		evloop_register(o, epfd);
 	pthread_mutex_unlock(&o->lock);
 	obj_put(o);
