@@ -257,7 +257,12 @@ measure() {
 	[ "$errors" = 0 ] || fail=1
 }
 
-vals() { for r in $(seq "$ROUNDS"); do sed -n "s/.* $2=\([0-9.]*\).*/\1/p" "$OUT/$1.$r"; done; }
+# a row left out of PRELOAD_ROWS (the baseline a, say) has no values: n/a
+vals() {
+	for r in $(seq "$ROUNDS"); do
+		[ ! -e "$OUT/$1.$r" ] || sed -n "s/.* $2=\([0-9.]*\).*/\1/p" "$OUT/$1.$r"
+	done
+}
 med() { vals "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
 sum() { vals "$@" | awk '{ s += $1 } END { print s + 0 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
