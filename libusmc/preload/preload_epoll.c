@@ -19,8 +19,8 @@
  * with the parent's descriptor in it, wakes a child once, not for ever.
  */
 #include <stdint.h>
-#include <time.h>
 
+#include "../clock.h"
 #include "preload.h"
 
 #define EVLOOP_TAG	0x75736d6300000000ull /* "usmc" */
@@ -159,18 +159,10 @@ struct wait_call {
 	int64_t deadline_ns; /* -1: none */
 };
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* The real wait of @w for what is left of its time. */
 static int wait_again(const struct wait_call *w)
 {
-	int64_t left = w->deadline_ns < 0 ? -1 : w->deadline_ns - mono_ns();
+	int64_t left = w->deadline_ns < 0 ? -1 : w->deadline_ns - (int64_t)clock_now_ns();
 	struct timespec ts;
 
 	if (w->deadline_ns >= 0 && left < 0)
@@ -240,7 +232,7 @@ static int64_t deadline_of_ms(int timeout_ms)
 {
 	if (timeout_ms < 0)
 		return -1;
-	return timeout_ms ? mono_ns() + (int64_t)timeout_ms * 1000000 : 0;
+	return timeout_ms ? (int64_t)clock_now_ns() + (int64_t)timeout_ms * 1000000 : 0;
 }
 
 PRELOAD_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
@@ -277,9 +269,9 @@ PRELOAD_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 				      : (int)set_err(-ENOSYS);
 	w = (struct wait_call){W_PWAIT2, epfd, max, ev, mask, -1};
 	if (timeout && timeout->tv_sec >= 0 && timeout->tv_nsec >= 0)
-		w.deadline_ns =
-			timeout->tv_sec || timeout->tv_nsec
-				? mono_ns() + timeout->tv_sec * 1000000000 + timeout->tv_nsec
-				: 0;
+		w.deadline_ns = timeout->tv_sec || timeout->tv_nsec
+					? (int64_t)clock_now_ns() + timeout->tv_sec * 1000000000 +
+						  timeout->tv_nsec
+					: 0;
 	return wait_done(&w, R.epoll_pwait2(epfd, ev, max, timeout, mask));
 }

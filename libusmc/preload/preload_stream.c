@@ -9,19 +9,11 @@
  */
 #include <limits.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "../clock.h"
 #include "preload.h"
 
 #define IOV_LOCAL 16
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * Wait up to @timeout_ms for @events on @o's readiness descriptor: 0, or
@@ -33,10 +25,10 @@ static int po_wait(struct pobj *o, short events, int timeout_ms)
 {
 	struct pollfd p[2] = {{.fd = usmc_conn_fd(o->c), .events = events},
 			      {.fd = evloop_fd(o), .events = POLLIN}};
-	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ms() + timeout_ms;
 
 	for (;;) {
-		int64_t left = deadline < 0 ? -1 : deadline - now_ms();
+		int64_t left = deadline < 0 ? -1 : deadline - clock_now_ms();
 		int n = R.poll(p, 2, deadline < 0 ? -1 : left > 0 ? (int)left : 0);
 
 		if (n < 0)
