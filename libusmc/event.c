@@ -314,10 +314,12 @@ static void conn_unwatch(struct usmc_conn *c, bool closing)
 	if (!w)
 		return;
 	c->watch = NULL;
-	if (w->via_fd && !closing)
-		smcr_conn_fd_loop(c->smcr, false);
-	else if (w->fd < 0 && c->smcr && !w->via_fd)
+	if (w->via_fd) {
+		if (!closing)
+			smcr_conn_fd_loop(c->smcr, false);
+	} else if (w->fd < 0 && c->smcr) {
 		smcr_conn_watch(c->smcr, NULL, NULL); /* no more calls of the watch */
+	}
 	if (w->eng)
 		eng_detach(w->set, w->eng);
 	watch_drop(w);
