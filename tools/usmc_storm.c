@@ -938,6 +938,23 @@ static uint64_t report_clients(const struct cthread *ct, uint64_t elapsed_us,
 	return errors;
 }
 
+/* The bound (us) below which a fraction @q of the listener's handshakes
+ * ended (usmc_listener_stats().hs_time_hist: bucket i holds [2^i, 2^(i+1))
+ * us, bucket 0 below 2 us); 0 without handshakes. */
+static uint64_t hs_time_quantile_us(const struct usmc_listener_stats *st, double q)
+{
+	uint64_t total = 0, seen = 0;
+
+	for (int i = 0; i < USMC_HS_HIST_BUCKETS; i++)
+		total += st->hs_time_hist[i];
+	for (int i = 0; i < USMC_HS_HIST_BUCKETS && total; i++) {
+		seen += st->hs_time_hist[i];
+		if ((double)seen >= q * (double)total)
+			return 2ull << i;
+	}
+	return 0;
+}
+
 /* Prints the server's part of the result line; returns its errors. */
 static uint64_t report_server(const struct smc_kstats *ks)
 {
@@ -959,14 +976,16 @@ static uint64_t report_server(const struct smc_kstats *ks)
 	printf(" srv_accepted=%llu srv_reqs=%llu srv_smcr=%llu srv_tcp=%llu srv_congested=%llu "
 	       "srv_errors=%llu hs_failed=%llu hs_queue_high=%u backlog_full=%llu "
 	       "listen_drops=%llu accept_uring=%d srv_lgrs_created=%llu srv_llc_sent=%llu "
-	       "srv_llc_received=%llu srv_budget=%llu",
+	       "srv_llc_received=%llu srv_budget=%llu srv_hs_p50_us=%llu srv_hs_p99_us=%llu",
 	       (unsigned long long)srv_accepted, (unsigned long long)srv_reqs,
 	       (unsigned long long)smcr, (unsigned long long)tcp,
 	       (unsigned long long)st.congestion_fallbacks, (unsigned long long)srv_errors,
 	       (unsigned long long)hs_err, st.hs_queue_high, (unsigned long long)st.backlog_full,
 	       (unsigned long long)st.listen_drops, st.accept_uring,
 	       (unsigned long long)cs.lgrs_created, (unsigned long long)cs.llc_sent,
-	       (unsigned long long)cs.llc_received, (unsigned long long)st.budget_fallbacks);
+	       (unsigned long long)cs.llc_received, (unsigned long long)st.budget_fallbacks,
+	       (unsigned long long)hs_time_quantile_us(&st, 0.5),
+	       (unsigned long long)hs_time_quantile_us(&st, 0.99));
 	return srv_errors;
 }
 
