@@ -315,7 +315,7 @@ static int client_rkey_async(struct smcr_client *cl)
 			return -EAGAIN;
 		if (rc || !cl->flow)
 			return rc;
-		cl->due_ms = clock_now_ms() + SMCR_LLC_WAIT_MS;
+		cl->due_ms = clock_now_ms() + SMCR_LLC_FLOW_DUE_MS;
 	}
 	rc = smcr_llc_flow_result(lgr, cl->flow, cl->due_ms, &resp);
 	if (rc == -EAGAIN)

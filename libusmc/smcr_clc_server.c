@@ -97,7 +97,7 @@ static int reuse_rkey_step(struct smcr_hs *hs, struct smcr_serve *st)
 			return smcr_hs_decline(hs, SMC_CLC_DECL_ERR_REGBUF, false);
 		if (!st->flow) /* the peer holds the rkey */
 			return reuse_send_accept(hs, st);
-		st->flow_due_ms = smcr_hs_deadline(hs, SMCR_LLC_WAIT_MS);
+		st->flow_due_ms = smcr_hs_deadline(hs, SMCR_LLC_FLOW_DUE_MS);
 	}
 	rc = smcr_llc_flow_result(lgr, st->flow, st->flow_due_ms, &resp);
 	if (rc == -EAGAIN)

@@ -96,6 +96,15 @@ static int llc_post(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg
 	return 0;
 }
 
+int smcr_llc_send_bytes(struct lgr *lgr, uint8_t type, const uint8_t *buf, int len)
+{
+	int rc = llc_post_bytes(lgr, llc_link(lgr), buf, len, SMCR_SQ_LLC);
+
+	if (!rc && (type == LLC_CONFIRM_RKEY || type == LLC_DELETE_RKEY))
+		atomic_fetch_add_explicit(&lgr->llc.rkey_requests, 1, memory_order_relaxed);
+	return rc;
+}
+
 int smcr_llc_send(struct lgr *lgr, const struct llc_msg *m)
 {
 	return llc_post(lgr, llc_link(lgr), m, SMCR_SQ_LLC);
@@ -370,7 +379,7 @@ void smcr_llc_rx(struct lgr *lgr, int slot, const uint8_t *buf, uint32_t len)
 		if (gen)
 			lgr->ops->barrier(lgr, gen);
 		else
-			smcr_llc_deliver_resp(lgr, &m);
+			smcr_llc_deliver_resp(lgr, &m, buf, len);
 		return;
 	}
 	switch (m.type) {

@@ -16,7 +16,10 @@
 
 #define SMCR_LLC_WAIT_MS  2000	/* SMC_LLC_WAIT_TIME */
 #define SMCR_FLOW_WAIT_MS 20000 /* waiting for a running LLC flow to end */
-#define SMCR_TESTLINK_MS  30000 /* SMC_LLC_TESTLINK_DEFAULT_TIME */
+/* an event-run flow's owner looks for its end by then: the flows queued
+ * before it, then its own answer (bounded by SMCR_LLC_WAIT_MS itself) */
+#define SMCR_LLC_FLOW_DUE_MS (2 * SMCR_LLC_WAIT_MS)
+#define SMCR_TESTLINK_MS     30000 /* SMC_LLC_TESTLINK_DEFAULT_TIME */
 /* an answer awaited while the peer keeps talking: this long at most */
 #define SMCR_LLC_ANSWER_MAX_MS SMCR_TESTLINK_MS
 
@@ -54,6 +57,27 @@ struct smcr_link;
  */
 #define SMCR_LLC_OWED 8
 
+/*
+ * Flows run as events (smcr_llc_flow_start()) started or waiting at once:
+ * handshakes on one link group, each with a CONFIRM_RKEY for a new RMB (a
+ * storm's first connections) or a first contact's CONFIRM_LINK. More are
+ * told -EBUSY and ask again after the next handshake event, which a slot
+ * given back makes then.
+ */
+#define SMCR_LLC_FLOW_SLOTS 64
+
+/* An event-run flow, from smcr_llc_flow_start() to its result or abandon. */
+struct smcr_llc_slot {
+	uint32_t ticket; /* 0: the slot is free */
+	enum { LLC_SLOT_WAITING, LLC_SLOT_RUNNING, LLC_SLOT_DONE } state;
+	uint8_t type; /* the request's, and its response's */
+	int rc;	      /* LLC_SLOT_DONE: 0 (the response is in resp) or the send's error */
+	long sent_ms; /* LLC_SLOT_RUNNING: when the request left */
+	uint8_t req[LLC_MSG_LEN];  /* encoded */
+	uint8_t resp[LLC_MSG_LEN]; /* LLC_SLOT_DONE: as received */
+	int resp_len;
+};
+
 /* A link group's LLC state (struct lgr.llc). */
 struct smcr_llc {
 	pthread_mutex_t lock; /* protects the fields up to 'counters' */
@@ -61,8 +85,13 @@ struct smcr_llc {
 	/* One locally started flow at a time (net/smc/smc_llc.c
 	 * smc_llc_flow_initiate()): set for the whole request/response. */
 	bool flow_busy;
-	uint32_t flow_ticket; /* the running flow's (smcr_llc_flow_start()) */
-	uint8_t wait_type;    /* response type the running flow waits for, 0 none */
+	uint32_t flow_ticket;		 /* the running flow's */
+	uint32_t last_ticket;		 /* the last one given to a flow (0 names none) */
+	struct smcr_llc_slot *flow_slot; /* the running flow's, if run as events */
+	struct smcr_llc_slot slots[SMCR_LLC_FLOW_SLOTS];
+	unsigned int begin_waiters; /* threads waiting in smcr_llc_flow() for the flow */
+	bool slot_refused;	    /* a start was told -EBUSY since a slot was given back */
+	uint8_t wait_type;	    /* response type the running flow waits for, 0 none */
 	bool resp_valid;
 	struct llc_msg resp;
 	bool confirm_req_valid;	    /* client: the server's CONFIRM_LINK arrived */
@@ -127,12 +156,16 @@ void smcr_llc_flow_disown(struct lgr *lgr);
 /*
  * The same flow run as events, for a handshake that must not wait on its
  * thread (a listener's worker, the asynchronous client):
- * smcr_llc_flow_start() - own the flow and send @req: 0 (*@ticket names the
- * flow), -EBUSY while another flow runs (ask again after the next
- * handshake event, smcr_ctx_hs_event()), or the error sending it.
+ * smcr_llc_flow_start() - send @req (one of LLC_MSG_LEN bytes) when the
+ * flow is free: now, or when the flows before it got their answers, which
+ * start the next one as they arrive (smcr_llc_rx()) without waiting for
+ * their owners. 0 (*@ticket names the flow), -EBUSY when
+ * SMCR_LLC_FLOW_SLOTS flows are started or waiting already (ask again after
+ * the next handshake event, smcr_ctx_hs_event()), or -EMSGSIZE.
  * smcr_llc_flow_result() - the flow's response into @resp: 0, -EAGAIN
- * while it may still come before @due_ms, -ETIMEDOUT past it,
- * -ECONNABORTED if the link group died. Anything but -EAGAIN ends the flow.
+ * while it may still come, -ETIMEDOUT at @due_ms or SMCR_LLC_WAIT_MS
+ * after the request left, -ECONNABORTED if the link group died, or the
+ * error sending the request. Anything but -EAGAIN ends the flow.
  * smcr_llc_flow_settled() - smcr_llc_flow_result() would find the answer or
  * the link group's death (a hint: the listener's accept thread asks).
  * smcr_llc_flow_abandon() - end the flow without its answer (its owner is
