@@ -27,15 +27,8 @@ static int mark_sock(struct kcompat *kc, int fd, const struct kc_sock *s)
 	return bpf_map_update_elem(kc->socks_fd, &fd, s, BPF_ANY);
 }
 
-static void mark(struct kcompat *kc, int fd)
-{
-	struct kc_sock s = {.flags = KC_SOCK_USMC};
-
-	(void)mark_sock(kc, fd, &s);
-}
-
-/* A socket marked before its listen(): 0 or a negative errno. */
-static int mark_listener(struct kcompat *kc, int fd)
+/* Mark socket @fd as usmc's (a listener's): 0 or a negative errno. */
+static int mark(struct kcompat *kc, int fd)
 {
 	struct kc_sock s = {.flags = KC_SOCK_USMC};
 
@@ -144,7 +137,7 @@ static int listener_register(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 void kcompat_listener_prepare(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 {
 	if (!listener_register(kc, fd, ls))
-		mark(kc, fd);
+		(void)mark(kc, fd);
 }
 
 int kcompat_listener_mark(struct kcompat *kc, int fd)
@@ -156,7 +149,7 @@ int kcompat_listener_mark(struct kcompat *kc, int fd)
 		return 0;
 	rc = listener_register(kc, fd, &ls);
 	if (!rc)
-		rc = mark_listener(kc, fd);
+		rc = mark(kc, fd);
 	return rc;
 }
 
@@ -197,7 +190,7 @@ void kcompat_listener_adopt(struct kcompat *kc, int fd, struct kcompat_lsn *ls)
 	 * on_connect_or_listen() gives one at listen() */
 	premarked = peer_of(kc, fd) != KC_PEER_UNKNOWN;
 	if (!premarked)
-		mark(kc, fd);
+		(void)mark(kc, fd);
 	if (premarked ||
 	    (kc->can_adopt && !setsockopt(fd, IPPROTO_TCP, KC_SOCKOPT_ADOPT, &one, sizeof(one))))
 		/* queued before this listener was registered: counted in
