@@ -101,7 +101,7 @@ static int reuse_rkey_step(struct smcr_hs *hs, struct smcr_serve *st)
 	}
 	rc = smcr_llc_flow_result(lgr, st->flow, st->flow_due_ms, &resp);
 	if (rc == -EAGAIN)
-		return await_event(st, st->flow_due_ms);
+		return await_event(st, smcr_llc_flow_due(lgr, st->flow, st->flow_due_ms));
 	st->flow = 0;
 	if (smcr_clc_rkey_answered(st->sc, rc, &resp))
 		return smcr_hs_decline(hs, SMC_CLC_DECL_ERR_REGBUF, false);
@@ -276,7 +276,7 @@ static int confirm_link_step(struct smcr_hs *hs, struct smcr_serve *st)
 	st->events_seen = smcr_ctx_hs_events(st->sctx); /* before the look */
 	rc = smcr_llc_flow_result(st->lgr, st->flow, st->flow_due_ms, &resp);
 	if (rc == -EAGAIN)
-		return await_event(st, st->flow_due_ms);
+		return await_event(st, smcr_llc_flow_due(st->lgr, st->flow, st->flow_due_ms));
 	st->flow = 0;
 	if (rc || lgr_activate(st->lgr, lgr_conn_link(st->lgr)->link_num, st->neg.max_conns))
 		return decline_first_contact(hs, st);

@@ -174,6 +174,10 @@ void smcr_llc_flow_disown(struct lgr *lgr);
  */
 int smcr_llc_flow_start(struct lgr *lgr, const struct llc_msg *req, uint32_t *ticket);
 int smcr_llc_flow_result(struct lgr *lgr, uint32_t ticket, long due_ms, struct llc_msg *resp);
+/* smcr_llc_flow_due() - by when smcr_llc_flow_result() with @due_ms ends
+ * the flow by itself if no answer comes: @due_ms, or SMCR_LLC_WAIT_MS after
+ * its request left if that is sooner. A parked owner looks again then. */
+long smcr_llc_flow_due(struct lgr *lgr, uint32_t ticket, long due_ms);
 bool smcr_llc_flow_settled(struct lgr *lgr, uint32_t ticket);
 void smcr_llc_flow_abandon(struct lgr *lgr, uint32_t ticket);
 

@@ -342,6 +342,18 @@ int smcr_llc_flow_result(struct lgr *lgr, uint32_t ticket, long due_ms, struct l
 	return rc;
 }
 
+long smcr_llc_flow_due(struct lgr *lgr, uint32_t ticket, long due_ms)
+{
+	struct smcr_llc_slot *sl;
+	long answer_due;
+
+	pthread_mutex_lock(&lgr->llc.lock);
+	sl = slot_of_locked(&lgr->llc, ticket);
+	answer_due = sl && sl->state == LLC_SLOT_RUNNING ? sl->sent_ms + SMCR_LLC_WAIT_MS : due_ms;
+	pthread_mutex_unlock(&lgr->llc.lock);
+	return answer_due < due_ms ? answer_due : due_ms;
+}
+
 bool smcr_llc_flow_settled(struct lgr *lgr, uint32_t ticket)
 {
 	struct smcr_llc_slot *sl;

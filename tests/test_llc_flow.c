@@ -127,6 +127,29 @@ static void test_due_passed(void **state)
 	fake_close(&f);
 }
 
+/* A parked owner looks again when its flow would end by itself: the
+ * running one SMCR_LLC_WAIT_MS after its request left (an answer that never
+ * comes), a waiting one at its owner's time. */
+static void test_flow_due(void **state)
+{
+	struct fake f;
+	uint32_t a, b;
+	long later = LATER, now;
+
+	(void)state;
+	fake_open(&f, 0);
+	now = clock_now_ms();
+	a = start(&f, 1);
+	b = start(&f, 2);
+	assert_in_range(smcr_llc_flow_due(f.lgr, a, later), now + SMCR_LLC_WAIT_MS,
+			clock_now_ms() + SMCR_LLC_WAIT_MS);
+	assert_int_equal(smcr_llc_flow_due(f.lgr, a, now), now); /* the owner's is sooner */
+	assert_int_equal(smcr_llc_flow_due(f.lgr, b, later), later);
+	smcr_llc_flow_abandon(f.lgr, a);
+	smcr_llc_flow_abandon(f.lgr, b);
+	fake_close(&f);
+}
+
 /* At most SMCR_LLC_FLOW_SLOTS flows started or waiting: the next is told
  * to ask again, and told (a handshake event) when a slot comes back, even
  * by a flow that never ran: nothing else would wake its owner. */
@@ -159,6 +182,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_answer_sends_next),
 		cmocka_unit_test(test_due_passed),
+		cmocka_unit_test(test_flow_due),
 		cmocka_unit_test(test_slots_bounded),
 	};
 
