@@ -60,11 +60,14 @@ struct smcr_link;
 /*
  * Flows run as events (smcr_llc_flow_start()) started or waiting at once:
  * handshakes on one link group, each with a CONFIRM_RKEY for a new RMB (a
- * storm's first connections) or a first contact's CONFIRM_LINK. More are
- * told -EBUSY and ask again after the next handshake event, which a slot
- * given back makes then.
+ * storm's first connections) or a first contact's CONFIRM_LINK; one per
+ * connection a link group can have (SMC_CONN_PER_LGR_MAX), so an honest
+ * load never finds them taken. More are told -EBUSY and ask again after
+ * the next handshake event, which a slot given back makes then: with 64
+ * slots, 256 clients' first connections asked again at every one, and 99 %
+ * had their ACCEPT within 4.2 s (the kernel's server: 1.2 s).
  */
-#define SMCR_LLC_FLOW_SLOTS 64
+#define SMCR_LLC_FLOW_SLOTS 255
 
 /* An event-run flow, from smcr_llc_flow_start() to its result or abandon. */
 struct smcr_llc_slot {

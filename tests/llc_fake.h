@@ -26,7 +26,7 @@
 #include "smcr_llc.h"
 #include "smcr_wr.h"
 
-#define SENT_MAX 64
+#define SENT_MAX 512 /* more than SMCR_LLC_FLOW_SLOTS */
 
 static uint8_t sent[SENT_MAX][LLC_MSG_LEN];
 static int nsent;
