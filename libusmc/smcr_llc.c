@@ -76,6 +76,15 @@ static int llc_post_bytes(struct lgr *lgr, struct smcr_link *lnk, const uint8_t 
 	return rc;
 }
 
+/* A request of ours that left: CONFIRM_RKEY and DELETE_RKEY are counted
+ * where they leave, so that a reader never sees half of an answer's
+ * accounting (tests subtract nothing to find our flows). */
+static void count_rkey_request(struct lgr *lgr, uint8_t type)
+{
+	if (type == LLC_CONFIRM_RKEY || type == LLC_DELETE_RKEY)
+		atomic_fetch_add_explicit(&lgr->llc.rkey_requests, 1, memory_order_relaxed);
+}
+
 static int llc_post(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg *m,
 		    enum smcr_sq_class cls)
 {
@@ -88,11 +97,8 @@ static int llc_post(struct lgr *lgr, struct smcr_link *lnk, const struct llc_msg
 	len = llc_post_bytes(lgr, lnk, buf, len, cls);
 	if (len)
 		return len;
-	/* counted where they leave, so that a reader never sees half of an
-	 * answer's accounting (tests subtract nothing to find our flows) */
-	if (!(m->flags & LLC_FLAG_RESP) &&
-	    (m->type == LLC_CONFIRM_RKEY || m->type == LLC_DELETE_RKEY))
-		atomic_fetch_add_explicit(&lgr->llc.rkey_requests, 1, memory_order_relaxed);
+	if (!(m->flags & LLC_FLAG_RESP))
+		count_rkey_request(lgr, m->type);
 	return 0;
 }
 
@@ -100,8 +106,8 @@ int smcr_llc_send_bytes(struct lgr *lgr, uint8_t type, const uint8_t *buf, int l
 {
 	int rc = llc_post_bytes(lgr, llc_link(lgr), buf, len, SMCR_SQ_LLC);
 
-	if (!rc && (type == LLC_CONFIRM_RKEY || type == LLC_DELETE_RKEY))
-		atomic_fetch_add_explicit(&lgr->llc.rkey_requests, 1, memory_order_relaxed);
+	if (!rc)
+		count_rkey_request(lgr, type);
 	return rc;
 }
 

@@ -7,11 +7,11 @@
 #ifndef USMC_SMCR_LLC_INT_H
 #define USMC_SMCR_LLC_INT_H
 
+#include <stdint.h>
+
 #include "llc.h"
 
 struct lgr;
-
-#include <stdint.h>
 
 /* Send the encoded request @buf of @len bytes (LLC_MSG_LEN at most), of
  * LLC type @type, on the link LLC messages go on; -EAGAIN if the send
