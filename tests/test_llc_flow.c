@@ -5,13 +5,23 @@
  * next request at once, before the answered flow's owner comes back for it
  * (a storm's first connections each confirm a new RMB's rkey: their
  * owners, handshakes parked until a worker is free, came back one after
- * another, and the flows with them). On the fake link of llc_fake.h.
+ * another, and the flows with them). On the fake link of common/fake_lgr.h.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
 
 #include "clock.h"
-#include "llc_fake.h"
+#include "llc.h"
+#include "smcr_llc.h"
+#include "smcr_wr.h"
+
+#include "common/fake_lgr.h"
 
 static struct llc_msg rkey_request(uint32_t rkey)
 {
@@ -26,8 +36,8 @@ static uint32_t sent_rkey_request(int i)
 {
 	struct llc_msg m;
 
-	assert_true(i < nsent);
-	assert_int_equal(llc_decode(sent[i], LLC_MSG_LEN, &m), 0);
+	assert_true(i < fake_nsent);
+	assert_int_equal(llc_decode(fake_sent[i], LLC_MSG_LEN, &m), 0);
 	assert_int_equal(m.type, LLC_CONFIRM_RKEY);
 	assert_false(m.flags & LLC_FLAG_RESP);
 	return m.confirm_rkey.rkey;
@@ -39,7 +49,7 @@ static void peer_answers(struct fake *f)
 	struct llc_msg m = rkey_request(0);
 
 	m.flags = LLC_FLAG_RESP;
-	peer_asks(f, &m);
+	fake_peer_sends(f, &m);
 }
 
 static uint32_t start(struct fake *f, uint32_t rkey)
@@ -74,34 +84,34 @@ static void test_answer_sends_next(void **state)
 	uint32_t a, b, c, d;
 
 	(void)state;
-	fake_open(&f, 0);
+	fake_open(&f);
 	a = start(&f, 1);
 	b = start(&f, 2);
 	c = start(&f, 3);
-	assert_int_equal(nsent, 1); /* one flow at a time */
+	assert_int_equal(fake_nsent, 1); /* one flow at a time */
 	assert_int_equal(sent_rkey_request(0), 1);
 	assert_int_equal(result(&f, b, LATER), -EAGAIN);
 	assert_false(smcr_llc_flow_settled(f.lgr, a));
 	peer_answers(&f);
 	/* the next request left with the answer, a's owner not back yet */
-	assert_int_equal(nsent, 2);
+	assert_int_equal(fake_nsent, 2);
 	assert_int_equal(sent_rkey_request(1), 2);
 	assert_true(smcr_llc_flow_settled(f.lgr, a));
 	assert_false(smcr_llc_flow_settled(f.lgr, b));
 	assert_int_equal(result(&f, a, LATER), 0);
 	assert_int_equal(result(&f, a, LATER), -ECONNABORTED); /* taken */
 	peer_answers(&f);
-	assert_int_equal(nsent, 3);
+	assert_int_equal(fake_nsent, 3);
 	assert_int_equal(sent_rkey_request(2), 3);
 	/* c's owner goes away: the flow is free for the next at once */
 	smcr_llc_flow_abandon(f.lgr, c);
 	d = start(&f, 4);
-	assert_int_equal(nsent, 4);
+	assert_int_equal(fake_nsent, 4);
 	assert_int_equal(sent_rkey_request(3), 4);
 	assert_int_equal(result(&f, b, LATER), 0);
 	peer_answers(&f);
 	assert_int_equal(result(&f, d, LATER), 0);
-	assert_int_equal(nsent, 4);
+	assert_int_equal(fake_nsent, 4);
 	fake_close(&f);
 }
 
@@ -113,14 +123,14 @@ static void test_due_passed(void **state)
 	uint32_t a, b, c;
 
 	(void)state;
-	fake_open(&f, 0);
+	fake_open(&f);
 	a = start(&f, 1);
 	b = start(&f, 2);
 	c = start(&f, 3);
 	assert_int_equal(result(&f, b, clock_now_ms()), -ETIMEDOUT);
-	assert_int_equal(nsent, 1);
+	assert_int_equal(fake_nsent, 1);
 	assert_int_equal(result(&f, a, clock_now_ms()), -ETIMEDOUT);
-	assert_int_equal(nsent, 2); /* c's, not b's */
+	assert_int_equal(fake_nsent, 2); /* c's, not b's */
 	assert_int_equal(sent_rkey_request(1), 3);
 	peer_answers(&f);
 	assert_int_equal(result(&f, c, LATER), 0);
@@ -137,7 +147,7 @@ static void test_flow_due(void **state)
 	long later = LATER, now;
 
 	(void)state;
-	fake_open(&f, 0);
+	fake_open(&f);
 	now = clock_now_ms();
 	a = start(&f, 1);
 	b = start(&f, 2);
@@ -161,7 +171,7 @@ static void test_slots_bounded(void **state)
 	struct fake f;
 
 	(void)state;
-	fake_open(&f, 0);
+	fake_open(&f);
 	for (int i = 0; i < SMCR_LLC_FLOW_SLOTS; i++)
 		tickets[i] = start(&f, (uint32_t)i);
 	assert_int_equal(smcr_llc_flow_start(f.lgr, &req, &t), -EBUSY);
@@ -173,7 +183,7 @@ static void test_slots_bounded(void **state)
 	for (int i = 0; i < SMCR_LLC_FLOW_SLOTS - 1; i++)
 		smcr_llc_flow_abandon(f.lgr, tickets[i]);
 	smcr_llc_flow_abandon(f.lgr, t);
-	assert_int_equal(nsent, SMCR_LLC_FLOW_SLOTS); /* each ran when the one before went */
+	assert_int_equal(fake_nsent, SMCR_LLC_FLOW_SLOTS); /* each ran when the one before went */
 	fake_close(&f);
 }
 

@@ -3,10 +3,13 @@
  * A link group of one ACTIVE link built by hand around fakes of the verbs
  * calls, for unit tests of what a connection or the LLC sends: the QP's
  * post_send records the first 44 bytes (one LLC or CDC message) of each
- * post's first entry in fake_sent[] (and the QP in fake_sent_qp[]), its
- * CQs complete nothing, and the
- * pools register through a hook that hands out a new pair of keys each
- * time (fake_regs, fake_deregs count them). No device.
+ * post's first entry in fake_sent[] (and the QP in fake_sent_qp[]), the
+ * send CQ completes the sends a test asks for (fake_completions; the
+ * receive CQ nothing), fake_peer_sends() delivers a message of the peer's
+ * through the link's own receive handler, the connections' kicks are
+ * counted (fake_kicks), and the pools register through a hook that hands
+ * out a new pair of keys each time (fake_regs, fake_deregs count them).
+ * No device.
  */
 #ifndef USMC_TEST_FAKE_LGR_H
 #define USMC_TEST_FAKE_LGR_H
@@ -26,12 +29,14 @@
 #include "smcr_llc.h"
 #include "smcr_wr.h"
 
-#define FAKE_SENT_MAX 16
+#define FAKE_SENT_MAX 512 /* more than SMCR_LLC_FLOW_SLOTS */
 #define FAKE_KEY_BASE 0x5000u
 
 static uint8_t fake_sent[FAKE_SENT_MAX][LLC_MSG_LEN];
 static struct ibv_qp *fake_sent_qp[FAKE_SENT_MAX];
 static int fake_nsent;
+static int fake_completions; /* the send CQ's next polls return this many */
+static int fake_kicks;	     /* lgr_conn_ops.kick_pending calls */
 
 static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
@@ -42,12 +47,28 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 	return 0;
 }
 
+static struct ibv_cq fake_rcq, fake_scq;
+
 static int fake_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 {
-	(void)cq;
-	(void)num;
-	(void)wc;
-	return 0;
+	int n = 0;
+
+	if (cq != &fake_scq)
+		return 0;
+	while (n < num && fake_completions > 0) {
+		wc[n++] = (struct ibv_wc){.status = IBV_WC_SUCCESS, .opcode = IBV_WC_SEND};
+		fake_completions--;
+	}
+	return n;
+}
+
+/* The connections' operations, their kicks counted. */
+static struct lgr_conn_ops fake_ops;
+
+static void fake_kick_pending(struct lgr *lgr)
+{
+	fake_kicks++;
+	smcr_conn_lgr_ops.kick_pending(lgr);
 }
 
 /* The pool's registrations: each a new pair of keys. */
@@ -76,8 +97,6 @@ static int fake_dereg(void *ctx, struct bufpool_mr *mr)
 
 static const struct bufpool_reg_ops fake_reg_ops = {.reg = fake_reg, .dereg = fake_dereg};
 
-static struct ibv_cq fake_rcq, fake_scq;
-
 struct fake {
 	struct smcr_ctx sctx;
 	struct ibv_context ib;
@@ -103,7 +122,9 @@ static void fake_open(struct fake *f)
 	lgr = f->lgr = calloc(1, sizeof(*f->lgr));
 	assert_non_null(lgr);
 	lgr->sctx = &f->sctx;
-	lgr->ops = &smcr_conn_lgr_ops;
+	fake_ops = smcr_conn_lgr_ops;
+	fake_ops.kick_pending = fake_kick_pending;
+	lgr->ops = &fake_ops;
 	lgr->state = LGR_ACTIVE;
 	lgr->max_conns = SMCR_MAX_CONNS;
 	pthread_mutex_init(&lgr->lock, NULL);
@@ -125,8 +146,26 @@ static void fake_open(struct fake *f)
 	lgr->sndbufs = bufpool_create(&cfg);
 	assert_non_null(lgr->rmbs);
 	assert_non_null(lgr->sndbufs);
-	fake_nsent = 0;
+	fake_nsent = fake_completions = fake_kicks = 0;
 	fake_regs = fake_deregs = 0;
+}
+
+/* The first link's send queue holds @used sends that have not completed. */
+static inline void fake_fill_sq(struct fake *f, int used)
+{
+	struct smcr_tx_pend p = {0};
+
+	for (int i = 0; i < used; i++)
+		smcr_sq_push_locked(&f->lnk->sq, &p, 1);
+}
+
+/* The peer's message @m arrives on the first link. */
+static inline void fake_peer_sends(struct fake *f, const struct llc_msg *m)
+{
+	uint8_t buf[LLC_MSG_LEN];
+
+	assert_int_equal(llc_encode(m, buf, sizeof(buf)), LLC_MSG_LEN);
+	f->lnk->up.h->rx_llc(f->lnk, buf, sizeof(buf));
 }
 
 /* One more ACTIVE link, in slot @slot, on @qp (its own QP, or the first
