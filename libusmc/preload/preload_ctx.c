@@ -4,6 +4,7 @@
  * use, from the USMC_* variables of the start (preload_config.c); a child
  * of fork() makes its own, as the parent's stays the parent's (usmc.h).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,18 +14,29 @@
 #define CTX_DEVICES_MAX 16 /* devices looked at for an address (a GID) */
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct usmc_ctx *g_ctx;		  /* ctx_lock */
-static pid_t g_ctx_pid, g_ctx_failed_pid; /* ctx_lock */
-static bool g_has_devices;		  /* written under ctx_lock */
+static struct usmc_ctx *g_ctx;	  /* ctx_lock; read without it once g_ctx_pid says so */
+static _Atomic pid_t g_ctx_pid;	  /* written under ctx_lock, after g_ctx */
+static pid_t g_ctx_failed_pid;	  /* ctx_lock */
+static bool g_has_devices;	  /* written under ctx_lock */
+static int g_event_fd;		  /* ctx_lock; read without it once g_event_pid says so */
+static _Atomic pid_t g_event_pid; /* written under ctx_lock, after g_event_fd */
 
+/*
+ * Every data call and epoll_ctl() of a connection asks for the context:
+ * once this process has made it, the answer costs one atomic load, not a
+ * lock (a child of fork() has another pid, and takes the lock to make its
+ * own).
+ */
 struct usmc_ctx *preload_ctx(void)
 {
 	struct usmc_ctx *ctx = NULL;
 	char msg[160];
 	int rc;
 
+	if (atomic_load_explicit(&g_ctx_pid, memory_order_acquire) == my_pid)
+		return g_ctx;
 	pthread_mutex_lock(&ctx_lock);
-	if (g_ctx && g_ctx_pid == my_pid) {
+	if (g_ctx && atomic_load_explicit(&g_ctx_pid, memory_order_relaxed) == my_pid) {
 		ctx = g_ctx;
 	} else if (g_ctx_failed_pid != my_pid) {
 		/* a child of fork(): the parent's context is the parent's */
@@ -44,7 +56,7 @@ struct usmc_ctx *preload_ctx(void)
 			for (int i = 0; i < n && i < CTX_DEVICES_MAX; i++)
 				g_has_devices |= devs[i].gid_index >= 0;
 			g_ctx = ctx;
-			g_ctx_pid = my_pid;
+			atomic_store_explicit(&g_ctx_pid, my_pid, memory_order_release);
 		}
 	}
 	pthread_mutex_unlock(&ctx_lock);
@@ -69,21 +81,24 @@ struct usmc_ctx *preload_ctx_at_listen(void)
 	return !s || strcmp(s, "0") ? preload_ctx() : NULL;
 }
 
+/* The context's event descriptor, made once per process (as the context:
+ * one atomic load once it is there). */
 int preload_ctx_event_fd(void)
 {
-	static pid_t pid; /* ctx_lock */
-	static int fd;	  /* ctx_lock: the descriptor, made once per process */
-	struct usmc_ctx *ctx = preload_ctx();
+	struct usmc_ctx *ctx;
 	int rc;
 
+	if (atomic_load_explicit(&g_event_pid, memory_order_acquire) == my_pid)
+		return g_event_fd;
+	ctx = preload_ctx();
 	if (!ctx)
 		return -ENODEV;
 	pthread_mutex_lock(&ctx_lock);
-	if (pid != my_pid) {
-		fd = IN_LIB(usmc_ctx_event_fd(ctx));
-		pid = my_pid;
+	if (atomic_load_explicit(&g_event_pid, memory_order_relaxed) != my_pid) {
+		g_event_fd = IN_LIB(usmc_ctx_event_fd(ctx));
+		atomic_store_explicit(&g_event_pid, my_pid, memory_order_release);
 	}
-	rc = fd;
+	rc = g_event_fd;
 	pthread_mutex_unlock(&ctx_lock);
 	return rc;
 }
