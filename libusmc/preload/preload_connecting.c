@@ -20,11 +20,11 @@ static void switch_fds(struct pobj *o, int final)
 		struct epreg *r;
 
 		for (r = o->regs; r; r = r->next)
-			if (r->fd == fd)
+			if (r->live && r->fd == fd)
 				R.epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
 		fd_point(fd, final, fdfl);
 		for (r = o->regs; r; r = r->next)
-			if (r->fd == fd)
+			if (r->live && r->fd == fd)
 				R.epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &r->ev);
 	}
 }
@@ -49,7 +49,8 @@ static bool settle_locked(struct pobj *o, int rc)
 		switch_fds(o, usmc_conn_fd(o->c));
 		o->kind = PO_SMCR;
 		for (struct epreg *r = o->regs; r; r = r->next)
-			evloop_register(o, r->epfd);
+			if (r->live)
+				evloop_register(o, r->epfd);
 		o->local = info.local;
 		o->peer = info.peer;
 		o->llen = ss_len(&info.local);

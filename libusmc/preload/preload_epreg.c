@@ -36,11 +36,11 @@ void regs_delete_fd(struct pobj *o, int fd)
 			pp = &r->next;
 			continue;
 		}
-		if (o->kind == PO_LISTEN) {
+		if (r->live && o->kind == PO_LISTEN) {
 			for (struct shadow *s = o->shadows; s; s = s->next)
 				if (s->fd == fd)
 					R.epoll_ctl(r->epfd, EPOLL_CTL_DEL, s->sfd, NULL);
-		} else {
+		} else if (r->live) {
 			R.epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
 		}
 		*pp = r->next;
@@ -59,8 +59,7 @@ void regs_record(struct pobj *o, int epfd, int op, int fd, const struct epoll_ev
 			break;
 	reg = *pp;
 	if (op == EPOLL_CTL_DEL && reg) {
-		*pp = reg->next;
-		free(reg);
+		reg->live = false;
 	} else if (op != EPOLL_CTL_DEL && ev) {
 		if (!reg && (reg = calloc(1, sizeof(*reg)))) {
 			reg->epfd = epfd;
@@ -68,7 +67,9 @@ void regs_record(struct pobj *o, int epfd, int op, int fd, const struct epoll_ev
 			reg->next = o->regs;
 			o->regs = reg;
 		}
-		if (reg)
+		if (reg) {
 			reg->ev = *ev;
+			reg->live = true;
+		}
 	}
 }

@@ -24,9 +24,12 @@ enum pobj_kind {
 	PO_PLAIN,      /* a plain socket now, its descriptors about to be released */
 };
 
-/* An epoll_ctl() registration of a managed descriptor. */
+/* An epoll_ctl() registration of a managed descriptor. A DEL leaves the
+ * record, not live: an event loop that deletes and adds a descriptor at
+ * every reply (redis's) allocates nothing for it. */
 struct epreg {
 	int epfd, fd;
+	bool live; /* registered in epfd now */
 	struct epoll_event ev;
 	struct epreg *next;
 };
