@@ -143,6 +143,10 @@ void evloop_forgo(struct pobj *o);
  * they made ready are so when it returns. */
 int evloop_fd(struct pobj *o);
 void evloop_run(void);
+/* Descriptor number @fd is another file now (tab_fresh()): if it was an
+ * epoll set that held the event descriptor, the new one does not. */
+void evloop_set_gone(int fd);
+void evloop_fork_child(void);
 
 /* preload_listener.c */
 int listener_activate(struct pobj *o, int fd);

@@ -78,6 +78,7 @@ int dup_managed(int oldfd, int newfd)
 
 	if (!o)
 		return tab_fresh(newfd);
+	evloop_set_gone(newfd);
 	if (tab_add(newfd, o)) /* tab_add() takes a stale entry's place */
 		count_unsupported("dup beyond the table");
 	obj_put(o);

@@ -18,6 +18,8 @@
  * program sees them. It is edge-triggered: a set inherited from a parent,
  * with the parent's descriptor in it, wakes a child once, not for ever.
  */
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../clock.h"
@@ -26,6 +28,48 @@
 #define EVLOOP_TAG	0x75736d6300000000ull /* "usmc" */
 #define EVLOOP_TAG_MASK 0xffffffff00000000ull
 #define EVLOOP_BATCH	16 /* usmc_event slots for usmc_ctx_poll(): it reports none */
+
+/* ---- the epoll sets that hold the event descriptor ----------------------------- */
+
+/*
+ * A bit per epoll set, by descriptor number, for the sets this process put
+ * its event descriptor in: an event loop that deletes and adds a
+ * connection at every reply (redis's) then adds it to the set once, not
+ * once per ADD (an epoll_ctl() that fails with EEXIST). A number that
+ * becomes another file through a call the preload sees (epoll_create,
+ * dup2, socket, ...: tab_fresh()) loses its bit; one the kernel hands out
+ * behind it (docs/preload.md "close") keeps it until then. Sets numbered
+ * from EVSETS_MAX on are asked every time.
+ */
+#define EVSETS_MAX 65536
+static _Atomic uint64_t evsets[EVSETS_MAX / 64];
+
+static bool evset_holds(int epfd)
+{
+	return epfd >= 0 && epfd < EVSETS_MAX &&
+	       (atomic_load_explicit(&evsets[epfd / 64], memory_order_relaxed) >> (epfd % 64) & 1);
+}
+
+static void evset_mark(int epfd)
+{
+	if (epfd >= 0 && epfd < EVSETS_MAX)
+		atomic_fetch_or_explicit(&evsets[epfd / 64], 1ull << (epfd % 64),
+					 memory_order_relaxed);
+}
+
+void evloop_set_gone(int fd)
+{
+	if (evset_holds(fd))
+		atomic_fetch_and_explicit(&evsets[fd / 64], ~(1ull << (fd % 64)),
+					  memory_order_relaxed);
+}
+
+/* A child's sets hold its parent's event descriptor, not its own. */
+void evloop_fork_child(void)
+{
+	for (size_t i = 0; i < EVSETS_MAX / 64; i++)
+		atomic_store_explicit(&evsets[i], 0, memory_order_relaxed);
+}
 
 /* ---- the connections whose completions the program's waits run --------------- */
 
@@ -41,10 +85,14 @@ void evloop_register(struct pobj *o, int epfd)
 	if (efd < 0)
 		return;
 	ee.data.u64 = EVLOOP_TAG | (uint32_t)efd;
-	if (R.epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ee) && errno != EEXIST)
+	if (!evset_holds(epfd) && R.epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ee) && errno != EEXIST) {
 		/* a wait on @epfd would not run them: the library's thread does */
 		evloop_forgo_locked(o);
-	else if (!o->looped)
+		errno = err;
+		return;
+	}
+	evset_mark(epfd);
+	if (!o->looped)
 		o->looped = IN_LIB(usmc_conn_watch(o->c, USMC_EV_FD, NULL)) == 0;
 	errno = err;
 }
@@ -137,8 +185,9 @@ PRELOAD_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 				  : R.epoll_ctl(epfd, op, fd, ev);
 	if (rc == 0)
 		regs_record(o, epfd, op, fd, ev);
-	/* a MOD's set got the event descriptor at the ADD (redis changes
-	 * its registrations at every reply: no system call more for it) */
+	/* a MOD's set got the event descriptor at the ADD, and an ADD's
+	 * set at its first (redis changes its registrations at every
+	 * reply: no system call more for it) */
 	if (rc == 0 && o->kind == PO_SMCR &&
 	    (op == EPOLL_CTL_ADD || (op == EPOLL_CTL_MOD && !o->looped)))
 		evloop_register(o, epfd);

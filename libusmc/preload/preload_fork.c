@@ -69,6 +69,7 @@ static void atfork_child(void)
 	tab_fork_child();
 	ctx_fork_child();
 	reaper_fork_child();
+	evloop_fork_child();
 	my_pid = getpid();
 	counters_reset();
 	fork_bury_smcr();

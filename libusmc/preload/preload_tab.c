@@ -163,6 +163,7 @@ int tab_fresh(int fd)
 {
 	struct pobj *o;
 
+	evloop_set_gone(fd); /* a new file: no epoll set of ours, if it is one */
 	/* a vfork() child: the table is the parent's, whose descriptors
 	 * this child may have closed and opened again in its own table */
 	if (fd < 0 || !tab_peek(fd) || getpid() != my_pid)

@@ -19,8 +19,10 @@
  *   evloop-server ADDR PORT ROUNDS / evloop-client ADDR PORT BIND ROUNDS
  *     ROUNDS round trips of a 64-byte request and reply (every byte its
  *     round and offset, checked); the server waits in epoll_wait()
- *     (edge-triggered), the client alternately in epoll_wait() and in a
- *     blocking read() of its epoll-registered descriptor. Each end's
+ *     (edge-triggered), its registration deleted and added again every
+ *     other round and its epoll set a new one every 100, the client
+ *     alternately in epoll_wait() and in a blocking read() of its
+ *     epoll-registered descriptor. Each end's
  *     link group threads (usmc-lgr/...) must have woken fewer than
  *     ROUNDS / 4 times meanwhile: under usmc_run the program's own waits
  *     run the SMC-R completions (docs/preload.md), where the library's
@@ -500,6 +502,27 @@ static void evloop_read(int fd, int ep, char *m, int round, const char *what)
 	evloop_check(m, round, what);
 }
 
+/* How the server's registration changes between requests, as event loops
+ * change theirs: every other round deleted and added again (redis's does
+ * it at every reply), and every EVLOOP_NEW_SET rounds a new epoll set in
+ * place of the old one, closed without a delete (the new set gets the
+ * number back). Each set must still run the completions. */
+#define EVLOOP_NEW_SET 100
+
+static int evloop_reregister(int fd, int ep, int round)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = fd};
+
+	if (round % EVLOOP_NEW_SET == EVLOOP_NEW_SET / 2) {
+		close(ep);
+		return epoll_on(fd, EPOLLIN | EPOLLET);
+	}
+	if (round % 2 &&
+	    (epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)))
+		fail("round %d: epoll_ctl", round);
+	return ep;
+}
+
 /* The round trips; the switches of the link group threads after the
  * first (its connection's setup may still have had the thread run one). */
 static unsigned long evloop_rounds(int fd, bool server, int rounds)
@@ -512,6 +535,7 @@ static unsigned long evloop_rounds(int fd, bool server, int rounds)
 		if (r == 1)
 			before = lgr_thread_switches();
 		if (server) {
+			ep = evloop_reregister(fd, ep, r);
 			evloop_read(fd, ep, m, r, "request");
 			evloop_msg(m, r + rounds);
 			write_all(fd, m, EVLOOP_MSG);

@@ -19,8 +19,9 @@
 #     (rdhup), children of fork() that inherit the SMC-R connection (their
 #     calls fail with ENOTCONN, the parent's stream stays intact) (fork),
 #     2,000 round trips through epoll_wait() and blocking reads with the
-#     link group threads asleep: the program's waits run the completions
-#     (evloop)
+#     link group threads asleep: the program's waits run the completions,
+#     also with the server's registration deleted and added again and its
+#     epoll set replaced by a new one of the same number (evloop)
 #   curl under usmc_run on A, with its RDMA device, against a plain
 #     python3 -m http.server on B: no CLC byte reaches the server, the body's
 #     SHA-256 matches; without kernel-compatible mode and USMC_RUN_SMC_PEERS
