@@ -265,7 +265,7 @@ vals() {
 }
 med() { vals "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
 sum() { vals "$@" | awk '{ s += $1 } END { print s + 0 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 share() { # SMC-R count, TCP count: the SMC-R share in %, "-" for a plain end
 	awk -v s="$1" -v t="$2" 'BEGIN { if (t == "-" || s + t == 0) print "-"; else printf "%.1f", 100 * s / (s + t) }'
 }
