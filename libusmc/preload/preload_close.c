@@ -100,8 +100,12 @@ static int do_dup3(int oldfd, int newfd, int flags, bool three)
 	int r;
 
 	P_INIT();
-	if (oldfd == newfd || (!tab_peek(oldfd) && !tab_peek(newfd)) || getpid() != my_pid)
-		return three ? R.dup3(oldfd, newfd, flags) : R.dup2(oldfd, newfd);
+	if (oldfd == newfd || (!tab_peek(oldfd) && !tab_peek(newfd)) || getpid() != my_pid) {
+		r = three ? R.dup3(oldfd, newfd, flags) : R.dup2(oldfd, newfd);
+		if (r >= 0 && oldfd != newfd)
+			evloop_set_gone(newfd); /* another epoll set, if it is one */
+		return r;
+	}
 	if (R.fcntl(oldfd, F_GETFD) < 0) {
 		errno = EBADF;
 		return -1;
@@ -109,6 +113,8 @@ static int do_dup3(int oldfd, int newfd, int flags, bool three)
 	if (tab_peek(newfd))
 		victim = tab_remove(newfd);
 	r = three ? R.dup3(oldfd, newfd, flags) : R.dup2(oldfd, newfd);
+	if (r >= 0)
+		evloop_set_gone(newfd);
 	if (r >= 0 && tab_peek(oldfd))
 		dup_managed(oldfd, newfd);
 	if (victim)

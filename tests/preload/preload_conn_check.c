@@ -20,7 +20,8 @@
  *     ROUNDS round trips of a 64-byte request and reply (every byte its
  *     round and offset, checked); the server waits in epoll_wait()
  *     (edge-triggered), its registration deleted and added again every
- *     other round and its epoll set a new one every 100, the client
+ *     other round and its epoll set a new one twice every 100 (closed and
+ *     made again, or dup2()ed over), the client
  *     alternately in epoll_wait() and in a blocking read() of its
  *     epoll-registered descriptor. Each end's
  *     link group threads (usmc-lgr/...) must have woken fewer than
@@ -504,9 +505,10 @@ static void evloop_read(int fd, int ep, char *m, int round, const char *what)
 
 /* How the server's registration changes between requests, as event loops
  * change theirs: every other round deleted and added again (redis's does
- * it at every reply), and every EVLOOP_NEW_SET rounds a new epoll set in
- * place of the old one, closed without a delete (the new set gets the
- * number back). Each set must still run the completions. */
+ * it at every reply), and twice every EVLOOP_NEW_SET rounds a new epoll
+ * set in place of the old one, with the old number: the old one closed
+ * without a delete and a new one made, or a new empty one dup2()ed onto
+ * it. Each set must still run the completions. */
 #define EVLOOP_NEW_SET 100
 
 static int evloop_reregister(int fd, int ep, int round)
@@ -516,6 +518,14 @@ static int evloop_reregister(int fd, int ep, int round)
 	if (round % EVLOOP_NEW_SET == EVLOOP_NEW_SET / 2) {
 		close(ep);
 		return epoll_on(fd, EPOLLIN | EPOLLET);
+	}
+	if (round % EVLOOP_NEW_SET == EVLOOP_NEW_SET * 3 / 4) {
+		int empty = epoll_create1(EPOLL_CLOEXEC);
+
+		if (empty < 0 || dup2(empty, ep) != ep || close(empty) ||
+		    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+			fail("round %d: a new set by dup2()", round);
+		return ep;
 	}
 	if (round % 2 &&
 	    (epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)))

@@ -21,7 +21,8 @@
 #     2,000 round trips through epoll_wait() and blocking reads with the
 #     link group threads asleep: the program's waits run the completions,
 #     also with the server's registration deleted and added again and its
-#     epoll set replaced by a new one of the same number (evloop)
+#     epoll set replaced by a new one of the same number (closed and made
+#     again, or dup2()ed over) (evloop)
 #   curl under usmc_run on A, with its RDMA device, against a plain
 #     python3 -m http.server on B: no CLC byte reaches the server, the body's
 #     SHA-256 matches; without kernel-compatible mode and USMC_RUN_SMC_PEERS
