@@ -46,12 +46,10 @@ static void fake_link(struct fake *f, int slot, uint8_t num, int state)
 /* The peer's request @m arrives on the first link; its answer, decoded. */
 static struct llc_msg peer_asks(struct fake *f, const struct llc_msg *m)
 {
-	uint8_t buf[LLC_MSG_LEN];
 	struct llc_msg a;
 	int n = fake_nsent;
 
-	assert_int_equal(llc_encode(m, buf, sizeof(buf)), LLC_MSG_LEN);
-	f->lnk->up.h->rx_llc(f->lnk, buf, sizeof(buf));
+	fake_peer_sends(f, m);
 	assert_int_equal(fake_nsent, n + 1);
 	assert_int_equal(llc_decode(fake_sent[n], LLC_MSG_LEN, &a), 0);
 	assert_int_equal(a.type, m->type);
