@@ -113,10 +113,10 @@ static int do_dup3(int oldfd, int newfd, int flags, bool three)
 	if (tab_peek(newfd))
 		victim = tab_remove(newfd);
 	r = three ? R.dup3(oldfd, newfd, flags) : R.dup2(oldfd, newfd);
-	if (r >= 0)
-		evloop_set_gone(newfd);
 	if (r >= 0 && tab_peek(oldfd))
-		dup_managed(oldfd, newfd);
+		dup_managed(oldfd, newfd); /* forgets newfd's epoll set too */
+	else if (r >= 0)
+		evloop_set_gone(newfd);
 	if (victim)
 		obj_put(victim);
 	return r;
